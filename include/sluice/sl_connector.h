@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The source and sink interfaces.  Built-in connectors (generator, file,
+ * stdout) use exactly these; a user's connector looks the same.
+ *
+ * A source has splits (independent, replayable pieces of input: a file, a
+ * generator stream, a partition).  At plan time the source says how many it
+ * has; split s is read by subtask s % parallelism.  A reader polls its
+ * splits and emits rows; between two polls the engine may ask for the
+ * position of each split, which must identify the next record to read so
+ * that a reader opened at that position replays exactly from there.
+ * See docs/connectors.md.
+ */
+#ifndef SLUICE_SL_CONNECTOR_H
+#define SLUICE_SL_CONNECTOR_H
+
+#include "sl_common.h"
+#include "sl_job.h"
+#include "sl_row.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sl_source_out_s sl_source_out_t;
+
+/* Results of reader_poll besides errors (negative codes). */
+#define SL_POLL_MORE 0 /* call again */
+#define SL_POLL_WAIT 1 /* nothing now: wait for sl_source_out_wait_until() or
+                          sl_source_waker_wake() */
+#define SL_POLL_END 2  /* every assigned split is finished */
+
+typedef struct sl_split_init_s {
+  uint32_t split;             /* split id, 0..n_splits-1 */
+  const uint8_t *position;    /* NULL: start from the beginning */
+  size_t position_len;
+} sl_split_init_t;
+
+typedef struct sl_source_waker_s sl_source_waker_t;
+
+typedef struct sl_reader_init_s {
+  uint32_t subtask;
+  uint32_t parallelism;
+  const sl_split_init_t *splits; /* borrowed for the call */
+  uint32_t n_splits;
+  const sl_schema_t *schema;
+  sl_source_waker_t *waker;      /* valid until reader_close */
+} sl_reader_init_t;
+
+struct sl_source_vt_s {
+  const char *type_name; /* "generator", "file" ... used in messages */
+  /**
+   * Decide the number of splits for the given parallelism.  May open
+   * external resources to check they exist; an error here stops the job
+   * before it starts, with a message that names the input.
+   */
+  int (*plan)(void *ctx, uint32_t parallelism, uint32_t *out_n_splits,
+              sl_error_t **out_err);
+  int (*reader_open)(void *ctx, const sl_reader_init_t *init,
+                     void **out_reader, sl_error_t **out_err);
+  /**
+   * Emit rows with sl_source_emit() until it returns false or there is
+   * nothing more, then return SL_POLL_*.  Return between two records.
+   */
+  int (*reader_poll)(void *reader, sl_source_out_t *out, sl_error_t **out_err);
+  /** Position of one assigned split (the next record to read). */
+  int (*reader_position)(void *reader, uint32_t split, sl_bytes_t *out_pos);
+  void (*reader_close)(void *reader);
+  void (*destroy)(void *ctx);
+};
+
+/**
+ * @brief Emit a row (copied).  Returns true to go on, false when the poll
+ * should return now (output backpressure, quantum used, cancel).  The row
+ * was accepted either way.
+ * @thread the reader's task.
+ */
+bool sl_source_emit(sl_source_out_t *out, const sl_row_t *row);
+/** @brief A builder for the source schema, reset to +I. */
+sl_row_builder_t *sl_source_builder(sl_source_out_t *out);
+/** @brief Finish the builder and emit; false on a builder error too. */
+bool sl_source_emit_builder(sl_source_out_t *out, sl_error_t **out_err);
+/** @brief Processing time in ns since the epoch (the scheduler's clock). */
+int64_t sl_source_now(const sl_source_out_t *out);
+/** @brief With SL_POLL_WAIT: poll again at or after t_ns. */
+void sl_source_wait_until(sl_source_out_t *out, int64_t t_ns);
+/** @brief Wake a waiting reader from any thread (e.g. a client thread). */
+void sl_source_waker_wake(sl_source_waker_t *waker);
+
+/* ------------------------------------------------------------------ */
+
+typedef struct sl_sink_init_s {
+  uint32_t subtask;
+  uint32_t parallelism;
+  const sl_schema_t *schema;
+  const char *uid;
+} sl_sink_init_t;
+
+struct sl_sink_vt_s {
+  const char *type_name;
+  int (*writer_open)(void *ctx, const sl_sink_init_t *init, void **out_writer,
+                     sl_error_t **out_err);
+  int (*write)(void *writer, const sl_row_t *row, sl_error_t **out_err);
+  /** Optional: make everything written so far durable/visible. */
+  int (*flush)(void *writer, sl_error_t **out_err);
+  /**
+   * Close a writer.  is_success says whether all input ended normally; on
+   * failure or cancel the writer should discard what it can.
+   */
+  int (*writer_close)(void *writer, bool is_success, sl_error_t **out_err);
+  void (*destroy)(void *ctx);
+};
+
+/* ------------------------------------------------------------------ */
+/* Built-in connectors.  Each returns a vtable and a new instance context
+ * for sl_job_source()/sl_stream_sink(). */
+
+typedef enum sl_gen_skew_e { SL_GEN_UNIFORM = 0, SL_GEN_ZIPF = 1 } sl_gen_skew_t;
+
+/* Columns a generator can produce (a bit set). */
+#define SL_GEN_COL_SEQ     (1u << 0) /* int64: record index within split */
+#define SL_GEN_COL_SPLIT   (1u << 1) /* int32: split id */
+#define SL_GEN_COL_KEY     (1u << 2) /* int64: key in [0, keys) */
+#define SL_GEN_COL_AMOUNT  (1u << 3) /* int64: amount in [-1000, 1000] \ {0} */
+#define SL_GEN_COL_TS      (1u << 4) /* timestamp: event time */
+#define SL_GEN_COL_PAYLOAD (1u << 5) /* string of payload_size bytes */
+#define SL_GEN_COL_ALL     0x3fu
+
+typedef struct sl_gen_config_s {
+  uint64_t seed;
+  uint64_t count;        /* total records over all splits; 0 = unbounded */
+  double rate;           /* events/s over all splits; 0 = unlimited */
+  uint64_t keys;         /* distinct keys, >= 1 */
+  sl_gen_skew_t skew;
+  double zipf_exponent;  /* > 0, default 1.0 */
+  uint32_t payload_size; /* bytes */
+  uint32_t splits;       /* 0 = the source parallelism */
+  uint32_t columns;      /* SL_GEN_COL_* bits, in this fixed order */
+  int64_t start_time_us; /* event time of record 0 */
+  int64_t time_step_us;  /* event-time step between records of a split */
+} sl_gen_config_t;
+
+void sl_gen_config_init(sl_gen_config_t *cfg);
+/**
+ * @brief Create a generator source.  The record i of split s is a pure
+ * function of (seed, s, i), so a reader can start at any position.
+ * @ownership the caller owns *out_schema (one reference) and *out_ctx until
+ * it hands ctx to sl_job_source().
+ */
+int sl_gen_source_create(const sl_gen_config_t *cfg, const sl_source_vt_t **out_vt,
+                         void **out_ctx, sl_schema_t **out_schema,
+                         sl_error_t **out_err);
+
+typedef enum sl_format_e { SL_FORMAT_CSV = 0, SL_FORMAT_JSON = 1 } sl_format_t;
+
+typedef struct sl_file_source_config_s {
+  const char *const *paths; /* files; a directory means its regular files */
+  uint32_t n_paths;
+  sl_format_t format;
+  bool csv_header;          /* first line of each file is a header */
+  char csv_delimiter;       /* default ',' */
+  const sl_schema_t *schema;
+} sl_file_source_config_t;
+
+int sl_file_source_create(const sl_file_source_config_t *cfg,
+                          const sl_source_vt_t **out_vt, void **out_ctx,
+                          sl_error_t **out_err);
+
+typedef struct sl_file_sink_config_s {
+  const char *path;      /* parallelism 1: this file; else path.<subtask> */
+  sl_format_t format;
+  bool csv_header;
+  char csv_delimiter;
+  bool changelog;        /* add an "op" column (+I/-U/+U/-D) first */
+} sl_file_sink_config_t;
+
+int sl_file_sink_create(const sl_file_sink_config_t *cfg,
+                        const sl_sink_vt_t **out_vt, void **out_ctx,
+                        sl_error_t **out_err);
+/** @brief Rows to standard output, one line each. */
+int sl_stdout_sink_create(sl_format_t format, bool changelog,
+                          const sl_sink_vt_t **out_vt, void **out_ctx,
+                          sl_error_t **out_err);
+/** @brief Discards rows, counting them (benchmarks). */
+int sl_null_sink_create(const sl_sink_vt_t **out_vt, void **out_ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

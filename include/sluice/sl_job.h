@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The job builder and the user-function interfaces.  A job is a dataflow
+ * graph of operators, each with a stable UID and a parallelism; sluice turns
+ * it into chained tasks and runs them on a worker pool.  Builder calls never
+ * fail loudly: the first error is kept in the job and returned by
+ * sl_job_run(), and every later builder call that receives a NULL stream
+ * returns NULL.  See docs/api.md and src/graph/README.md.
+ */
+#ifndef SLUICE_SL_JOB_H
+#define SLUICE_SL_JOB_H
+
+#include "sl_common.h"
+#include "sl_row.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sl_job_s sl_job_t;
+typedef struct sl_stream_s sl_stream_t; /* owned by the job */
+typedef struct sl_ctx_s sl_ctx_t;       /* per operator subtask */
+typedef struct sl_collector_s sl_collector_t;
+typedef struct sl_state_s sl_state_t;
+
+#define SL_DEFAULT_MAX_PARALLELISM 128
+#define SL_MAX_PARALLELISM_LIMIT 32768
+
+typedef struct sl_job_config_s {
+  const char *name;          /* job name; default "job" */
+  uint32_t parallelism;      /* default operator parallelism; 0 = cores */
+  uint32_t max_parallelism;  /* number of key groups; default 128 */
+  uint32_t n_workers;        /* worker threads; 0 = cores */
+  uint32_t buffer_size;      /* bytes per channel buffer; default 32768 */
+  uint32_t channel_buffers;  /* credits per channel; default 4 */
+} sl_job_config_t;
+
+/** @brief Fill cfg with the defaults above. */
+void sl_job_config_init(sl_job_config_t *cfg);
+
+/**
+ * @brief Create an empty job.
+ * @return SL_OK, SL_EINVAL (bad config, message says which field), SL_ENOMEM.
+ * @ownership the caller owns *out_job and frees it with sl_job_destroy().
+ */
+int sl_job_create(const sl_job_config_t *cfg, sl_job_t **out_job,
+                  sl_error_t **out_err);
+void sl_job_destroy(sl_job_t *job);
+
+/* ------------------------------------------------------------------ */
+/* User functions.  Each runs on the thread of its task, never concurrently
+ * with another call on the same subtask.  `user` is the pointer given when
+ * the operator was added; it is shared by all subtasks, so treat it as
+ * read-only and keep per-subtask data with sl_ctx_set_local().  For
+ * exactly-once results, user functions must be deterministic. */
+
+/** Map one row to one row: fill `out` (already reset, kind copied). */
+typedef int (*sl_map_fn)(sl_ctx_t *ctx, void *user, const sl_row_t *in,
+                         sl_row_builder_t *out);
+/** Return 1 to keep the row, 0 to drop it, a negative code on error. */
+typedef int (*sl_filter_fn)(sl_ctx_t *ctx, void *user, const sl_row_t *in);
+/** Emit any number of rows with sl_collect()/sl_collect_builder(). */
+typedef int (*sl_flat_map_fn)(sl_ctx_t *ctx, void *user, const sl_row_t *in,
+                              sl_collector_t *out);
+/** Append the canonical key of a row (sl_key_add_*). */
+typedef int (*sl_key_fn)(void *user, const sl_row_t *row, sl_bytes_t *key);
+
+typedef struct sl_process_fns_s {
+  /** Optional: called once per subtask before any row; register states. */
+  int (*open)(sl_ctx_t *ctx, void *user);
+  /** Rows of the (first) input. */
+  int (*process)(sl_ctx_t *ctx, void *user, const sl_row_t *row);
+  /** Rows of the second input of a connected stream. */
+  int (*process2)(sl_ctx_t *ctx, void *user, const sl_row_t *row);
+  /** A processing-time timer fired; the timer's key is current. */
+  int (*on_timer)(sl_ctx_t *ctx, void *user, int64_t timestamp_ns);
+  /** Optional: called when all input has ended (bounded jobs). */
+  int (*end_input)(sl_ctx_t *ctx, void *user);
+  /** Optional: called once per subtask at shutdown, also after errors. */
+  void (*close)(sl_ctx_t *ctx, void *user);
+} sl_process_fns_t;
+
+/* ------------------------------------------------------------------ */
+/* Sources and sinks are defined in sl_connector.h. */
+typedef struct sl_source_vt_s sl_source_vt_t;
+typedef struct sl_sink_vt_s sl_sink_vt_t;
+
+/**
+ * @brief Add a source.  ctx is the connector instance created by the
+ * connector; the job takes ownership of it (vt->destroy) even on error.
+ * The schema is referenced by the job.
+ */
+sl_stream_t *sl_job_source(sl_job_t *job, const char *uid,
+                           const sl_source_vt_t *vt, void *ctx,
+                           sl_schema_t *schema);
+sl_stream_t *sl_stream_map(sl_stream_t *in, const char *uid,
+                           sl_schema_t *out_schema, sl_map_fn fn, void *user);
+sl_stream_t *sl_stream_filter(sl_stream_t *in, const char *uid,
+                              sl_filter_fn fn, void *user);
+sl_stream_t *sl_stream_flat_map(sl_stream_t *in, const char *uid,
+                                sl_schema_t *out_schema, sl_flat_map_fn fn,
+                                void *user);
+/** @brief Key a stream by fields (names must exist in its schema). */
+sl_stream_t *sl_stream_key_by_fields(sl_stream_t *in,
+                                     const char *const *fields,
+                                     uint32_t n_fields);
+/** @brief Key a stream by a user key function. */
+sl_stream_t *sl_stream_key_by(sl_stream_t *in, sl_key_fn fn, void *user);
+/** @brief Keyed process function (input must be keyed). */
+sl_stream_t *sl_stream_process(sl_stream_t *keyed, const char *uid,
+                               sl_schema_t *out_schema,
+                               const sl_process_fns_t *fns, void *user);
+/**
+ * @brief Two-input process function: rows of `a` go to fns->process, rows of
+ * `b` to fns->process2.  When both are keyed, keyed state and timers are
+ * available and both inputs must use keys of the same meaning.
+ */
+sl_stream_t *sl_stream_connect(sl_stream_t *a, sl_stream_t *b,
+                               const char *uid, sl_schema_t *out_schema,
+                               const sl_process_fns_t *fns, void *user);
+/** @brief Union of streams with equal schemas. */
+sl_stream_t *sl_stream_union(sl_stream_t *const *streams, uint32_t n);
+/** @brief Redistribute round-robin to the next operator. */
+sl_stream_t *sl_stream_rebalance(sl_stream_t *in);
+/** @brief Send every row to every subtask of the next operator. */
+sl_stream_t *sl_stream_broadcast(sl_stream_t *in);
+/** @brief Add a sink.  Takes ownership of ctx (vt->destroy) even on error. */
+int sl_stream_sink(sl_stream_t *in, const char *uid, const sl_sink_vt_t *vt,
+                   void *ctx);
+/** @brief Parallelism of the operator that produces `s` (0 = job default). */
+sl_stream_t *sl_stream_set_parallelism(sl_stream_t *s, uint32_t parallelism);
+/** @brief Parallelism of the sink most recently added on `s`. */
+int sl_stream_set_sink_parallelism(sl_stream_t *s, uint32_t parallelism);
+/** @brief Schema of the rows of a stream (borrowed). */
+const sl_schema_t *sl_stream_schema(const sl_stream_t *s);
+
+/** @brief The first builder error of the job, or NULL (borrowed). */
+const sl_error_t *sl_job_error(const sl_job_t *job);
+
+/* ------------------------------------------------------------------ */
+/* Running. */
+
+/**
+ * @brief Run the job to completion (bounded input), failure or cancel.
+ * @return SL_OK; SL_ECANCELED after sl_job_cancel(); another code on failure
+ * with *out_err naming the operator and subtask.
+ * @thread any thread except a worker; a job runs at most once.
+ */
+int sl_job_run(sl_job_t *job, sl_error_t **out_err);
+/** @brief Start the job in the background; pair with sl_job_wait(). */
+int sl_job_start(sl_job_t *job, sl_error_t **out_err);
+int sl_job_wait(sl_job_t *job, sl_error_t **out_err);
+/** @brief Ask a running job to stop.  @thread any (not a signal handler). */
+void sl_job_cancel(sl_job_t *job);
+
+/* ------------------------------------------------------------------ */
+/* Context of a running operator subtask. */
+
+uint32_t sl_ctx_subtask(const sl_ctx_t *ctx);
+uint32_t sl_ctx_parallelism(const sl_ctx_t *ctx);
+uint32_t sl_ctx_max_parallelism(const sl_ctx_t *ctx);
+const char *sl_ctx_uid(const sl_ctx_t *ctx);
+void sl_ctx_set_local(sl_ctx_t *ctx, void *local);
+void *sl_ctx_local(const sl_ctx_t *ctx);
+/** @brief Processing time, ns since the epoch, from the scheduler. */
+int64_t sl_ctx_now(const sl_ctx_t *ctx);
+/** @brief Attach a message to the error the user function is returning. */
+int sl_ctx_fail(sl_ctx_t *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/** @brief A builder for the operator's output schema, reset to +I. */
+sl_row_builder_t *sl_ctx_builder(sl_ctx_t *ctx);
+/** @brief Emit a row downstream (copied before return). */
+int sl_ctx_emit(sl_ctx_t *ctx, const sl_row_t *row);
+/** @brief Finish the builder of sl_ctx_builder() and emit it. */
+int sl_ctx_emit_builder(sl_ctx_t *ctx);
+/** @brief Key of the row or timer being processed (keyed operators). */
+sl_slice_t sl_ctx_current_key(const sl_ctx_t *ctx);
+/**
+ * @brief Register a processing-time timer for the current key.  Timers with
+ * the same (key, time) fire once.  @return SL_OK, SL_ESTATE if not keyed.
+ */
+int sl_ctx_timer_register(sl_ctx_t *ctx, int64_t timestamp_ns);
+int sl_ctx_timer_delete(sl_ctx_t *ctx, int64_t timestamp_ns);
+
+/* flat_map output */
+int sl_collect(sl_collector_t *out, const sl_row_t *row);
+sl_row_builder_t *sl_collector_builder(sl_collector_t *out);
+int sl_collect_builder(sl_collector_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

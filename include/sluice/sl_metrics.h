@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Metrics of a running job: per operator subtask records in and out, per
+ * task busy, idle and backpressured time.  Counters are monotonic; rates are
+ * the caller's differences between two snapshots.  See docs/metrics.md.
+ */
+#ifndef SLUICE_SL_METRICS_H
+#define SLUICE_SL_METRICS_H
+
+#include "sl_common.h"
+#include "sl_job.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sl_op_metrics_s {
+  const char *uid;      /* borrowed from the job */
+  uint32_t subtask;
+  uint32_t task;        /* index into sl_metrics_t.tasks */
+  uint64_t records_in;
+  uint64_t records_out;
+} sl_op_metrics_t;
+
+typedef struct sl_task_metrics_s {
+  const char *name;     /* "uid1 -> uid2" chain name, borrowed */
+  uint32_t subtask;
+  uint64_t busy_ns;          /* running user and engine code */
+  uint64_t backpressured_ns; /* waiting for output credit */
+  uint64_t idle_ns;          /* waiting for input or a timer */
+  bool is_finished;
+} sl_task_metrics_t;
+
+typedef struct sl_metrics_s {
+  int64_t time_ns;           /* when the snapshot was taken */
+  int64_t start_ns;          /* when the job started */
+  sl_op_metrics_t *ops;
+  uint32_t n_ops;
+  sl_task_metrics_t *tasks;
+  uint32_t n_tasks;
+} sl_metrics_t;
+
+/**
+ * @brief Take a snapshot of the job's metrics (zeroes before start).
+ * @thread any.  @ownership free with sl_metrics_close().
+ */
+int sl_job_metrics(sl_job_t *job, sl_metrics_t *out);
+void sl_metrics_close(sl_metrics_t *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

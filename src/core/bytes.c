@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Growable byte buffers, varints and checksums.  See README.md.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include <xxhash.h>
+
+#include "core.h"
+
+void sl_bytes_init(sl_bytes_t *b) {
+  b->data = NULL;
+  b->len = 0;
+  b->cap = 0;
+}
+
+void sl_bytes_close(sl_bytes_t *b) {
+  sl_free(b->data);
+  sl_bytes_init(b);
+}
+
+int sl_bytes_reserve(sl_bytes_t *b, size_t n) {
+  if (b->cap - b->len >= n) return SL_OK;
+  size_t need = b->len + n;
+  if (need < b->len) return SL_EOVERFLOW;
+  size_t cap = b->cap ? b->cap : 64;
+  while (cap < need) cap *= 2;
+  uint8_t *d = sl_realloc(b->data, cap);
+  if (d == NULL) return SL_ENOMEM;
+  b->data = d;
+  b->cap = cap;
+  return SL_OK;
+}
+
+int sl_bytes_append(sl_bytes_t *b, const void *p, size_t n) {
+  int rc = sl_bytes_reserve(b, n);
+  if (rc != SL_OK) return rc;
+  if (n) memcpy(b->data + b->len, p, n);
+  b->len += n;
+  return SL_OK;
+}
+
+int sl_bytes_append_str(sl_bytes_t *b, const char *s) {
+  return sl_bytes_append(b, s, strlen(s));
+}
+
+int sl_bytes_printf(sl_bytes_t *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap2);
+  va_end(ap2);
+  if (n < 0) {
+    va_end(ap);
+    return SL_EINVAL;
+  }
+  int rc = sl_bytes_reserve(b, (size_t)n + 1);
+  if (rc == SL_OK) {
+    vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+    b->len += (size_t)n;
+  }
+  va_end(ap);
+  return rc;
+}
+
+int sl__bytes_put_varint(sl_bytes_t *b, uint64_t v) {
+  uint8_t tmp[10];
+  size_t n = 0;
+  do {
+    uint8_t c = v & 0x7f;
+    v >>= 7;
+    tmp[n++] = (uint8_t)(c | (v ? 0x80 : 0));
+  } while (v);
+  return sl_bytes_append(b, tmp, n);
+}
+
+size_t sl__get_varint(const uint8_t *p, size_t len, uint64_t *out) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < len && i < 10; i++) {
+    uint64_t c = p[i] & 0x7f;
+    if (i == 9 && c > 1) return 0; /* more than 64 bits */
+    v |= c << (7 * i);
+    if ((p[i] & 0x80) == 0) {
+      *out = v;
+      return i + 1;
+    }
+  }
+  return 0;
+}
+
+uint64_t sl__checksum64(const void *p, size_t len) {
+  return XXH3_64bits(p, len);
+}

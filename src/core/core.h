@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internal interface of the core module: assertions, corruption reports,
+ * panics, little-endian helpers and the clock used by schedulers.  Other
+ * modules include this header, never core_int.h.  See README.md.
+ */
+#ifndef SL_CORE_H
+#define SL_CORE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/sl_common.h"
+#include "sluice/sl_row.h"
+
+#define SL_UNUSED(x) ((void)(x))
+#define SL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define SL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define SL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define SL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SL_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Broken invariant where going on would corrupt state. */
+__attribute__((noreturn, format(printf, 3, 4))) void
+sl_panic_at(const char *file, int line, const char *fmt, ...);
+#define sl_panic(...) sl_panic_at(__FILE__, __LINE__, __VA_ARGS__)
+
+#ifdef SL_DEBUG
+#define SL_ASSERT(x)                                                     \
+  do {                                                                   \
+    if (!(x)) sl_panic("assertion failed: %s", #x);                      \
+  } while (0)
+#define SL_ALWAYS(x) ((x) ? 1 : (sl_panic("assertion failed: %s", #x), 0))
+#define SL_NEVER(x) ((x) ? (sl_panic("assertion failed: !(%s)", #x), 1) : 0)
+#else
+#define SL_ASSERT(x) ((void)0)
+#define SL_ALWAYS(x) (x)
+#define SL_NEVER(x) (x)
+#endif
+
+/* Report corruption with file and line; evaluates to SL_ECORRUPT. */
+int sl__corrupt_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define SL_CORRUPT(...) sl__corrupt_at(__FILE__, __LINE__, __VA_ARGS__)
+
+/* Clocks: only schedulers and the metrics reporter read these. */
+int64_t sl__clock_realtime_ns(void);
+int64_t sl__clock_monotonic_ns(void);
+
+/* Little-endian and big-endian helpers. */
+static inline void sl__put_u32le(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static inline uint32_t sl__get_u32le(const uint8_t *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+static inline void sl__put_u64le(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static inline uint64_t sl__get_u64le(const uint8_t *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+static inline void sl__put_u32be(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)(v >> 24);
+  p[1] = (uint8_t)(v >> 16);
+  p[2] = (uint8_t)(v >> 8);
+  p[3] = (uint8_t)v;
+}
+static inline void sl__put_u64be(uint8_t *p, uint64_t v) {
+  sl__put_u32be(p, (uint32_t)(v >> 32));
+  sl__put_u32be(p + 4, (uint32_t)v);
+}
+
+/* Varints (LEB128) and zig-zag. */
+static inline uint64_t sl__zigzag(int64_t v) {
+  return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+static inline int64_t sl__unzigzag(uint64_t v) {
+  return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+int sl__bytes_put_varint(sl_bytes_t *b, uint64_t v);
+/* Returns bytes consumed, or 0 on truncated/overlong input. */
+size_t sl__get_varint(const uint8_t *p, size_t len, uint64_t *out);
+
+/* CRC-32C-free checksum: xxh64 of a byte range. */
+uint64_t sl__checksum64(const void *p, size_t len);
+
+/* The key hash in two steps: xxh3-64 of the canonical bytes (also used by
+ * state tables), then the fold to the 32-bit key hash of sl_key_hash(). */
+uint64_t sl__key_hash64(const void *key, size_t len);
+uint32_t sl__key_hash_fold(uint64_t h64);
+
+/* Number of online CPUs (>= 1). */
+uint32_t sl__cpu_count(void);
+
+/* Schema internals used by the row code. */
+uint64_t sl__schema_nonnull_mask_word(const sl_schema_t *s, uint32_t word);
+
+#endif

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Versioned copy-on-write hash map (a hash array mapped trie) that backs
+ * the heap state backend: one map per (state, key group).  A snapshot pins
+ * the current version in O(1); writes after it copy only the nodes they
+ * touch, so a background thread can iterate the pinned version while the
+ * owning task goes on writing.  See README.md for the design notes.
+ */
+#ifndef SL_STATE_COWMAP_H
+#define SL_STATE_COWMAP_H
+
+#include <stdatomic.h>
+
+#include "core/core.h"
+
+/*
+ * An entry.  Fields are read-only outside cowmap.c except through
+ * sl__cowmap_entry_set_value()/_reserve_value(), which require an entry
+ * returned by sl__cowmap_upsert() (a mutable one).
+ */
+typedef struct sl_cowmap_entry_s {
+  uint64_t hash;
+  uint64_t version; /* map version that created this entry */
+  struct sl_cowmap_entry_s *next; /* same 60-bit hash prefix */
+  uint32_t klen;    /* composite key: key bytes then namespace bytes */
+  uint32_t nslen;   /* trailing namespace bytes inside key */
+  uint32_t vlen;
+  uint32_t vcap;
+  uint8_t *val;
+  uint8_t key[];
+} sl_cowmap_entry_t;
+
+typedef struct sl_cowmap_s sl_cowmap_t;
+typedef struct sl_cowmap_snap_s sl_cowmap_snap_t;
+
+/** @thread owner.  @return SL_OK or SL_ENOMEM. */
+int sl__cowmap_create(sl_cowmap_t **out_map);
+/**
+ * @brief Drop the owner's reference.  Memory is freed when every snapshot
+ * has been released too.  @thread owner.
+ */
+void sl__cowmap_destroy(sl_cowmap_t *m);
+
+/** @brief Look up a composite key.  Borrowed until the next write. */
+const sl_cowmap_entry_t *sl__cowmap_get(const sl_cowmap_t *m, uint64_t hash,
+                                        const void *key, uint32_t klen);
+/**
+ * @brief Find or create the entry for a key and make it writable (copying
+ * it and its path when a snapshot shares them).  A new entry has vlen 0.
+ * @return SL_OK or SL_ENOMEM.  @thread owner.
+ */
+int sl__cowmap_upsert(sl_cowmap_t *m, uint64_t hash, const void *key,
+                      uint32_t klen, uint32_t nslen,
+                      sl_cowmap_entry_t **out_entry, bool *out_created);
+/** @brief Replace the value of a writable entry. */
+int sl__cowmap_entry_set_value(sl_cowmap_entry_t *e, const void *p,
+                               uint32_t len);
+/** @brief Make room for len more value bytes in a writable entry. */
+int sl__cowmap_entry_reserve_value(sl_cowmap_entry_t *e, uint32_t more);
+/** @brief Remove a key.  @return SL_OK, SL_ENOTFOUND, SL_ENOMEM. */
+int sl__cowmap_remove(sl_cowmap_t *m, uint64_t hash, const void *key,
+                      uint32_t klen);
+size_t sl__cowmap_size(const sl_cowmap_t *m);
+
+
+/**
+ * @brief Pin the current version.  O(1) in the map size.
+ * @thread owner.  @ownership release with sl__cowmap_snap_release().
+ */
+int sl__cowmap_snapshot(sl_cowmap_t *m, sl_cowmap_snap_t **out_snap);
+/** @brief Number of entries in the pinned version. */
+size_t sl__cowmap_snap_size(const sl_cowmap_snap_t *s);
+/** @brief Release a snapshot.  @thread any, once. */
+void sl__cowmap_snap_release(sl_cowmap_snap_t *s);
+/**
+ * @brief Free nodes that no live snapshot can reach any more.  Called by
+ * the owner; cheap when nothing was released.  @thread owner.
+ */
+void sl__cowmap_gc(sl_cowmap_t *m);
+
+/* Iteration over a pinned version (any thread holding the snapshot) or the
+ * current version (owner, no writes during iteration). */
+#define SL_COWMAP_MAX_DEPTH 12
+typedef struct sl_cowmap_iter_s {
+  const void *stack[SL_COWMAP_MAX_DEPTH + 1];
+  uint32_t pos[SL_COWMAP_MAX_DEPTH + 1];
+  int depth;
+  const sl_cowmap_entry_t *chain;
+} sl_cowmap_iter_t;
+
+void sl__cowmap_snap_iter(const sl_cowmap_snap_t *s, sl_cowmap_iter_t *it);
+void sl__cowmap_iter(const sl_cowmap_t *m, sl_cowmap_iter_t *it);
+const sl_cowmap_entry_t *sl__cowmap_next(sl_cowmap_iter_t *it);
+
+/* Statistics for tests: nodes copied since creation, nodes awaiting gc. */
+uint64_t sl__cowmap_copies(const sl_cowmap_t *m);
+size_t sl__cowmap_retired(const sl_cowmap_t *m);
+
+#endif

@@ -1,0 +1,510 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The heap keyed-state backend: value, list, map and reducing state over
+ * copy-on-write maps, one per (state, key group).  Values are stored as
+ * bytes: a value state holds the value; a list state holds
+ * [u32 len][bytes]...; a map state holds [u32 klen][k][u32 vlen][v]... with
+ * one entry per user key (so a map state costs O(entries of the key) per
+ * access: keep per-key maps small, or key by the composite key instead).
+ * See README.md.
+ */
+#include <xxhash.h>
+
+#include "state/state.h"
+
+struct sl_state_s {
+  sl_kstate_t *be;
+  sl_state_desc_t desc; /* name owned */
+  sl_cowmap_t **maps;   /* one per key group of the range */
+  sl_bytes_t scratch;   /* reducing and map rewrites */
+};
+
+struct sl_kstate_s {
+  uint32_t max_parallelism;
+  uint32_t kg_start, kg_end, n_kg;
+  sl_state_t **states;
+  uint32_t n_states;
+  /* Current composite key: key bytes then namespace bytes. */
+  sl_bytes_t ckey;
+  uint32_t key_len;
+  uint64_t key_hash;  /* hash of the key alone (for the key group) */
+  uint64_t ckey_hash; /* hash of key + namespace (map hash) */
+  uint32_t cur_kg;    /* relative to kg_start */
+  bool has_key;
+};
+
+struct sl_kstate_snap_s {
+  uint32_t n_states, n_kg, kg_start;
+  sl_state_desc_t *descs; /* names owned */
+  sl_cowmap_snap_t **maps; /* n_states * n_kg */
+};
+
+int sl__kstate_create(uint32_t max_parallelism, uint32_t kg_start,
+                      uint32_t kg_end, sl_kstate_t **out) {
+  if (kg_end < kg_start || kg_end >= max_parallelism) return SL_EINVAL;
+  sl_kstate_t *be = sl_calloc(1, sizeof(*be));
+  if (be == NULL) return SL_ENOMEM;
+  be->max_parallelism = max_parallelism;
+  be->kg_start = kg_start;
+  be->kg_end = kg_end;
+  be->n_kg = kg_end - kg_start + 1;
+  sl_bytes_init(&be->ckey);
+  *out = be;
+  return SL_OK;
+}
+
+static void state_free(sl_state_t *st, uint32_t n_kg) {
+  if (st->maps)
+    for (uint32_t k = 0; k < n_kg; k++) sl__cowmap_destroy(st->maps[k]);
+  sl_free(st->maps);
+  sl_free((char *)st->desc.name);
+  sl_bytes_close(&st->scratch);
+  sl_free(st);
+}
+
+void sl__kstate_destroy(sl_kstate_t *be) {
+  if (be == NULL) return;
+  for (uint32_t i = 0; i < be->n_states; i++)
+    state_free(be->states[i], be->n_kg);
+  sl_free(be->states);
+  sl_bytes_close(&be->ckey);
+  sl_free(be);
+}
+
+int sl__kstate_register(sl_kstate_t *be, const sl_state_desc_t *desc,
+                        sl_state_t **out, sl_error_t **out_err) {
+  if (desc->name == NULL || desc->name[0] == '\0')
+    return sl_error_set(out_err, SL_EINVAL, "a state needs a name");
+  if (desc->kind < SL_STATE_VALUE || desc->kind > SL_STATE_REDUCING)
+    return sl_error_set(out_err, SL_EINVAL, "state '%s' has no valid kind",
+                        desc->name);
+  if (desc->kind == SL_STATE_REDUCING && desc->reduce == NULL)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "reducing state '%s' needs a reduce function",
+                        desc->name);
+  for (uint32_t i = 0; i < be->n_states; i++) {
+    sl_state_t *st = be->states[i];
+    if (strcmp(st->desc.name, desc->name) != 0) continue;
+    if (st->desc.kind != desc->kind)
+      return sl_error_set(out_err, SL_EINVAL,
+                          "state '%s' was declared twice with different kinds",
+                          desc->name);
+    *out = st;
+    return SL_OK;
+  }
+  sl_state_t **arr =
+      sl_realloc(be->states, (be->n_states + 1) * sizeof(*arr));
+  if (arr == NULL) goto nomem;
+  be->states = arr;
+  sl_state_t *st = sl_calloc(1, sizeof(*st));
+  if (st == NULL) goto nomem;
+  st->be = be;
+  st->desc = *desc;
+  if (st->desc.version == 0) st->desc.version = 1;
+  sl_bytes_init(&st->scratch);
+  st->desc.name = sl_strdup(desc->name);
+  st->maps = sl_calloc(be->n_kg, sizeof(sl_cowmap_t *));
+  if (st->desc.name == NULL || st->maps == NULL) {
+    state_free(st, 0);
+    goto nomem;
+  }
+  for (uint32_t k = 0; k < be->n_kg; k++) {
+    if (sl__cowmap_create(&st->maps[k]) != SL_OK) {
+      state_free(st, be->n_kg);
+      goto nomem;
+    }
+  }
+  be->states[be->n_states++] = st;
+  *out = st;
+  return SL_OK;
+nomem:
+  return sl_error_set(out_err, SL_ENOMEM, "out of memory declaring state '%s'",
+                      desc->name);
+}
+
+int sl__kstate_set_key(sl_kstate_t *be, const void *key, uint32_t len,
+                       uint64_t hash64) {
+  uint32_t kg =
+      sl_key_group_of_hash(sl__key_hash_fold(hash64), be->max_parallelism);
+  if (SL_UNLIKELY(kg < be->kg_start || kg > be->kg_end)) return SL_EINVAL;
+  be->ckey.len = 0;
+  int rc = sl_bytes_append(&be->ckey, key, len);
+  if (rc != SL_OK) return rc;
+  be->key_len = len;
+  be->key_hash = hash64;
+  be->ckey_hash = hash64;
+  be->cur_kg = kg - be->kg_start;
+  be->has_key = true;
+  return SL_OK;
+}
+
+int sl__kstate_set_namespace(sl_kstate_t *be, const void *ns, uint32_t len) {
+  be->ckey.len = be->key_len;
+  int rc = sl_bytes_append(&be->ckey, ns, len);
+  if (rc != SL_OK) return rc;
+  be->ckey_hash =
+      len == 0 ? be->key_hash : XXH3_64bits(be->ckey.data, be->ckey.len);
+  return SL_OK;
+}
+
+sl_slice_t sl__kstate_current_key(const sl_kstate_t *be) {
+  sl_slice_t s = {be->ckey.data, be->key_len};
+  return s;
+}
+
+uint32_t sl__kstate_current_key_group(const sl_kstate_t *be) {
+  return be->kg_start + be->cur_kg;
+}
+uint32_t sl__kstate_n_states(const sl_kstate_t *be) { return be->n_states; }
+sl_state_t *sl__kstate_state(const sl_kstate_t *be, uint32_t i) {
+  return i < be->n_states ? be->states[i] : NULL;
+}
+const sl_state_desc_t *sl__state_desc(const sl_state_t *st) {
+  return &st->desc;
+}
+
+size_t sl__state_size(const sl_state_t *st) {
+  size_t n = 0;
+  for (uint32_t k = 0; k < st->be->n_kg; k++) n += sl__cowmap_size(st->maps[k]);
+  return n;
+}
+
+/* ------------------------------------------------------------------ */
+
+static inline sl_cowmap_t *cur_map(const sl_state_t *st) {
+  return st->maps[st->be->cur_kg];
+}
+
+static const sl_cowmap_entry_t *cur_get(const sl_state_t *st) {
+  const sl_kstate_t *be = st->be;
+  return sl__cowmap_get(cur_map(st), be->ckey_hash, be->ckey.data,
+                        (uint32_t)be->ckey.len);
+}
+
+static int cur_upsert2(sl_state_t *st, sl_cowmap_entry_t **out,
+                       bool *out_created) {
+  sl_kstate_t *be = st->be;
+  if (SL_UNLIKELY(!be->has_key)) return SL_ESTATE;
+  return sl__cowmap_upsert(cur_map(st), be->ckey_hash, be->ckey.data,
+                           (uint32_t)be->ckey.len,
+                           (uint32_t)be->ckey.len - be->key_len, out,
+                           out_created);
+}
+
+static int cur_upsert(sl_state_t *st, sl_cowmap_entry_t **out) {
+  bool created;
+  return cur_upsert2(st, out, &created);
+}
+
+static int check_kind(const sl_state_t *st, sl_state_kind_t kind) {
+  if (SL_UNLIKELY(st->desc.kind != kind)) return SL_ETYPE;
+  if (SL_UNLIKELY(!st->be->has_key)) return SL_ESTATE;
+  return SL_OK;
+}
+
+int sl_state_clear(sl_state_t *st) {
+  if (!st->be->has_key) return SL_ESTATE;
+  const sl_kstate_t *be = st->be;
+  int rc = sl__cowmap_remove(cur_map(st), be->ckey_hash, be->ckey.data,
+                             (uint32_t)be->ckey.len);
+  return rc == SL_ENOTFOUND ? SL_OK : rc;
+}
+
+int sl_value_get(sl_state_t *st, sl_slice_t *out) {
+  int rc = check_kind(st, SL_STATE_VALUE);
+  if (rc != SL_OK) return rc;
+  const sl_cowmap_entry_t *e = cur_get(st);
+  if (e == NULL) return SL_ENOTFOUND;
+  out->ptr = e->val;
+  out->len = e->vlen;
+  return SL_OK;
+}
+
+int sl_value_put(sl_state_t *st, const void *p, size_t len) {
+  int rc = check_kind(st, SL_STATE_VALUE);
+  if (rc != SL_OK) return rc;
+  if (len > UINT32_MAX / 2) return SL_EOVERFLOW;
+  sl_cowmap_entry_t *e;
+  if ((rc = cur_upsert(st, &e)) != SL_OK) return rc;
+  return sl__cowmap_entry_set_value(e, p, (uint32_t)len);
+}
+
+int sl_value_get_i64(sl_state_t *st, int64_t *out) {
+  sl_slice_t s;
+  int rc = sl_value_get(st, &s);
+  if (rc != SL_OK) return rc;
+  if (s.len != 8) return SL_ETYPE;
+  memcpy(out, s.ptr, 8);
+  return SL_OK;
+}
+
+int sl_value_put_i64(sl_state_t *st, int64_t v) {
+  return sl_value_put(st, &v, 8);
+}
+
+/* List: [u32 len][bytes] repeated. */
+int sl_list_add(sl_state_t *st, const void *p, size_t len) {
+  int rc = check_kind(st, SL_STATE_LIST);
+  if (rc != SL_OK) return rc;
+  if (len > UINT32_MAX / 4) return SL_EOVERFLOW;
+  sl_cowmap_entry_t *e;
+  if ((rc = cur_upsert(st, &e)) != SL_OK) return rc;
+  if ((rc = sl__cowmap_entry_reserve_value(e, 4 + (uint32_t)len)) != SL_OK)
+    return rc;
+  uint32_t l = (uint32_t)len;
+  memcpy(e->val + e->vlen, &l, 4);
+  if (len) memcpy(e->val + e->vlen + 4, p, len);
+  e->vlen += 4 + l;
+  return SL_OK;
+}
+
+int sl_list_iter(sl_state_t *st, sl_list_iter_t *it) {
+  int rc = check_kind(st, SL_STATE_LIST);
+  if (rc != SL_OK) return rc;
+  const sl_cowmap_entry_t *e = cur_get(st);
+  it->p = e ? e->val : NULL;
+  it->end = e ? e->val + e->vlen : NULL;
+  return SL_OK;
+}
+
+bool sl_list_next(sl_list_iter_t *it, sl_slice_t *out) {
+  if (it->p == NULL || it->end - it->p < 4) return false;
+  uint32_t l;
+  memcpy(&l, it->p, 4);
+  if ((size_t)(it->end - it->p - 4) < l) return false;
+  out->ptr = it->p + 4;
+  out->len = l;
+  it->p += 4 + l;
+  return true;
+}
+
+/* Map: [u32 klen][k][u32 vlen][v] repeated, unordered. */
+static bool map_find(const uint8_t *p, const uint8_t *end, const void *k,
+                     size_t klen, const uint8_t **out_rec,
+                     const uint8_t **out_next, sl_slice_t *out_v) {
+  while (end - p >= 8) {
+    uint32_t kl, vl;
+    memcpy(&kl, p, 4);
+    const uint8_t *kp = p + 4;
+    memcpy(&vl, kp + kl, 4);
+    const uint8_t *vp = kp + kl + 4;
+    if (kl == klen && memcmp(kp, k, klen) == 0) {
+      *out_rec = p;
+      *out_next = vp + vl;
+      out_v->ptr = vp;
+      out_v->len = vl;
+      return true;
+    }
+    p = vp + vl;
+  }
+  return false;
+}
+
+int sl_map_get(sl_state_t *st, const void *k, size_t klen, sl_slice_t *out) {
+  int rc = check_kind(st, SL_STATE_MAP);
+  if (rc != SL_OK) return rc;
+  const sl_cowmap_entry_t *e = cur_get(st);
+  const uint8_t *rec, *next;
+  if (e == NULL || !map_find(e->val, e->val + e->vlen, k, klen, &rec, &next,
+                             out))
+    return SL_ENOTFOUND;
+  return SL_OK;
+}
+
+int sl_map_put(sl_state_t *st, const void *k, size_t klen, const void *v,
+               size_t vlen) {
+  int rc = check_kind(st, SL_STATE_MAP);
+  if (rc != SL_OK) return rc;
+  if (klen > UINT32_MAX / 8 || vlen > UINT32_MAX / 8) return SL_EOVERFLOW;
+  sl_cowmap_entry_t *e;
+  if ((rc = cur_upsert(st, &e)) != SL_OK) return rc;
+  const uint8_t *rec, *next;
+  sl_slice_t old;
+  if (map_find(e->val, e->val + e->vlen, k, klen, &rec, &next, &old)) {
+    if (old.len == vlen) {
+      memcpy((uint8_t *)old.ptr, v, vlen);
+      return SL_OK;
+    }
+    /* Remove the old record, then append. */
+    size_t off = (size_t)(rec - e->val), nlen = (size_t)(next - rec);
+    memmove(e->val + off, next, e->vlen - off - nlen);
+    e->vlen -= (uint32_t)nlen;
+  }
+  uint32_t need = 8 + (uint32_t)klen + (uint32_t)vlen;
+  if ((rc = sl__cowmap_entry_reserve_value(e, need)) != SL_OK) return rc;
+  uint8_t *p = e->val + e->vlen;
+  uint32_t kl = (uint32_t)klen, vl = (uint32_t)vlen;
+  memcpy(p, &kl, 4);
+  memcpy(p + 4, k, klen);
+  memcpy(p + 4 + klen, &vl, 4);
+  if (vlen) memcpy(p + 8 + klen, v, vlen);
+  e->vlen += need;
+  return SL_OK;
+}
+
+int sl_map_remove(sl_state_t *st, const void *k, size_t klen) {
+  int rc = check_kind(st, SL_STATE_MAP);
+  if (rc != SL_OK) return rc;
+  const sl_cowmap_entry_t *ro = cur_get(st);
+  const uint8_t *rec, *next;
+  sl_slice_t old;
+  if (ro == NULL ||
+      !map_find(ro->val, ro->val + ro->vlen, k, klen, &rec, &next, &old))
+    return SL_ENOTFOUND;
+  sl_cowmap_entry_t *e;
+  if ((rc = cur_upsert(st, &e)) != SL_OK) return rc;
+  /* e may be a copy of ro: find the record again in it. */
+  map_find(e->val, e->val + e->vlen, k, klen, &rec, &next, &old);
+  size_t off = (size_t)(rec - e->val), nlen = (size_t)(next - rec);
+  memmove(e->val + off, next, e->vlen - off - nlen);
+  e->vlen -= (uint32_t)nlen;
+  if (e->vlen == 0) return sl_state_clear(st);
+  return SL_OK;
+}
+
+int sl_map_iter(sl_state_t *st, sl_map_iter_t *it) {
+  int rc = check_kind(st, SL_STATE_MAP);
+  if (rc != SL_OK) return rc;
+  const sl_cowmap_entry_t *e = cur_get(st);
+  it->p = e ? e->val : NULL;
+  it->end = e ? e->val + e->vlen : NULL;
+  return SL_OK;
+}
+
+bool sl_map_next(sl_map_iter_t *it, sl_slice_t *out_k, sl_slice_t *out_v) {
+  if (it->p == NULL || it->end - it->p < 8) return false;
+  uint32_t kl, vl;
+  memcpy(&kl, it->p, 4);
+  out_k->ptr = it->p + 4;
+  out_k->len = kl;
+  memcpy(&vl, it->p + 4 + kl, 4);
+  out_v->ptr = it->p + 8 + kl;
+  out_v->len = vl;
+  it->p += 8 + kl + vl;
+  return true;
+}
+
+int sl_reducing_add(sl_state_t *st, const void *p, size_t len) {
+  int rc = check_kind(st, SL_STATE_REDUCING);
+  if (rc != SL_OK) return rc;
+  if (len > UINT32_MAX / 2) return SL_EOVERFLOW;
+  sl_cowmap_entry_t *e;
+  bool created;
+  if ((rc = cur_upsert2(st, &e, &created)) != SL_OK) return rc;
+  if (created)
+    return sl__cowmap_entry_set_value(e, p, (uint32_t)len);
+  sl_slice_t a = {e->val, e->vlen}, b = {p, (uint32_t)len};
+  st->scratch.len = 0;
+  rc = st->desc.reduce(st->desc.reduce_user, a, b, &st->scratch);
+  if (rc != SL_OK) return rc;
+  if (st->scratch.len > UINT32_MAX / 2) return SL_EOVERFLOW;
+  return sl__cowmap_entry_set_value(e, st->scratch.data,
+                                    (uint32_t)st->scratch.len);
+}
+
+int sl_reducing_get(sl_state_t *st, sl_slice_t *out) {
+  int rc = check_kind(st, SL_STATE_REDUCING);
+  if (rc != SL_OK) return rc;
+  const sl_cowmap_entry_t *e = cur_get(st);
+  if (e == NULL) return SL_ENOTFOUND;
+  out->ptr = e->val;
+  out->len = e->vlen;
+  return SL_OK;
+}
+
+/* ------------------------------------------------------------------ */
+
+int sl__state_for_each(sl_state_t *st, sl_state_visit_cb fn, void *user) {
+  sl_kstate_t *be = st->be;
+  sl_bytes_t keys;
+  sl_bytes_init(&keys);
+  int rc = SL_OK;
+  /* Collect the keys of one key group first: fn may write to the state,
+   * which would invalidate an iterator over the live map. */
+  for (uint32_t k = 0; k < be->n_kg && rc == SL_OK; k++) {
+    keys.len = 0;
+    sl_cowmap_iter_t it;
+    sl__cowmap_iter(st->maps[k], &it);
+    const sl_cowmap_entry_t *e;
+    while (rc == SL_OK && (e = sl__cowmap_next(&it)) != NULL) {
+      uint32_t hdr[2] = {e->klen, e->nslen};
+      rc = sl_bytes_append(&keys, hdr, 8);
+      if (rc == SL_OK) rc = sl_bytes_append(&keys, e->key, e->klen);
+    }
+    size_t off = 0;
+    while (rc == SL_OK && off < keys.len) {
+      uint32_t hdr[2];
+      memcpy(hdr, keys.data + off, 8);
+      const uint8_t *kp = keys.data + off + 8;
+      uint32_t key_len = hdr[0] - hdr[1];
+      rc = sl__kstate_set_key(be, kp, key_len, sl__key_hash64(kp, key_len));
+      if (rc == SL_OK) rc = sl__kstate_set_namespace(be, kp + key_len, hdr[1]);
+      if (rc == SL_OK) {
+        sl_slice_t ks = {kp, key_len}, ns = {kp + key_len, hdr[1]};
+        rc = fn(user, ks, ns);
+      }
+      off += 8 + hdr[0];
+    }
+  }
+  sl_bytes_close(&keys);
+  return rc;
+}
+
+int sl__kstate_snapshot(sl_kstate_t *be, sl_kstate_snap_t **out) {
+  sl_kstate_snap_t *s = sl_calloc(1, sizeof(*s));
+  if (s == NULL) return SL_ENOMEM;
+  s->n_states = be->n_states;
+  s->n_kg = be->n_kg;
+  s->kg_start = be->kg_start;
+  s->descs = sl_calloc(be->n_states ? be->n_states : 1, sizeof(*s->descs));
+  s->maps = sl_calloc((size_t)be->n_states * be->n_kg + 1, sizeof(*s->maps));
+  if (s->descs == NULL || s->maps == NULL) goto nomem;
+  for (uint32_t i = 0; i < be->n_states; i++) {
+    s->descs[i] = be->states[i]->desc;
+    s->descs[i].name = sl_strdup(be->states[i]->desc.name);
+    if (s->descs[i].name == NULL) goto nomem;
+    for (uint32_t k = 0; k < be->n_kg; k++)
+      if (sl__cowmap_snapshot(be->states[i]->maps[k],
+                              &s->maps[(size_t)i * be->n_kg + k]) != SL_OK)
+        goto nomem;
+  }
+  *out = s;
+  return SL_OK;
+nomem:
+  sl__kstate_snap_release(s);
+  return SL_ENOMEM;
+}
+
+const sl_cowmap_snap_t *sl__kstate_snap_map(const sl_kstate_snap_t *s,
+                                            uint32_t state, uint32_t kg) {
+  if (state >= s->n_states || kg < s->kg_start || kg - s->kg_start >= s->n_kg)
+    return NULL;
+  return s->maps[(size_t)state * s->n_kg + (kg - s->kg_start)];
+}
+
+uint32_t sl__kstate_snap_n_states(const sl_kstate_snap_t *s) {
+  return s->n_states;
+}
+
+const sl_state_desc_t *sl__kstate_snap_desc(const sl_kstate_snap_t *s,
+                                            uint32_t state) {
+  return state < s->n_states ? &s->descs[state] : NULL;
+}
+
+void sl__kstate_snap_release(sl_kstate_snap_t *s) {
+  if (s == NULL) return;
+  if (s->maps)
+    for (size_t i = 0; i < (size_t)s->n_states * s->n_kg; i++)
+      sl__cowmap_snap_release(s->maps[i]);
+  if (s->descs)
+    for (uint32_t i = 0; i < s->n_states; i++) sl_free((char *)s->descs[i].name);
+  sl_free(s->descs);
+  sl_free(s->maps);
+  sl_free(s);
+}
+
+void sl__kstate_gc(sl_kstate_t *be) {
+  for (uint32_t i = 0; i < be->n_states; i++)
+    for (uint32_t k = 0; k < be->n_kg; k++)
+      sl__cowmap_gc(be->states[i]->maps[k]);
+}

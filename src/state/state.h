@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Interface of the state module: the heap keyed-state backend of one
+ * operator subtask.  It owns a copy-on-write map per (state, key group) of
+ * the subtask's key-group range, tracks the current key and namespace, and
+ * implements the public sl_state.h calls.  See README.md.
+ */
+#ifndef SL_STATE_STATE_H
+#define SL_STATE_STATE_H
+
+#include "core/core.h"
+#include "sluice/sl_state.h"
+#include "state/cowmap.h"
+
+typedef struct sl_kstate_s sl_kstate_t;
+
+/**
+ * @brief Create the backend of a subtask that owns key groups
+ * [kg_start, kg_end] of max_parallelism.  @thread the task.
+ */
+int sl__kstate_create(uint32_t max_parallelism, uint32_t kg_start,
+                      uint32_t kg_end, sl_kstate_t **out_be);
+void sl__kstate_destroy(sl_kstate_t *be);
+
+/**
+ * @brief Declare a state.  Re-declaring a name returns the same state if
+ * the kind matches, SL_EINVAL otherwise.
+ */
+int sl__kstate_register(sl_kstate_t *be, const sl_state_desc_t *desc,
+                        sl_state_t **out_state, sl_error_t **out_err);
+
+/**
+ * @brief Set the current key (canonical bytes) with its 64-bit hash from
+ * sl__key_hash64().  The key group must lie in the backend's range.
+ * @return SL_OK, SL_EINVAL (key group outside the range), SL_ENOMEM.
+ */
+int sl__kstate_set_key(sl_kstate_t *be, const void *key, uint32_t len,
+                       uint64_t hash64);
+/** @brief Set the namespace (e.g. a window); empty by default. */
+int sl__kstate_set_namespace(sl_kstate_t *be, const void *ns, uint32_t len);
+sl_slice_t sl__kstate_current_key(const sl_kstate_t *be);
+uint32_t sl__kstate_current_key_group(const sl_kstate_t *be);
+uint32_t sl__kstate_n_states(const sl_kstate_t *be);
+sl_state_t *sl__kstate_state(const sl_kstate_t *be, uint32_t i);
+const sl_state_desc_t *sl__state_desc(const sl_state_t *st);
+
+/** @brief Number of entries of a state over all key groups. */
+size_t sl__state_size(const sl_state_t *st);
+
+/**
+ * @brief Call fn for every (key, namespace) of a state, with that key and
+ * namespace made current.  fn must not write to this state's other keys.
+ * @thread the task.
+ */
+typedef int (*sl_state_visit_cb)(void *user, sl_slice_t key, sl_slice_t ns);
+int sl__state_for_each(sl_state_t *st, sl_state_visit_cb fn, void *user);
+
+/*
+ * Snapshots: pin every map of every state in O(states * key groups),
+ * independent of the amount of state.  The pinned maps can then be read
+ * from another thread.
+ */
+typedef struct sl_kstate_snap_s sl_kstate_snap_t;
+int sl__kstate_snapshot(sl_kstate_t *be, sl_kstate_snap_t **out_snap);
+/** @brief Maps of the snapshot: state i, key group kg (absolute). */
+const sl_cowmap_snap_t *sl__kstate_snap_map(const sl_kstate_snap_t *s,
+                                            uint32_t state, uint32_t kg);
+uint32_t sl__kstate_snap_n_states(const sl_kstate_snap_t *s);
+const sl_state_desc_t *sl__kstate_snap_desc(const sl_kstate_snap_t *s,
+                                            uint32_t state);
+/** @brief Release.  @thread any. */
+void sl__kstate_snap_release(sl_kstate_snap_t *s);
+/** @brief Collect memory of released snapshots.  @thread the task. */
+void sl__kstate_gc(sl_kstate_t *be);
+
+#endif
