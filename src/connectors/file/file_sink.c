@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Plain (non-transactional) sinks: a file sink, a stdout sink and a null
+ * sink.  The file sink writes CSV or JSON lines to one file per subtask
+ * (the path itself at parallelism 1, else "<stem>-<subtask><ext>"), with
+ * rows buffered and written in large blocks.  A cancelled or failed job
+ * leaves what was written so far.  See src/connectors/README.md.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "sluice/sluice.h"
+
+#define FLUSH_AT (256u * 1024u)
+
+typedef struct fsink_s {
+  sl_file_sink_config_t cfg;
+  char *path;
+  bool is_stdout;
+} fsink_t;
+
+typedef struct fwriter_s {
+  const fsink_t *s;
+  int fd;
+  char *path;
+  sl_bytes_t buf;
+} fwriter_t;
+
+static pthread_mutex_t stdout_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static char *subtask_path(const char *path, uint32_t subtask,
+                          uint32_t parallelism) {
+  if (parallelism == 1) return sl_strdup(path);
+  const char *slash = strrchr(path, '/');
+  const char *dot = strrchr(path, '.');
+  if (dot == NULL || (slash && dot < slash) || dot == path ||
+      (slash && dot == slash + 1))
+    dot = path + strlen(path);
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  if (sl_bytes_printf(&b, "%.*s-%u%s", (int)(dot - path), path, subtask,
+                      dot) != SL_OK ||
+      sl_bytes_append(&b, "", 1) != SL_OK) {
+    sl_bytes_close(&b);
+    return NULL;
+  }
+  return (char *)b.data;
+}
+
+static int write_all(fwriter_t *w, sl_error_t **out_err) {
+  size_t off = 0;
+  if (w->s->is_stdout) pthread_mutex_lock(&stdout_lock);
+  while (off < w->buf.len) {
+    ssize_t n = write(w->fd, w->buf.data + off, w->buf.len - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      if (w->s->is_stdout) pthread_mutex_unlock(&stdout_lock);
+      return sl_error_set(out_err, -e, "cannot write to '%s': %s", w->path,
+                          strerror(e));
+    }
+    off += (size_t)n;
+  }
+  if (w->s->is_stdout) pthread_mutex_unlock(&stdout_lock);
+  w->buf.len = 0;
+  return SL_OK;
+}
+
+static int format_row(fwriter_t *w, const sl_row_t *row) {
+  if (w->s->cfg.format == SL_FORMAT_JSON)
+    return sl_json_format(row, w->s->cfg.changelog, &w->buf);
+  return sl_csv_format(row, w->s->cfg.csv_delimiter, w->s->cfg.changelog,
+                       &w->buf);
+}
+
+static int writer_close(void *wr, bool is_success, sl_error_t **out_err) {
+  fwriter_t *w = wr;
+  SL_UNUSED(is_success);
+  int rc = SL_OK;
+  if (w->buf.len) rc = write_all(w, out_err);
+  if (!w->s->is_stdout && w->fd >= 0 && close(w->fd) != 0 && rc == SL_OK) {
+    int e = errno;
+    rc = sl_error_set(out_err, -e, "cannot close '%s': %s", w->path,
+                      strerror(e));
+  }
+  sl_bytes_close(&w->buf);
+  sl_free(w->path);
+  sl_free(w);
+  return rc;
+}
+
+static int writer_open(void *ctx, const sl_sink_init_t *init, void **out,
+                       sl_error_t **out_err) {
+  const fsink_t *s = ctx;
+  fwriter_t *w = sl_calloc(1, sizeof(*w));
+  if (w == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  w->s = s;
+  w->fd = -1;
+  sl_bytes_init(&w->buf);
+  if (s->is_stdout) {
+    w->fd = STDOUT_FILENO;
+    w->path = sl_strdup("standard output");
+  } else {
+    w->path = subtask_path(s->path, init->subtask, init->parallelism);
+    if (w->path == NULL) {
+      writer_close(w, false, NULL);
+      return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+    }
+    w->fd = open(w->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+      int e = errno;
+      sl_error_set(out_err, -e, "cannot open output file '%s': %s", w->path,
+                   strerror(e));
+      writer_close(w, false, NULL);
+      return -e;
+    }
+  }
+  if (w->path == NULL) {
+    writer_close(w, false, NULL);
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  }
+  if (s->cfg.csv_header && s->cfg.format == SL_FORMAT_CSV) {
+    int rc = sl_csv_format_header(init->schema, s->cfg.csv_delimiter,
+                                  s->cfg.changelog, &w->buf);
+    if (rc != SL_OK) {
+      writer_close(w, false, NULL);
+      return sl_error_set(out_err, rc, "cannot format the header");
+    }
+  }
+  *out = w;
+  return SL_OK;
+}
+
+static int writer_write(void *wr, const sl_row_t *row, sl_error_t **out_err) {
+  fwriter_t *w = wr;
+  int rc = format_row(w, row);
+  if (rc != SL_OK)
+    return sl_error_set(out_err, rc, "cannot format a row for '%s': %s",
+                        w->path, sl_strerror(rc));
+  if (w->buf.len >= FLUSH_AT || w->s->is_stdout) return write_all(w, out_err);
+  return SL_OK;
+}
+
+static int writer_flush(void *wr, sl_error_t **out_err) {
+  fwriter_t *w = wr;
+  return w->buf.len ? write_all(w, out_err) : SL_OK;
+}
+
+static void fsink_destroy(void *ctx) {
+  fsink_t *s = ctx;
+  if (s == NULL) return;
+  sl_free(s->path);
+  sl_free(s);
+}
+
+static const sl_sink_vt_t file_vt = {"file", writer_open, writer_write,
+                                     writer_flush, writer_close,
+                                     fsink_destroy};
+static const sl_sink_vt_t stdout_vt = {"stdout", writer_open, writer_write,
+                                       writer_flush, writer_close,
+                                       fsink_destroy};
+
+int sl_file_sink_create(const sl_file_sink_config_t *cfg,
+                        const sl_sink_vt_t **out_vt, void **out_ctx,
+                        sl_error_t **out_err) {
+  if (cfg->path == NULL || cfg->path[0] == '\0')
+    return sl_error_set(out_err, SL_EINVAL, "file sink: no path");
+  fsink_t *s = sl_calloc(1, sizeof(*s));
+  if (s == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  s->cfg = *cfg;
+  if (s->cfg.csv_delimiter == 0) s->cfg.csv_delimiter = ',';
+  s->path = sl_strdup(cfg->path);
+  if (s->path == NULL) {
+    sl_free(s);
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  }
+  s->cfg.path = s->path;
+  *out_vt = &file_vt;
+  *out_ctx = s;
+  return SL_OK;
+}
+
+int sl_stdout_sink_create(sl_format_t format, bool changelog,
+                          const sl_sink_vt_t **out_vt, void **out_ctx,
+                          sl_error_t **out_err) {
+  fsink_t *s = sl_calloc(1, sizeof(*s));
+  if (s == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  s->cfg.format = format;
+  s->cfg.changelog = changelog;
+  s->cfg.csv_delimiter = ',';
+  s->is_stdout = true;
+  *out_vt = &stdout_vt;
+  *out_ctx = s;
+  return SL_OK;
+}
+
+/* Null sink: discards rows; each writer counts its own (no sharing). */
+typedef struct nwriter_s {
+  uint64_t n;
+} nwriter_t;
+
+static int null_open(void *ctx, const sl_sink_init_t *init, void **out,
+                     sl_error_t **out_err) {
+  SL_UNUSED(ctx);
+  SL_UNUSED(init);
+  nwriter_t *w = sl_calloc(1, sizeof(*w));
+  if (w == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  *out = w;
+  return SL_OK;
+}
+static int null_write(void *w, const sl_row_t *row, sl_error_t **out_err) {
+  SL_UNUSED(row);
+  SL_UNUSED(out_err);
+  ((nwriter_t *)w)->n++;
+  return SL_OK;
+}
+static int null_close(void *w, bool ok, sl_error_t **out_err) {
+  SL_UNUSED(ok);
+  SL_UNUSED(out_err);
+  sl_free(w);
+  return SL_OK;
+}
+static void null_destroy(void *ctx) { sl_free(ctx); }
+
+static const sl_sink_vt_t null_vt = {"null", null_open, null_write, NULL,
+                                     null_close, null_destroy};
+
+int sl_null_sink_create(const sl_sink_vt_t **out_vt, void **out_ctx) {
+  int *s = sl_calloc(1, sizeof(int));
+  if (s == NULL) return SL_ENOMEM;
+  *out_vt = &null_vt;
+  *out_ctx = s;
+  return SL_OK;
+}

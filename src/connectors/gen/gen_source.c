@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The generator source.  Record i of split s is a pure function of
+ * (seed, s, i): a counter-based hash gives its key (uniform, or Zipf by
+ * rejection-inversion sampling), amount and payload.  So a reader can start
+ * at any position and replay exactly what it produced before, which is what
+ * checkpoints need.  Its position is the next record index of each split.
+ * With a rate, each split emits on a fixed schedule from the time its
+ * reader first polls; it never bursts to catch up more than it is behind.
+ * See src/connectors/README.md.
+ */
+#include <math.h>
+
+#include "core/core.h"
+#include "sluice/sluice.h"
+
+typedef struct gen_s {
+  sl_gen_config_t cfg;
+  uint32_t n_splits;
+  /* Zipf sampler constants (Hoermann & Derflinger, rejection-inversion). */
+  double zh_x1, zh_n, zs;
+} gen_t;
+
+typedef struct split_s {
+  uint32_t id;
+  uint64_t next;  /* next record index */
+  uint64_t end;   /* UINT64_MAX: unbounded */
+  uint64_t start; /* index at the first poll (rate schedule) */
+  int64_t t0;     /* time of the first poll, 0 before */
+} split_t;
+
+typedef struct reader_s {
+  const gen_t *g;
+  split_t *splits;
+  uint32_t n_splits;
+  uint32_t cur;
+  uint32_t cols[6]; /* column bit -> field index */
+  double rate_split;
+  char *payload;
+} reader_t;
+
+static uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* The random word number w of record (s, i). */
+static inline uint64_t rnd(uint64_t seed, uint32_t s, uint64_t i, uint32_t w) {
+  return mix64(seed ^ mix64(((uint64_t)s << 40) ^ (i * 8 + w) ^
+                            0x9e3779b97f4a7c15ull));
+}
+
+static inline double unit(uint64_t r) {
+  return (double)(r >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static double helper1(double x) { /* log1p(x)/x */
+  return fabs(x) > 1e-8 ? log1p(x) / x : 1.0 - x * (0.5 - x / 3.0);
+}
+static double helper2(double x) { /* expm1(x)/x */
+  return fabs(x) > 1e-8 ? expm1(x) / x : 1.0 + x * 0.5 * (1.0 + x / 3.0);
+}
+static double zh(double e, double x) {
+  double lx = log(x);
+  return helper2((1.0 - e) * lx) * lx;
+}
+static double zh_small(double e, double x) { return exp(-e * log(x)); }
+static double zh_inv(double e, double x) {
+  double t = x * (1.0 - e);
+  if (t < -1.0) t = -1.0;
+  return exp(helper1(t) * x);
+}
+
+static uint64_t gen_key(const gen_t *g, uint32_t s, uint64_t i) {
+  uint64_t n = g->cfg.keys;
+  if (g->cfg.skew == SL_GEN_UNIFORM)
+    return (uint64_t)(((unsigned __int128)rnd(g->cfg.seed, s, i, 0) * n) >> 64);
+  double e = g->cfg.zipf_exponent;
+  for (uint32_t w = 0;; w++) {
+    double u = g->zh_n + unit(rnd(g->cfg.seed, s, i, w)) * (g->zh_x1 - g->zh_n);
+    double x = zh_inv(e, u);
+    double k = floor(x + 0.5);
+    if (k < 1) k = 1;
+    else if (k > (double)n) k = (double)n;
+    if (k - x <= g->zs || u >= zh(e, k + 0.5) - zh_small(e, k))
+      return (uint64_t)k - 1;
+  }
+}
+
+static int gen_plan(void *ctx, uint32_t parallelism, uint32_t *out_n,
+                    sl_error_t **out_err) {
+  gen_t *g = ctx;
+  SL_UNUSED(out_err);
+  g->n_splits = g->cfg.splits ? g->cfg.splits : parallelism;
+  *out_n = g->n_splits;
+  return SL_OK;
+}
+
+static uint64_t split_count(const gen_t *g, uint32_t s) {
+  if (g->cfg.count == 0) return UINT64_MAX;
+  uint64_t base = g->cfg.count / g->n_splits;
+  return base + (s < g->cfg.count % g->n_splits ? 1 : 0);
+}
+
+static void reader_close(void *r) {
+  reader_t *rd = r;
+  if (rd == NULL) return;
+  sl_free(rd->splits);
+  sl_free(rd->payload);
+  sl_free(rd);
+}
+
+static int reader_open(void *ctx, const sl_reader_init_t *init, void **out,
+                       sl_error_t **out_err) {
+  const gen_t *g = ctx;
+  reader_t *rd = sl_calloc(1, sizeof(*rd));
+  if (rd == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  rd->g = g;
+  rd->n_splits = init->n_splits;
+  rd->splits = sl_calloc(init->n_splits + 1, sizeof(split_t));
+  rd->payload = sl_malloc(g->cfg.payload_size + 1);
+  if (rd->splits == NULL || rd->payload == NULL) {
+    reader_close(rd);
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  }
+  for (uint32_t i = 0; i < init->n_splits; i++) {
+    split_t *sp = &rd->splits[i];
+    sp->id = init->splits[i].split;
+    sp->end = split_count(g, sp->id);
+    if (init->splits[i].position) {
+      if (init->splits[i].position_len != 8) {
+        reader_close(rd);
+        return sl_error_set(out_err, SL_ECORRUPT,
+                            "generator split %u: stored position has %zu "
+                            "bytes, expected 8",
+                            sp->id, init->splits[i].position_len);
+      }
+      sp->next = sl__get_u64le(init->splits[i].position);
+      if (sp->next > sp->end) {
+        reader_close(rd);
+        return sl_error_set(out_err, SL_ECORRUPT,
+                            "generator split %u: stored position %llu is past "
+                            "the end %llu",
+                            sp->id, (unsigned long long)sp->next,
+                            (unsigned long long)sp->end);
+      }
+    }
+  }
+  uint32_t f = 0;
+  for (uint32_t b = 0; b < 6; b++)
+    rd->cols[b] = (g->cfg.columns & (1u << b)) ? f++ : UINT32_MAX;
+  rd->rate_split = g->cfg.rate > 0 ? g->cfg.rate / g->n_splits : 0;
+  *out = rd;
+  return SL_OK;
+}
+
+static void fill_payload(char *p, uint32_t n, uint64_t r) {
+  for (uint32_t k = 0; k < n; k++) {
+    if ((k & 7) == 0) r = mix64(r + k);
+    p[k] = (char)('a' + (r & 0xff) % 26);
+    r >>= 8;
+  }
+}
+
+/* Build and emit record i of split sp; returns sl_source_emit's answer. */
+static bool emit_one(reader_t *rd, sl_source_out_t *out, const split_t *sp,
+                     uint64_t i) {
+  const gen_t *g = rd->g;
+  sl_row_builder_t *b = sl_source_builder(out);
+  const uint32_t *c = rd->cols;
+  if (c[0] != UINT32_MAX) sl_row_builder_set_i64(b, c[0], (int64_t)i);
+  if (c[1] != UINT32_MAX) sl_row_builder_set_i32(b, c[1], (int32_t)sp->id);
+  if (c[2] != UINT32_MAX)
+    sl_row_builder_set_i64(b, c[2], (int64_t)gen_key(g, sp->id, i));
+  if (c[3] != UINT32_MAX) {
+    int64_t v = (int64_t)(rnd(g->cfg.seed, sp->id, i, 7) % 2000) - 1000;
+    sl_row_builder_set_i64(b, c[3], v >= 0 ? v + 1 : v);
+  }
+  if (c[4] != UINT32_MAX)
+    sl_row_builder_set_i64(b, c[4],
+                           g->cfg.start_time_us +
+                               (int64_t)i * g->cfg.time_step_us);
+  if (c[5] != UINT32_MAX) {
+    fill_payload(rd->payload, g->cfg.payload_size,
+                 rnd(g->cfg.seed, sp->id, i, 6));
+    sl_row_builder_set_str(b, c[5], rd->payload, g->cfg.payload_size);
+  }
+  return sl_source_emit_builder(out, NULL);
+}
+
+static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
+  reader_t *rd = r;
+  SL_UNUSED(out_err);
+  int64_t now = rd->rate_split > 0 ? sl_source_now(out) : 0;
+  int64_t earliest_due = INT64_MAX;
+  uint32_t n_done = 0;
+  for (uint32_t k = 0; k < rd->n_splits; k++) {
+    split_t *sp = &rd->splits[(rd->cur + k) % rd->n_splits];
+    if (sp->next >= sp->end) {
+      n_done++;
+      continue;
+    }
+    uint64_t limit = sp->end;
+    if (rd->rate_split > 0) {
+      if (sp->t0 == 0) {
+        sp->t0 = now;
+        sp->start = sp->next;
+      }
+      /* Records due by now: those with (i - start) / rate <= now - t0. */
+      double due = (double)(now - sp->t0) * 1e-9 * rd->rate_split;
+      uint64_t n_due = (uint64_t)due + 1;
+      if (sp->start + n_due < limit) limit = sp->start + n_due;
+      if (sp->next >= limit) {
+        int64_t t = sp->t0 + (int64_t)((double)(sp->next - sp->start) * 1e9 /
+                                       rd->rate_split);
+        if (t < earliest_due) earliest_due = t;
+        continue;
+      }
+    }
+    /* A batch per split, then the next split. */
+    uint64_t stop = sp->next + 1024 < limit ? sp->next + 1024 : limit;
+    while (sp->next < stop) {
+      uint64_t i = sp->next++;
+      if (!emit_one(rd, out, sp, i)) {
+        rd->cur = (rd->cur + k) % rd->n_splits;
+        return SL_POLL_MORE;
+      }
+    }
+    rd->cur = (rd->cur + k + 1) % rd->n_splits;
+    return SL_POLL_MORE;
+  }
+  if (n_done == rd->n_splits) return SL_POLL_END;
+  sl_source_wait_until(out, earliest_due);
+  return SL_POLL_WAIT;
+}
+
+static int reader_position(void *r, uint32_t split, sl_bytes_t *out) {
+  reader_t *rd = r;
+  for (uint32_t k = 0; k < rd->n_splits; k++) {
+    if (rd->splits[k].id != split) continue;
+    uint8_t p[8];
+    sl__put_u64le(p, rd->splits[k].next);
+    return sl_bytes_append(out, p, 8);
+  }
+  return SL_ENOTFOUND;
+}
+
+static void gen_destroy(void *ctx) { sl_free(ctx); }
+
+static const sl_source_vt_t gen_vt = {
+    "generator", gen_plan,        reader_open, reader_poll,
+    reader_position, reader_close, gen_destroy,
+};
+
+void sl_gen_config_init(sl_gen_config_t *cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->seed = 1;
+  cfg->keys = 1000;
+  cfg->skew = SL_GEN_UNIFORM;
+  cfg->zipf_exponent = 1.0;
+  cfg->columns = SL_GEN_COL_SEQ | SL_GEN_COL_KEY | SL_GEN_COL_AMOUNT |
+                 SL_GEN_COL_TS;
+  cfg->start_time_us = 1767225600000000; /* 2026-01-01T00:00:00Z */
+  cfg->time_step_us = 1000;
+}
+
+int sl_gen_source_create(const sl_gen_config_t *cfg,
+                         const sl_source_vt_t **out_vt, void **out_ctx,
+                         sl_schema_t **out_schema, sl_error_t **out_err) {
+  if (cfg->keys == 0)
+    return sl_error_set(out_err, SL_EINVAL, "generator: keys must be >= 1");
+  if (cfg->skew == SL_GEN_ZIPF && !(cfg->zipf_exponent > 0))
+    return sl_error_set(out_err, SL_EINVAL,
+                        "generator: zipf_exponent must be > 0");
+  if (!(cfg->rate >= 0) || isinf(cfg->rate))
+    return sl_error_set(out_err, SL_EINVAL,
+                        "generator: rate must be a finite number >= 0");
+  if (cfg->payload_size > (1u << 20))
+    return sl_error_set(out_err, SL_EINVAL,
+                        "generator: payload_size must be at most 1048576");
+  if ((cfg->columns & SL_GEN_COL_ALL) == 0 || (cfg->columns & ~SL_GEN_COL_ALL))
+    return sl_error_set(out_err, SL_EINVAL,
+                        "generator: columns must name at least one column");
+  static const char *names[6] = {"seq", "split", "key", "amount", "ts",
+                                 "payload"};
+  static const uint8_t types[6] = {SL_TYPE_INT64, SL_TYPE_INT32,
+                                   SL_TYPE_INT64, SL_TYPE_INT64,
+                                   SL_TYPE_TIMESTAMP, SL_TYPE_STRING};
+  sl_field_t fields[6];
+  uint32_t n = 0;
+  for (uint32_t b = 0; b < 6; b++) {
+    if (!(cfg->columns & (1u << b))) continue;
+    fields[n].name = names[b];
+    fields[n].type = (sl_type_t){types[b], 0, 0, false};
+    n++;
+  }
+  gen_t *g = sl_calloc(1, sizeof(*g));
+  if (g == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  g->cfg = *cfg;
+  if (g->cfg.skew == SL_GEN_ZIPF) {
+    double e = g->cfg.zipf_exponent;
+    g->zh_x1 = zh(e, 1.5) - 1.0;
+    g->zh_n = zh(e, (double)g->cfg.keys + 0.5);
+    g->zs = 2.0 - zh_inv(e, zh(e, 2.5) - zh_small(e, 2.0));
+  }
+  int rc = sl_schema_create(fields, n, out_schema, out_err);
+  if (rc != SL_OK) {
+    sl_free(g);
+    return rc;
+  }
+  *out_vt = &gen_vt;
+  *out_ctx = g;
+  return SL_OK;
+}

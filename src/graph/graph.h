@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Interface of the graph module: the logical job graph that the sl_job_*
+ * and sl_stream_* builder calls create, and the planner that turns it into
+ * chained tasks, channels and keyed-state backends.  See README.md.
+ */
+#ifndef SL_GRAPH_GRAPH_H
+#define SL_GRAPH_GRAPH_H
+
+#include "ops/ops.h"
+#include "runtime/runtime.h"
+#include "sluice/sluice.h"
+
+typedef enum sl_node_kind_e {
+  SL_NODE_SOURCE = 0,
+  SL_NODE_MAP,
+  SL_NODE_FILTER,
+  SL_NODE_FLAT_MAP,
+  SL_NODE_PROCESS,
+  SL_NODE_CONNECT,
+  SL_NODE_UNION,
+  SL_NODE_SINK
+} sl_node_kind_t;
+
+typedef struct sl_node_s sl_node_t;
+
+/*
+ * A stream handle: the output of a node, possibly with a partitioning for
+ * the next edge (key_by, rebalance, broadcast).  Owned by the job.
+ */
+struct sl_stream_s {
+  sl_job_t *job;
+  sl_node_t *node;
+  sl_part_t part;        /* FORWARD: not set explicitly */
+  bool is_explicit;
+  sl_keysel_t *keysel;   /* HASH only; owned by the job */
+};
+
+struct sl_node_s {
+  uint32_t id;
+  sl_node_kind_t kind;
+  char *uid;
+  uint32_t parallelism;   /* 0 = job default */
+  sl_schema_t *schema;    /* output schema (sink: input schema) */
+  const sl_op_vt_t *vt;
+  sl_op_cfg_t cfg;
+  const sl_source_vt_t *src_vt;
+  void *src_ctx;
+  sl_stream_t inputs[2];  /* copies of the input handles */
+  sl_stream_t *union_inputs; /* union: n_inputs handles */
+  uint32_t n_inputs;
+  /* Planner results. */
+  uint32_t par;           /* resolved parallelism */
+  uint32_t chain;         /* index of the chain it belongs to */
+  bool is_chained;        /* chained to its single input */
+};
+
+typedef struct sl_chain_s {
+  uint32_t head;          /* node id */
+  uint32_t *nodes;        /* in topological order */
+  uint32_t n_nodes;
+  uint32_t par;
+  uint32_t first_task;    /* tasks first_task .. first_task + par - 1 */
+} sl_chain_t;
+
+typedef enum sl_job_state_e {
+  SL_JOB_BUILDING = 0,
+  SL_JOB_RUNNING,
+  SL_JOB_FINISHED
+} sl_job_state_t;
+
+struct sl_job_s {
+  sl_job_config_t cfg;
+  char *name;
+  sl_node_t **nodes;
+  uint32_t n_nodes;
+  sl_stream_t **handles;
+  uint32_t n_handles;
+  sl_keysel_t **keysels;
+  uint32_t n_keysels;
+  sl_error_t *err; /* first builder error */
+  /* Plan and runtime. */
+  sl_chain_t *chains;
+  uint32_t n_chains;
+  sl_job_rt_t rt;
+  sl_channel_t **channels;
+  uint32_t n_channels;
+  sl_op_t **ops;           /* every operator instance */
+  uint32_t n_ops;
+  _Atomic int state;       /* sl_job_state_t */
+  int64_t start_ns;
+  pthread_t bg_thread;     /* sl_job_start */
+  bool has_bg_thread;
+  int bg_rc;
+  sl_error_t *bg_err;
+};
+
+/** @brief Record a builder error (the first one is kept). */
+void sl__job_set_error(sl_job_t *job, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/** @brief A new handle owned by the job. */
+sl_stream_t *sl__job_new_handle(sl_job_t *job, sl_node_t *node);
+/** @brief A new node owned by the job, with one input (or none). */
+sl_node_t *sl__job_new_node(sl_job_t *job, sl_node_kind_t kind,
+                            const char *uid, const sl_stream_t *in);
+
+/** @brief Build tasks, channels and state for the job.  Called by run. */
+int sl__plan_build(sl_job_t *job, sl_error_t **out_err);
+void sl__plan_destroy(sl_job_t *job);
+
+#endif

@@ -1,0 +1,465 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The job builder: sl_job_* and sl_stream_* calls that create the logical
+ * graph.  Errors are deferred: the first one is kept in the job and
+ * returned by sl_job_run(), and calls given a NULL stream return NULL.
+ * Nodes are created in topological order (inputs exist before consumers),
+ * which the planner relies on.  See README.md.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "graph/graph.h"
+
+void sl_job_config_init(sl_job_config_t *cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->name = "job";
+  cfg->max_parallelism = SL_DEFAULT_MAX_PARALLELISM;
+  cfg->buffer_size = 32768;
+  cfg->channel_buffers = 4;
+}
+
+int sl_job_create(const sl_job_config_t *cfg_in, sl_job_t **out,
+                  sl_error_t **out_err) {
+  sl_job_config_t cfg;
+  if (cfg_in) cfg = *cfg_in;
+  else sl_job_config_init(&cfg);
+  if (cfg.max_parallelism == 0) cfg.max_parallelism = SL_DEFAULT_MAX_PARALLELISM;
+  if (cfg.max_parallelism > SL_MAX_PARALLELISM_LIMIT)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "max_parallelism %u is above the limit %u",
+                        cfg.max_parallelism, SL_MAX_PARALLELISM_LIMIT);
+  if (cfg.parallelism > cfg.max_parallelism)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "parallelism %u is above max_parallelism %u",
+                        cfg.parallelism, cfg.max_parallelism);
+  if (cfg.buffer_size == 0) cfg.buffer_size = 32768;
+  if (cfg.buffer_size < 256 || cfg.buffer_size > (64u << 20))
+    return sl_error_set(out_err, SL_EINVAL,
+                        "buffer_size %u must be between 256 and 67108864",
+                        cfg.buffer_size);
+  if (cfg.channel_buffers == 0) cfg.channel_buffers = 4;
+  if (cfg.channel_buffers > 1024)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "channel_buffers %u must be at most 1024",
+                        cfg.channel_buffers);
+  sl_job_t *job = sl_calloc(1, sizeof(*job));
+  if (job == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  job->cfg = cfg;
+  job->name = sl_strdup(cfg.name ? cfg.name : "job");
+  if (job->name == NULL) {
+    sl_free(job);
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  }
+  job->cfg.name = job->name;
+  pthread_mutex_init(&job->rt.lock, NULL);
+  atomic_init(&job->rt.is_canceled, false);
+  atomic_init(&job->rt.n_live, 0);
+  atomic_init(&job->state, SL_JOB_BUILDING);
+  *out = job;
+  return SL_OK;
+}
+
+void sl__job_set_error(sl_job_t *job, int code, const char *fmt, ...) {
+  if (job->err) return;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  job->err = sl_error_create(code, "%s", msg);
+}
+
+const sl_error_t *sl_job_error(const sl_job_t *job) { return job->err; }
+
+static bool grow(void **arr, uint32_t n, size_t elem) {
+  if ((n & (n - 1)) != 0 && n != 0) return true; /* room until power of 2 */
+  void *p = sl_realloc(*arr, (n ? n * 2 : 4) * elem);
+  if (p == NULL) return false;
+  *arr = p;
+  return true;
+}
+
+sl_stream_t *sl__job_new_handle(sl_job_t *job, sl_node_t *node) {
+  if (!grow((void **)&job->handles, job->n_handles, sizeof(sl_stream_t *)))
+    goto nomem;
+  sl_stream_t *s = sl_calloc(1, sizeof(*s));
+  if (s == NULL) goto nomem;
+  s->job = job;
+  s->node = node;
+  s->part = SL_PART_FORWARD;
+  job->handles[job->n_handles++] = s;
+  return s;
+nomem:
+  sl__job_set_error(job, SL_ENOMEM, "out of memory building the job");
+  return NULL;
+}
+
+static bool uid_taken(const sl_job_t *job, const char *uid) {
+  for (uint32_t i = 0; i < job->n_nodes; i++)
+    if (strcmp(job->nodes[i]->uid, uid) == 0) return true;
+  return false;
+}
+
+static const char *kind_names[] = {"source",  "map",     "filter",
+                                   "flat_map", "process", "connect",
+                                   "union",   "sink"};
+
+sl_node_t *sl__job_new_node(sl_job_t *job, sl_node_kind_t kind,
+                            const char *uid, const sl_stream_t *in) {
+  if (atomic_load(&job->state) != SL_JOB_BUILDING) {
+    sl__job_set_error(job, SL_ESTATE, "the job is already running");
+    return NULL;
+  }
+  char auto_uid[64];
+  if (uid == NULL || uid[0] == '\0') {
+    if (kind == SL_NODE_SOURCE || kind == SL_NODE_PROCESS ||
+        kind == SL_NODE_CONNECT || kind == SL_NODE_SINK) {
+      sl__job_set_error(job, SL_EINVAL,
+                        "a %s needs a uid: it keeps state that a restore "
+                        "maps by uid",
+                        kind_names[kind]);
+      return NULL;
+    }
+    snprintf(auto_uid, sizeof(auto_uid), "%s-%u", kind_names[kind],
+             job->n_nodes + 1);
+    uid = auto_uid;
+  }
+  if (uid_taken(job, uid)) {
+    sl__job_set_error(job, SL_EINVAL, "operator uid '%s' is used twice", uid);
+    return NULL;
+  }
+  if (!grow((void **)&job->nodes, job->n_nodes, sizeof(sl_node_t *))) {
+    sl__job_set_error(job, SL_ENOMEM, "out of memory building the job");
+    return NULL;
+  }
+  sl_node_t *n = sl_calloc(1, sizeof(*n));
+  if (n == NULL || (n->uid = sl_strdup(uid)) == NULL) {
+    sl_free(n);
+    sl__job_set_error(job, SL_ENOMEM, "out of memory building the job");
+    return NULL;
+  }
+  n->id = job->n_nodes;
+  n->kind = kind;
+  if (in) {
+    n->inputs[0] = *in;
+    n->n_inputs = 1;
+  }
+  job->nodes[job->n_nodes++] = n;
+  return n;
+}
+
+sl_stream_t *sl_job_source(sl_job_t *job, const char *uid,
+                           const sl_source_vt_t *vt, void *ctx,
+                           sl_schema_t *schema) {
+  if (vt == NULL || schema == NULL) {
+    if (vt && vt->destroy && ctx) vt->destroy(ctx);
+    sl__job_set_error(job, SL_EINVAL, "sl_job_source: %s is NULL",
+                      vt ? "schema" : "the source");
+    return NULL;
+  }
+  sl_node_t *n = sl__job_new_node(job, SL_NODE_SOURCE, uid, NULL);
+  if (n == NULL) {
+    if (vt->destroy) vt->destroy(ctx);
+    return NULL;
+  }
+  n->vt = &sl__op_source_vt;
+  n->src_vt = vt;
+  n->src_ctx = ctx;
+  n->schema = sl_schema_ref(schema);
+  return sl__job_new_handle(job, n);
+}
+
+static sl_node_t *one_input(sl_stream_t *in, sl_node_kind_t kind,
+                            const char *uid, sl_schema_t *out_schema,
+                            const sl_op_vt_t *vt) {
+  if (in == NULL) return NULL;
+  sl_job_t *job = in->job;
+  if (in->node->kind == SL_NODE_SINK) {
+    sl__job_set_error(job, SL_EINVAL, "a sink has no output stream");
+    return NULL;
+  }
+  sl_node_t *n = sl__job_new_node(job, kind, uid, in);
+  if (n == NULL) return NULL;
+  n->vt = vt;
+  n->schema = sl_schema_ref(out_schema ? out_schema : in->node->schema);
+  return n;
+}
+
+sl_stream_t *sl_stream_map(sl_stream_t *in, const char *uid,
+                           sl_schema_t *out_schema, sl_map_fn fn, void *user) {
+  if (in && (fn == NULL || out_schema == NULL)) {
+    sl__job_set_error(in->job, SL_EINVAL, "sl_stream_map: %s is NULL",
+                      fn ? "the output schema" : "the map function");
+    return NULL;
+  }
+  sl_node_t *n = one_input(in, SL_NODE_MAP, uid, out_schema, &sl__op_map_vt);
+  if (n == NULL) return NULL;
+  n->cfg.map = fn;
+  n->cfg.user = user;
+  return sl__job_new_handle(in->job, n);
+}
+
+sl_stream_t *sl_stream_filter(sl_stream_t *in, const char *uid,
+                              sl_filter_fn fn, void *user) {
+  if (in && fn == NULL) {
+    sl__job_set_error(in->job, SL_EINVAL, "sl_stream_filter: no function");
+    return NULL;
+  }
+  sl_node_t *n = one_input(in, SL_NODE_FILTER, uid, NULL, &sl__op_filter_vt);
+  if (n == NULL) return NULL;
+  n->cfg.filter = fn;
+  n->cfg.user = user;
+  return sl__job_new_handle(in->job, n);
+}
+
+sl_stream_t *sl_stream_flat_map(sl_stream_t *in, const char *uid,
+                                sl_schema_t *out_schema, sl_flat_map_fn fn,
+                                void *user) {
+  if (in && (fn == NULL || out_schema == NULL)) {
+    sl__job_set_error(in->job, SL_EINVAL, "sl_stream_flat_map: %s is NULL",
+                      fn ? "the output schema" : "the function");
+    return NULL;
+  }
+  sl_node_t *n =
+      one_input(in, SL_NODE_FLAT_MAP, uid, out_schema, &sl__op_flat_map_vt);
+  if (n == NULL) return NULL;
+  n->cfg.flat_map = fn;
+  n->cfg.user = user;
+  return sl__job_new_handle(in->job, n);
+}
+
+static sl_stream_t *repartition(sl_stream_t *in, sl_part_t part,
+                                sl_keysel_t *ks) {
+  if (in == NULL) return NULL;
+  sl_stream_t *s = sl__job_new_handle(in->job, in->node);
+  if (s == NULL) return NULL;
+  s->part = part;
+  s->is_explicit = true;
+  s->keysel = ks;
+  return s;
+}
+
+static sl_keysel_t *new_keysel(sl_job_t *job) {
+  if (!grow((void **)&job->keysels, job->n_keysels, sizeof(sl_keysel_t *)))
+    goto nomem;
+  sl_keysel_t *ks = sl_calloc(1, sizeof(*ks));
+  if (ks == NULL) goto nomem;
+  job->keysels[job->n_keysels++] = ks;
+  return ks;
+nomem:
+  sl__job_set_error(job, SL_ENOMEM, "out of memory building the job");
+  return NULL;
+}
+
+sl_stream_t *sl_stream_key_by_fields(sl_stream_t *in,
+                                     const char *const *fields,
+                                     uint32_t n_fields) {
+  if (in == NULL) return NULL;
+  sl_job_t *job = in->job;
+  if (n_fields == 0) {
+    sl__job_set_error(job, SL_EINVAL, "key_by needs at least one field");
+    return NULL;
+  }
+  sl_keysel_t *ks = new_keysel(job);
+  if (ks == NULL) return NULL;
+  ks->fields = sl_calloc(n_fields, sizeof(uint32_t));
+  if (ks->fields == NULL) {
+    sl__job_set_error(job, SL_ENOMEM, "out of memory building the job");
+    return NULL;
+  }
+  for (uint32_t i = 0; i < n_fields; i++) {
+    int idx = sl_schema_index(in->node->schema, fields[i]);
+    if (idx < 0) {
+      sl__job_set_error(job, SL_EINVAL,
+                        "key_by: field '%s' is not in the output of '%s'",
+                        fields[i], in->node->uid);
+      return NULL;
+    }
+    ks->fields[i] = (uint32_t)idx;
+  }
+  ks->n_fields = n_fields;
+  return repartition(in, SL_PART_HASH, ks);
+}
+
+sl_stream_t *sl_stream_key_by(sl_stream_t *in, sl_key_fn fn, void *user) {
+  if (in == NULL) return NULL;
+  if (fn == NULL) {
+    sl__job_set_error(in->job, SL_EINVAL, "key_by: no key function");
+    return NULL;
+  }
+  sl_keysel_t *ks = new_keysel(in->job);
+  if (ks == NULL) return NULL;
+  ks->fn = fn;
+  ks->user = user;
+  return repartition(in, SL_PART_HASH, ks);
+}
+
+sl_stream_t *sl_stream_rebalance(sl_stream_t *in) {
+  return repartition(in, SL_PART_REBALANCE, NULL);
+}
+
+sl_stream_t *sl_stream_broadcast(sl_stream_t *in) {
+  return repartition(in, SL_PART_BROADCAST, NULL);
+}
+
+sl_stream_t *sl_stream_process(sl_stream_t *in, const char *uid,
+                               sl_schema_t *out_schema,
+                               const sl_process_fns_t *fns, void *user) {
+  if (in == NULL) return NULL;
+  if (fns == NULL || fns->process == NULL || out_schema == NULL) {
+    sl__job_set_error(in->job, SL_EINVAL,
+                      "sl_stream_process: %s is missing",
+                      out_schema ? "the process function" : "the output schema");
+    return NULL;
+  }
+  sl_node_t *n =
+      one_input(in, SL_NODE_PROCESS, uid, out_schema, &sl__op_process_vt);
+  if (n == NULL) return NULL;
+  n->cfg.fns = *fns;
+  n->cfg.user = user;
+  return sl__job_new_handle(in->job, n);
+}
+
+sl_stream_t *sl_stream_connect(sl_stream_t *a, sl_stream_t *b,
+                               const char *uid, sl_schema_t *out_schema,
+                               const sl_process_fns_t *fns, void *user) {
+  if (a == NULL || b == NULL) return NULL;
+  sl_job_t *job = a->job;
+  if (b->job != job) {
+    sl__job_set_error(job, SL_EINVAL, "connect: streams of different jobs");
+    return NULL;
+  }
+  if (fns == NULL || fns->process == NULL || fns->process2 == NULL ||
+      out_schema == NULL) {
+    sl__job_set_error(job, SL_EINVAL,
+                      "sl_stream_connect needs process, process2 and an "
+                      "output schema");
+    return NULL;
+  }
+  if ((a->part == SL_PART_HASH) != (b->part == SL_PART_HASH)) {
+    sl__job_set_error(job, SL_EINVAL,
+                      "connect: key both inputs or neither (operator '%s')",
+                      uid ? uid : "");
+    return NULL;
+  }
+  sl_node_t *n = one_input(a, SL_NODE_CONNECT, uid, out_schema,
+                           &sl__op_process_vt);
+  if (n == NULL) return NULL;
+  n->inputs[1] = *b;
+  n->n_inputs = 2;
+  n->cfg.fns = *fns;
+  n->cfg.user = user;
+  return sl__job_new_handle(job, n);
+}
+
+sl_stream_t *sl_stream_union(sl_stream_t *const *streams, uint32_t n) {
+  if (n == 0 || streams == NULL) return NULL;
+  for (uint32_t i = 0; i < n; i++)
+    if (streams[i] == NULL) return NULL;
+  sl_job_t *job = streams[0]->job;
+  for (uint32_t i = 1; i < n; i++) {
+    if (!sl_schema_equal(streams[i]->node->schema, streams[0]->node->schema)) {
+      sl__job_set_error(job, SL_EINVAL,
+                        "union: the output of '%s' and of '%s' have "
+                        "different schemas",
+                        streams[0]->node->uid, streams[i]->node->uid);
+      return NULL;
+    }
+  }
+  sl_node_t *u = one_input(streams[0], SL_NODE_UNION, NULL, NULL,
+                           &sl__op_union_vt);
+  if (u == NULL) return NULL;
+  u->union_inputs = sl_calloc(n, sizeof(sl_stream_t));
+  if (u->union_inputs == NULL) {
+    sl__job_set_error(job, SL_ENOMEM, "out of memory building the job");
+    return NULL;
+  }
+  for (uint32_t i = 0; i < n; i++) u->union_inputs[i] = *streams[i];
+  u->n_inputs = n;
+  return sl__job_new_handle(job, u);
+}
+
+int sl_stream_sink(sl_stream_t *in, const char *uid, const sl_sink_vt_t *vt,
+                   void *ctx) {
+  if (in == NULL) {
+    if (vt && vt->destroy && ctx) vt->destroy(ctx);
+    return SL_EINVAL;
+  }
+  if (vt == NULL) {
+    sl__job_set_error(in->job, SL_EINVAL, "sl_stream_sink: no sink");
+    return SL_EINVAL;
+  }
+  sl_node_t *n = one_input(in, SL_NODE_SINK, uid, NULL, &sl__op_sink_vt);
+  if (n == NULL) {
+    if (vt->destroy) vt->destroy(ctx);
+    return sl_error_code(in->job->err);
+  }
+  n->cfg.sink_vt = vt;
+  n->cfg.sink_ctx = ctx;
+  return SL_OK;
+}
+
+sl_stream_t *sl_stream_set_parallelism(sl_stream_t *s, uint32_t p) {
+  if (s == NULL) return NULL;
+  if (s->node->kind == SL_NODE_UNION) {
+    sl__job_set_error(s->job, SL_EINVAL,
+                      "set the parallelism of the operator after a union");
+    return NULL;
+  }
+  s->node->parallelism = p;
+  return s;
+}
+
+int sl_stream_set_sink_parallelism(sl_stream_t *s, uint32_t p) {
+  if (s == NULL) return SL_EINVAL;
+  sl_job_t *job = s->job;
+  for (uint32_t i = job->n_nodes; i-- > 0;) {
+    sl_node_t *n = job->nodes[i];
+    if (n->kind == SL_NODE_SINK && n->inputs[0].node == s->node) {
+      n->parallelism = p;
+      return SL_OK;
+    }
+  }
+  sl__job_set_error(job, SL_EINVAL, "no sink on the output of '%s'",
+                    s->node->uid);
+  return SL_EINVAL;
+}
+
+const sl_schema_t *sl_stream_schema(const sl_stream_t *s) {
+  return s ? s->node->schema : NULL;
+}
+
+void sl_job_destroy(sl_job_t *job) {
+  if (job == NULL) return;
+  if (job->has_bg_thread) {
+    sl_job_cancel(job);
+    pthread_join(job->bg_thread, NULL);
+  }
+  sl__plan_destroy(job);
+  for (uint32_t i = 0; i < job->n_nodes; i++) {
+    sl_node_t *n = job->nodes[i];
+    if (n->src_vt && n->src_vt->destroy) n->src_vt->destroy(n->src_ctx);
+    if (n->cfg.sink_vt && n->cfg.sink_vt->destroy)
+      n->cfg.sink_vt->destroy(n->cfg.sink_ctx);
+    if (n->cfg.cfg_destroy && n->cfg.impl_cfg)
+      n->cfg.cfg_destroy(n->cfg.impl_cfg);
+    sl_schema_unref(n->schema);
+    sl_free(n->union_inputs);
+    sl_free(n->uid);
+    sl_free(n);
+  }
+  sl_free(job->nodes);
+  for (uint32_t i = 0; i < job->n_handles; i++) sl_free(job->handles[i]);
+  sl_free(job->handles);
+  for (uint32_t i = 0; i < job->n_keysels; i++) {
+    sl_free(job->keysels[i]->fields);
+    sl_free(job->keysels[i]);
+  }
+  sl_free(job->keysels);
+  sl_error_destroy(job->err);
+  sl_error_destroy(job->bg_err);
+  pthread_mutex_destroy(&job->rt.lock);
+  sl_free(job->name);
+  sl_free(job);
+}

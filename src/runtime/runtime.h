@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Interface of the runtime module: buffers, channels with credit-based flow
+ * control, the scheduler interface, tasks and the operator interface that
+ * chained operators implement.  See README.md for the thread model and the
+ * task state machine.
+ */
+#ifndef SL_RUNTIME_RUNTIME_H
+#define SL_RUNTIME_RUNTIME_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "core/core.h"
+#include "sluice/sl_connector.h"
+#include "sluice/sl_job.h"
+#include "state/state.h"
+
+typedef struct sl_task_s sl_task_t;
+typedef struct sl_sched_s sl_sched_t;
+typedef struct sl_writer_s sl_writer_t;
+typedef struct sl_ctx_s sl_op_t;
+typedef struct sl_timers_s sl_timers_t;
+
+/* ------------------------------------------------------------------ */
+/* Buffers: a block of serialized rows, or one event. */
+
+typedef enum sl_buf_kind_e {
+  SL_BUF_DATA = 0,
+  SL_BUF_EOP = 1,       /* end of partition: the sender has finished */
+  SL_BUF_BARRIER = 2,   /* checkpoint barrier, value = checkpoint id */
+  SL_BUF_WATERMARK = 3  /* value = event-time watermark */
+} sl_buf_kind_t;
+
+/*
+ * Data buffers hold frames [u32 len][row bytes].  The header and the data
+ * are one allocation.  A buffer has one owner at a time: the sender while
+ * it fills it, the channel while queued, the receiver while it reads it.
+ */
+typedef struct sl_buf_s {
+  uint8_t kind;
+  uint32_t len;
+  uint32_t cap;
+  uint32_t n_records;
+  int64_t value;
+  struct sl_buf_s *next; /* pending queue of the sender */
+  uint8_t *data;
+} sl_buf_t;
+
+sl_buf_t *sl__buf_new(uint32_t cap);
+void sl__buf_free(sl_buf_t *buf);
+
+/* ------------------------------------------------------------------ */
+/* Channels: single producer, single consumer, bounded by credits. */
+
+/*
+ * A channel carries buffers from one sending task to one receiving task.
+ * Its capacity is the number of credits: the sender may have at most that
+ * many buffers queued; beyond that it keeps them pending and waits.
+ *
+ * Fields by owner:
+ *   sender only:    tail, cur, pending_*, n_pending
+ *   receiver only:  head, is_finished, input
+ *   both (atomic):  count (queued buffers), ret_head, ret_tail
+ */
+typedef struct sl_channel_s {
+  sl_buf_t **ring;
+  uint32_t mask;
+  uint32_t credits;
+  _Atomic uint32_t count;
+  uint32_t head;
+  uint32_t tail;
+  /* Return ring: consumed buffers flow back to the sender for reuse. */
+  sl_buf_t **ret;
+  uint32_t ret_mask;
+  _Atomic uint32_t ret_head; /* consumer of ret: the sender */
+  _Atomic uint32_t ret_tail; /* producer of ret: the receiver */
+  uint32_t buffer_size;
+  sl_task_t *sender;
+  sl_task_t *receiver;
+  /* Sender side. */
+  sl_buf_t *cur;
+  sl_buf_t *pending_head, *pending_tail;
+  uint32_t n_pending;
+  /* Receiver side. */
+  uint32_t input;     /* logical input of the receiving task's head */
+  bool is_finished;   /* EOP seen */
+} sl_channel_t;
+
+int sl__channel_create(uint32_t credits, uint32_t buffer_size,
+                       sl_channel_t **out_ch);
+void sl__channel_destroy(sl_channel_t *ch);
+/**
+ * @brief Queue a buffer.  @return SL_OK (moved) or SL_EAGAIN (no credit;
+ * the caller still owns buf).  @thread sender.
+ */
+int sl__channel_push(sl_channel_t *ch, sl_buf_t *buf);
+/** @brief Take the next buffer, or NULL.  @thread receiver. */
+sl_buf_t *sl__channel_pop(sl_channel_t *ch);
+/** @brief True if a buffer is queued.  @thread receiver. */
+static inline bool sl__channel_has_data(sl_channel_t *ch) {
+  return atomic_load_explicit(&ch->count, memory_order_acquire) != 0;
+}
+/** @brief Give a consumed buffer back to the sender.  @thread receiver. */
+void sl__channel_recycle(sl_channel_t *ch, sl_buf_t *buf);
+/** @brief A buffer for the sender to fill (recycled or new). */
+sl_buf_t *sl__channel_get_buffer(sl_channel_t *ch, uint32_t min_cap);
+/** @brief Queue buf, or keep it pending if there is no credit.  Sender. */
+void sl__channel_send(sl_channel_t *ch, sl_buf_t *buf);
+/** @brief Push pending buffers while credit lasts; true when none left. */
+bool sl__channel_flush_pending(sl_channel_t *ch);
+
+/* ------------------------------------------------------------------ */
+/* Scheduler interface. */
+
+typedef enum sl_run_result_e {
+  SL_RUN_AGAIN = 0,    /* quantum used, more work */
+  SL_RUN_WAIT_INPUT,   /* idle: waiting for input or a timer */
+  SL_RUN_WAIT_OUTPUT,  /* backpressured: waiting for credit */
+  SL_RUN_DONE          /* finished (successfully or not) */
+} sl_run_result_t;
+
+typedef struct sl_sched_ops_s {
+  /** Make the task runnable (coalesces).  @thread any. */
+  void (*wake)(sl_sched_t *s, sl_task_t *task);
+  /** Wake the task at or after t_ns (scheduler clock).  @thread the task. */
+  void (*wake_at)(sl_sched_t *s, sl_task_t *task, int64_t t_ns);
+  /** Processing time, ns since the epoch.  @thread any. */
+  int64_t (*now)(sl_sched_t *s);
+  /** Run every task to SL_RUN_DONE; blocks.  @thread the job's caller. */
+  int (*run)(sl_sched_t *s);
+  void (*destroy)(sl_sched_t *s);
+} sl_sched_ops_t;
+
+struct sl_sched_s {
+  const sl_sched_ops_t *ops;
+};
+
+/* Task scheduling states (sl_task_t.sched_state). */
+enum {
+  SL_TASK_IDLE = 0,
+  SL_TASK_QUEUED = 1,
+  SL_TASK_RUNNING = 2,
+  SL_TASK_NOTIFIED = 3, /* woken while running: run again */
+  SL_TASK_FINISHED = 4
+};
+
+/**
+ * @brief A worker pool of n_workers threads sharing one run queue.
+ * Tasks are added before run().
+ */
+int sl__sched_pool_create(uint32_t n_workers, sl_task_t **tasks,
+                          uint32_t n_tasks, sl_sched_t **out_sched);
+
+/* ------------------------------------------------------------------ */
+/* Operators. */
+
+typedef struct sl_op_vt_s {
+  const char *name;
+  int (*open)(sl_op_t *op);
+  /** A row on logical input `input` (0, or 1 for a second input). */
+  int (*process)(sl_op_t *op, uint32_t input, const sl_row_t *row);
+  /** A processing-time timer; its key is current. */
+  int (*on_timer)(sl_op_t *op, int64_t ts);
+  /** Every input has ended. */
+  int (*end_input)(sl_op_t *op);
+  void (*close)(sl_op_t *op, bool is_success);
+} sl_op_vt_t;
+
+/* Where an operator's output goes: chained operators or writers. */
+typedef struct sl_out_target_s {
+  sl_op_t *op;      /* chained operator, or NULL */
+  uint32_t input;
+  sl_writer_t *w;   /* record writer, or NULL */
+} sl_out_target_t;
+
+/* Key selector of a keyed edge or operator. */
+typedef struct sl_keysel_s {
+  uint32_t *fields;
+  uint32_t n_fields;
+  sl_key_fn fn;
+  void *user;
+} sl_keysel_t;
+
+int sl__keysel_extract(const sl_keysel_t *ks, const sl_row_t *row,
+                       sl_bytes_t *out_key);
+
+struct sl_collector_s {
+  sl_op_t *op;
+};
+
+/*
+ * An operator instance of one subtask: the public sl_ctx_t.  Owned by its
+ * task; used only on the task's thread, except the atomic counters, which
+ * the metrics reader loads.
+ */
+struct sl_ctx_s {
+  const sl_op_vt_t *vt;
+  const void *cfg;   /* node configuration (owned by the job) */
+  void *impl;        /* operator private data */
+  sl_task_t *task;
+  const char *uid;
+  uint32_t subtask;
+  uint32_t parallelism;
+  uint32_t max_parallelism;
+  void *local;       /* sl_ctx_set_local */
+  const sl_schema_t *out_schema;
+  const sl_schema_t *in_schema[2]; /* per logical input */
+  sl_row_builder_t out_b;
+  sl_out_target_t *targets;
+  uint32_t n_targets;
+  sl_collector_t collector;
+  _Atomic uint64_t n_in;
+  _Atomic uint64_t n_out;
+  /* Keyed operators. */
+  sl_kstate_t *kstate;
+  const sl_keysel_t *keysel[2]; /* per logical input */
+  sl_bytes_t keybuf;
+  sl_timers_t *timers;
+  bool is_opening;
+  bool is_keyed;
+  bool is_open;
+};
+
+/** @brief Emit a row to every target of op. */
+int sl__op_emit(sl_op_t *op, const sl_row_t *row);
+
+/** @brief Dispatch a row into an operator (counts it). */
+static inline int sl__op_push(sl_op_t *op, uint32_t input,
+                              const sl_row_t *row) {
+  atomic_store_explicit(&op->n_in,
+                        atomic_load_explicit(&op->n_in, memory_order_relaxed) +
+                            1,
+                        memory_order_relaxed);
+  return op->vt->process(op, input, row);
+}
+
+/** @brief Record an error for the task, prefixed with the operator. */
+int sl__op_fail(sl_op_t *op, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/** @brief Take ownership of err as the task's error (prefixing op). */
+int sl__op_fail_err(sl_op_t *op, sl_error_t *err, int code);
+/** @brief Make the key of row (on input) current in the keyed state. */
+int sl__op_set_key_from_row(sl_op_t *op, uint32_t input, const sl_row_t *row);
+
+/* ------------------------------------------------------------------ */
+/* Timers (processing time), per keyed operator. */
+
+int sl__timers_create(sl_timers_t **out);
+void sl__timers_destroy(sl_timers_t *t);
+/** @brief Add (ts, key); duplicates are ignored. */
+int sl__timers_add(sl_timers_t *t, int64_t ts, const void *key, uint32_t len);
+int sl__timers_delete(sl_timers_t *t, int64_t ts, const void *key,
+                      uint32_t len);
+/** @brief Earliest timer time, or INT64_MAX. */
+int64_t sl__timers_next(const sl_timers_t *t);
+/**
+ * @brief Pop the earliest timer if its time is <= now.  The key is copied
+ * into *out_key.  @return true if one was popped.
+ */
+bool sl__timers_pop(sl_timers_t *t, int64_t now, int64_t *out_ts,
+                    sl_bytes_t *out_key);
+size_t sl__timers_size(const sl_timers_t *t);
+
+/* ------------------------------------------------------------------ */
+/* Record writers: one per non-chained outgoing edge of an operator. */
+
+typedef enum sl_part_e {
+  SL_PART_FORWARD = 0,
+  SL_PART_HASH = 1,
+  SL_PART_REBALANCE = 2,
+  SL_PART_BROADCAST = 3
+} sl_part_t;
+
+struct sl_writer_s {
+  sl_task_t *task;
+  sl_part_t part;
+  sl_channel_t **chs; /* indexed by receiving subtask (forward: one) */
+  uint32_t n_chs;
+  uint32_t rr;
+  const sl_keysel_t *keysel;
+  uint32_t max_parallelism;
+  sl_bytes_t keybuf;
+};
+
+int sl__writer_emit(sl_writer_t *w, const sl_row_t *row);
+/** @brief Send partly filled buffers (idle flush). */
+void sl__writer_flush(sl_writer_t *w);
+/** @brief Send an event buffer on every channel. */
+int sl__writer_send_event(sl_writer_t *w, sl_buf_kind_t kind, int64_t value);
+
+/* ------------------------------------------------------------------ */
+/* Tasks. */
+
+typedef struct sl_job_rt_s sl_job_rt_t; /* the job's runtime side */
+
+typedef enum sl_task_phase_e {
+  SL_PHASE_CREATED = 0,
+  SL_PHASE_RUNNING,
+  SL_PHASE_ENDING, /* input ended; sending EOP downstream */
+  SL_PHASE_DONE
+} sl_task_phase_t;
+
+typedef struct sl_source_rt_s {
+  const sl_source_vt_t *vt;
+  void *ctx;
+  void *reader;
+  sl_split_init_t *splits;
+  uint32_t n_splits;
+} sl_source_rt_t;
+
+struct sl_source_out_s {
+  sl_task_t *task;
+  sl_op_t *op;
+  uint32_t budget;
+  int64_t wait_until;
+  bool is_failed;
+};
+
+struct sl_source_waker_s {
+  sl_task_t *task;
+};
+
+/*
+ * A task: a chain of operators of one subtask, run by one thread at a
+ * time.  sched_* fields belong to the scheduler; metrics are atomics read
+ * by any thread; everything else belongs to the thread running the task.
+ */
+struct sl_task_s {
+  /* Scheduler. */
+  _Atomic int sched_state;
+  sl_task_t *run_next;
+  int64_t wait_since;
+  sl_run_result_t last_result;
+  int64_t timer_at; /* pending wake_at, INT64_MAX if none */
+  /* Metrics. */
+  _Atomic uint64_t busy_ns;
+  _Atomic uint64_t backpressured_ns;
+  _Atomic uint64_t idle_ns;
+  _Atomic bool is_finished;
+  /* Identity. */
+  sl_job_rt_t *job;
+  sl_sched_t *sched;
+  uint32_t index;
+  uint32_t subtask;
+  uint32_t parallelism;
+  char *name;
+  /* Chain, in topological order; ops[0] is the head. */
+  sl_op_t **ops;
+  uint32_t n_ops;
+  /* Source tasks. */
+  sl_source_rt_t *source;
+  sl_source_out_t sout;
+  sl_source_waker_t waker;
+  /* Inputs. */
+  sl_channel_t **inputs;
+  uint32_t n_inputs;
+  uint32_t n_finished;
+  uint32_t rr;
+  sl_buf_t *cur_buf;       /* partly processed input buffer */
+  sl_channel_t *cur_ch;
+  uint32_t cur_off;
+  /* Outputs. */
+  sl_writer_t **writers;
+  uint32_t n_writers;
+  sl_channel_t **out_chs;  /* every output channel of every writer */
+  uint32_t n_out_chs;
+  uint32_t n_blocked;      /* output channels with pending buffers */
+  /* Keyed operators with timers. */
+  sl_op_t **timer_ops;
+  uint32_t n_timer_ops;
+  sl_bytes_t timer_key;
+  /* Status. */
+  sl_task_phase_t phase;
+  sl_error_t *err;
+};
+
+/* Shared between tasks of a job and the job's controlling thread. */
+struct sl_job_rt_s {
+  _Atomic bool is_canceled;
+  _Atomic uint32_t n_live;
+  pthread_mutex_t lock;     /* protects err and sched */
+  sl_error_t *err;          /* first task failure */
+  sl_sched_t *sched;        /* set while the job runs */
+  sl_task_t **tasks;
+  uint32_t n_tasks;
+};
+
+/** @brief Run a task for one quantum.  @thread one worker at a time. */
+sl_run_result_t sl__task_run(sl_task_t *task);
+/** @brief Ask every task to stop, and wake them.  @thread any. */
+void sl__job_rt_cancel(sl_job_rt_t *rt);
+/** @brief Note a sender became blocked on ch. */
+void sl__task_note_blocked(sl_task_t *task, sl_channel_t *ch);
+void sl__task_destroy(sl_task_t *task);
+
+static inline int64_t sl__task_now(const sl_task_t *task) {
+  return task->sched->ops->now(task->sched);
+}
+
+#endif
