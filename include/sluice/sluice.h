@@ -14,5 +14,6 @@
 #include "sl_connector.h"
 #include "sl_format.h"
 #include "sl_metrics.h"
+#include "sl_ops.h"
 
 #endif

@@ -32,4 +32,23 @@ extern const sl_op_vt_t sl__op_process_vt;
 extern const sl_op_vt_t sl__op_union_vt;
 extern const sl_op_vt_t sl__op_sink_vt;
 
+/* The keyed aggregate (aggregate.c): config for sl__agg_fns. */
+#include "sluice/sl_ops.h"
+int sl__agg_config_create(const sl_schema_t *in, const uint32_t *key_fields,
+                          uint32_t n_keys, const sl_agg_t *aggs,
+                          uint32_t n_aggs, sl_agg_emit_t emit,
+                          const char *uid, void **out_cfg,
+                          sl_schema_t **out_schema, sl_error_t **out_err);
+void sl__agg_config_destroy(void *cfg);
+extern const sl_process_fns_t sl__agg_fns;
+
+/* Expression operators (expr_ops.c). */
+struct sl_expr_s;
+int sl__xcfg_create(struct sl_expr_s **exprs, uint32_t n, void **out_cfg);
+void sl__xcfg_destroy(void *cfg);
+/** @brief Make cfg evaluate xcfg's expressions (per-subtask clones). */
+void sl__xcfg_install(sl_op_cfg_t *cfg, void *xcfg);
+extern const sl_op_vt_t sl__op_xfilter_vt;
+extern const sl_op_vt_t sl__op_xproject_vt;
+
 #endif

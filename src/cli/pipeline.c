@@ -1,0 +1,1130 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Pipeline files (docs/pipeline.md).  libyaml loads the document with the
+ * position of every node; --set overrides are grafted into it as new nodes
+ * that remember which flag they came from.  The interpreter then walks the
+ * document once, checking every key against the fields it knows, and builds
+ * the job through the public API.  The first error stops it, with
+ * "FILE:LINE:COLUMN: FIELD: message".
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yaml.h>
+
+#include "cli/pipeline.h"
+
+#define MAX_TRANSFORMS 64
+
+struct sl_pipeline_s {
+  char *file;
+  yaml_document_t doc;
+  bool has_doc;
+  int n_file_nodes;         /* nodes at index > this came from --set */
+  char **set_origin;        /* per added node: the --set text */
+  int n_set_origin;
+  char *msg;                /* first error */
+  char *name;
+  bool is_unbounded;
+};
+
+/* ------------------------------------------------------------------ */
+/* Errors and positions. */
+
+static yaml_node_t *node(sl_pipeline_t *pl, int idx) {
+  return idx ? yaml_document_get_node(&pl->doc, idx) : NULL;
+}
+
+static void where(sl_pipeline_t *pl, int idx, char *buf, size_t size) {
+  if (idx > pl->n_file_nodes && idx - pl->n_file_nodes <= pl->n_set_origin) {
+    snprintf(buf, size, "--set %s", pl->set_origin[idx - pl->n_file_nodes - 1]);
+    return;
+  }
+  yaml_node_t *n = node(pl, idx);
+  if (n == NULL) {
+    snprintf(buf, size, "%s", pl->file);
+    return;
+  }
+  snprintf(buf, size, "%s:%zu:%zu", pl->file, n->start_mark.line + 1,
+           n->start_mark.column + 1);
+}
+
+static int fail_at(sl_pipeline_t *pl, int idx, int line_off, int col_abs,
+                   const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+/* Record the first error; col_abs > 0 replaces the node's column. */
+static int fail_at(sl_pipeline_t *pl, int idx, int line_off, int col_abs,
+                   const char *field, const char *fmt, ...) {
+  if (pl->msg) return SL_EINVAL;
+  char pos[512], msg[1024];
+  yaml_node_t *n = node(pl, idx);
+  if (col_abs > 0 && n && idx <= pl->n_file_nodes)
+    snprintf(pos, sizeof(pos), "%s:%zu:%d", pl->file,
+             n->start_mark.line + 1 + (size_t)line_off, col_abs);
+  else
+    where(pl, idx, pos, sizeof(pos));
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  size_t len = strlen(pos) + strlen(field) + strlen(msg) + 8;
+  pl->msg = malloc(len);
+  if (pl->msg)
+    snprintf(pl->msg, len, "%s: %s%s%s", pos, field, field[0] ? ": " : "",
+             msg);
+  return SL_EINVAL;
+}
+
+#define FAIL(pl, idx, field, ...) fail_at(pl, idx, 0, 0, field, __VA_ARGS__)
+
+/* ------------------------------------------------------------------ */
+/* Document access. */
+
+static bool is_scalar(sl_pipeline_t *pl, int idx) {
+  yaml_node_t *n = node(pl, idx);
+  return n && n->type == YAML_SCALAR_NODE;
+}
+
+static const char *scalar(sl_pipeline_t *pl, int idx) {
+  yaml_node_t *n = node(pl, idx);
+  return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value
+                                          : NULL;
+}
+
+static const char *type_word(sl_pipeline_t *pl, int idx) {
+  yaml_node_t *n = node(pl, idx);
+  if (n == NULL) return "nothing";
+  switch (n->type) {
+  case YAML_SCALAR_NODE: return "a scalar";
+  case YAML_SEQUENCE_NODE: return "a list";
+  case YAML_MAPPING_NODE: return "a mapping";
+  default: return "nothing";
+  }
+}
+
+/* Value index of key in mapping idx, 0 if absent; *key_idx gets the key. */
+static int map_get(sl_pipeline_t *pl, int idx, const char *key, int *key_idx) {
+  yaml_node_t *n = node(pl, idx);
+  if (n == NULL || n->type != YAML_MAPPING_NODE) return 0;
+  int found = 0;
+  for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
+       p < n->data.mapping.pairs.top; p++) {
+    const char *k = scalar(pl, p->key);
+    if (k && strcmp(k, key) == 0) {
+      found = p->value; /* the last one wins, as with --set */
+      if (key_idx) *key_idx = p->key;
+    }
+  }
+  return found;
+}
+
+static void join_path(char *buf, size_t size, const char *path,
+                      const char *key) {
+  if (path[0]) snprintf(buf, size, "%s.%s", path, key);
+  else snprintf(buf, size, "%s", key);
+}
+
+/* Every key of mapping idx must be in allowed (NULL-terminated). */
+static int check_keys(sl_pipeline_t *pl, int idx, const char *path,
+                      const char *const *allowed) {
+  yaml_node_t *n = node(pl, idx);
+  if (n == NULL || n->type != YAML_MAPPING_NODE)
+    return FAIL(pl, idx, path, "expected a mapping, got %s",
+                type_word(pl, idx));
+  for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
+       p < n->data.mapping.pairs.top; p++) {
+    const char *k = scalar(pl, p->key);
+    if (k == NULL) return FAIL(pl, p->key, path, "keys must be scalars");
+    bool ok = false;
+    for (const char *const *a = allowed; *a; a++)
+      if (strcmp(*a, k) == 0) ok = true;
+    if (!ok) {
+      char f[256], list[1024] = "";
+      join_path(f, sizeof(f), path, k);
+      for (const char *const *a = allowed; *a; a++) {
+        strncat(list, *a, sizeof(list) - strlen(list) - 1);
+        if (a[1]) strncat(list, ", ", sizeof(list) - strlen(list) - 1);
+      }
+      return FAIL(pl, p->key, f, "unknown field; expected one of: %s", list);
+    }
+  }
+  return SL_OK;
+}
+
+static int get_str(sl_pipeline_t *pl, int map, const char *path,
+                   const char *key, bool required, const char **out) {
+  char f[256];
+  join_path(f, sizeof(f), path, key);
+  int v = map_get(pl, map, key, NULL);
+  if (v == 0) {
+    if (required)
+      return FAIL(pl, map, path, "missing required field '%s'", key);
+    return SL_OK;
+  }
+  if (!is_scalar(pl, v))
+    return FAIL(pl, v, f, "expected a string, got %s", type_word(pl, v));
+  *out = scalar(pl, v);
+  return SL_OK;
+}
+
+static int get_u64(sl_pipeline_t *pl, int map, const char *path,
+                   const char *key, uint64_t max, uint64_t *out) {
+  char f[256];
+  join_path(f, sizeof(f), path, key);
+  int v = map_get(pl, map, key, NULL);
+  if (v == 0) return SL_OK;
+  const char *s = scalar(pl, v);
+  char *end = NULL;
+  errno = 0;
+  unsigned long long x = s && isdigit((unsigned char)s[0])
+                             ? strtoull(s, &end, 10)
+                             : 0;
+  if (s == NULL || end == NULL || *end != '\0' || errno != 0)
+    return FAIL(pl, v, f, "expected a non-negative integer, got %s%s%s",
+                s ? "'" : "", s ? s : type_word(pl, v), s ? "'" : "");
+  if (x > max)
+    return FAIL(pl, v, f, "%llu is too large; the maximum is %llu", x,
+                (unsigned long long)max);
+  *out = x;
+  return SL_OK;
+}
+
+static int get_u32(sl_pipeline_t *pl, int map, const char *path,
+                   const char *key, uint32_t min, uint32_t max,
+                   uint32_t *out) {
+  uint64_t x = *out;
+  int v = map_get(pl, map, key, NULL);
+  int rc = get_u64(pl, map, path, key, max, &x);
+  if (rc != SL_OK) return rc;
+  if (v && x < min) {
+    char f[256];
+    join_path(f, sizeof(f), path, key);
+    return FAIL(pl, v, f, "must be at least %u, got %llu", min,
+                (unsigned long long)x);
+  }
+  *out = (uint32_t)x;
+  return SL_OK;
+}
+
+static int get_double(sl_pipeline_t *pl, int map, const char *path,
+                      const char *key, double *out) {
+  char f[256];
+  join_path(f, sizeof(f), path, key);
+  int v = map_get(pl, map, key, NULL);
+  if (v == 0) return SL_OK;
+  const char *s = scalar(pl, v);
+  char *end = NULL;
+  double x = s ? strtod(s, &end) : 0;
+  if (s == NULL || end == s || *end != '\0' || !isfinite(x) || x < 0)
+    return FAIL(pl, v, f, "expected a non-negative number, got %s%s%s",
+                s ? "'" : "", s ? s : type_word(pl, v), s ? "'" : "");
+  *out = x;
+  return SL_OK;
+}
+
+static int get_bool(sl_pipeline_t *pl, int map, const char *path,
+                    const char *key, bool *out) {
+  char f[256];
+  join_path(f, sizeof(f), path, key);
+  int v = map_get(pl, map, key, NULL);
+  if (v == 0) return SL_OK;
+  const char *s = scalar(pl, v);
+  if (s && (strcmp(s, "true") == 0 || strcmp(s, "yes") == 0)) *out = true;
+  else if (s && (strcmp(s, "false") == 0 || strcmp(s, "no") == 0)) *out = false;
+  else
+    return FAIL(pl, v, f, "expected true or false, got %s%s%s", s ? "'" : "",
+                s ? s : type_word(pl, v), s ? "'" : "");
+  return SL_OK;
+}
+
+/* One of choices (NULL-terminated); *out = index. */
+static int get_enum(sl_pipeline_t *pl, int map, const char *path,
+                    const char *key, const char *const *choices, int *out) {
+  char f[256];
+  join_path(f, sizeof(f), path, key);
+  int v = map_get(pl, map, key, NULL);
+  if (v == 0) return SL_OK;
+  const char *s = scalar(pl, v);
+  for (int i = 0; s && choices[i]; i++)
+    if (strcmp(s, choices[i]) == 0) {
+      *out = i;
+      return SL_OK;
+    }
+  char list[256] = "";
+  for (int i = 0; choices[i]; i++) {
+    strncat(list, choices[i], sizeof(list) - strlen(list) - 1);
+    if (choices[i + 1]) strncat(list, ", ", sizeof(list) - strlen(list) - 1);
+  }
+  return FAIL(pl, v, f, "expected one of %s, got %s%s%s", list, s ? "'" : "",
+              s ? s : type_word(pl, v), s ? "'" : "");
+}
+
+static int get_delim(sl_pipeline_t *pl, int map, const char *path, char *out) {
+  const char *s = NULL;
+  int rc = get_str(pl, map, path, "delimiter", false, &s);
+  if (rc != SL_OK || s == NULL) return rc;
+  if (strcmp(s, "\\t") == 0 || strcmp(s, "tab") == 0) s = "\t";
+  if (strlen(s) != 1 || s[0] == '"' || s[0] == '\n' || s[0] == '\r') {
+    char f[256];
+    join_path(f, sizeof(f), path, "delimiter");
+    return FAIL(pl, map_get(pl, map, "delimiter", NULL), f,
+                "must be one character other than a quote or line end");
+  }
+  *out = s[0];
+  return SL_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Loading and --set. */
+
+static int copy_node(yaml_document_t *dst, yaml_document_t *src, int idx) {
+  yaml_node_t *n = yaml_document_get_node(src, idx);
+  if (n == NULL) return 0;
+  if (n->type == YAML_SCALAR_NODE)
+    return yaml_document_add_scalar(dst, NULL, n->data.scalar.value,
+                                    (int)n->data.scalar.length,
+                                    n->data.scalar.style);
+  if (n->type == YAML_SEQUENCE_NODE) {
+    int s = yaml_document_add_sequence(dst, NULL, YAML_FLOW_SEQUENCE_STYLE);
+    if (s == 0) return 0;
+    size_t count = (size_t)(n->data.sequence.items.top -
+                            n->data.sequence.items.start);
+    for (size_t i = 0; i < count; i++) {
+      /* src nodes may move when we add to dst?  No: different docs. */
+      int item = n->data.sequence.items.start[i];
+      int c = copy_node(dst, src, item);
+      if (c == 0 || !yaml_document_append_sequence_item(dst, s, c)) return 0;
+      n = yaml_document_get_node(src, idx);
+    }
+    return s;
+  }
+  int m = yaml_document_add_mapping(dst, NULL, YAML_FLOW_MAPPING_STYLE);
+  if (m == 0) return 0;
+  size_t count =
+      (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+  for (size_t i = 0; i < count; i++) {
+    yaml_node_pair_t p = n->data.mapping.pairs.start[i];
+    int k = copy_node(dst, src, p.key);
+    int v = copy_node(dst, src, p.value);
+    if (k == 0 || v == 0 || !yaml_document_append_mapping_pair(dst, m, k, v))
+      return 0;
+  }
+  return m;
+}
+
+static int load_doc(const char *text, size_t len, yaml_document_t *doc,
+                    char *err, size_t err_size, const char *origin) {
+  yaml_parser_t parser;
+  if (!yaml_parser_initialize(&parser)) {
+    snprintf(err, err_size, "%s: out of memory", origin);
+    return SL_ENOMEM;
+  }
+  yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+  if (!yaml_parser_load(&parser, doc)) {
+    if (parser.context)
+      snprintf(err, err_size,
+               "%s:%zu:%zu: syntax error: %s (%s at line %zu, column %zu)",
+               origin, parser.problem_mark.line + 1,
+               parser.problem_mark.column + 1,
+               parser.problem ? parser.problem : "invalid YAML",
+               parser.context, parser.context_mark.line + 1,
+               parser.context_mark.column + 1);
+    else
+      snprintf(err, err_size, "%s:%zu:%zu: syntax error: %s", origin,
+               parser.problem_mark.line + 1, parser.problem_mark.column + 1,
+               parser.problem ? parser.problem : "invalid YAML");
+    yaml_parser_delete(&parser);
+    return SL_EPARSE;
+  }
+  yaml_parser_delete(&parser);
+  return SL_OK;
+}
+
+static int doc_n_nodes(yaml_document_t *doc) {
+  return (int)(doc->nodes.top - doc->nodes.start);
+}
+
+/* Parse "a.b[2].c=value" and graft value into the document. */
+static int apply_set(sl_pipeline_t *pl, const char *set) {
+  const char *eq = strchr(set, '=');
+  char pos[600];
+  snprintf(pos, sizeof(pos), "--set %s", set);
+  if (eq == NULL || eq == set) {
+    pl->msg = strdup(pos);
+    if (pl->msg) {
+      free(pl->msg);
+      size_t n = strlen(pos) + 64;
+      pl->msg = malloc(n);
+      if (pl->msg)
+        snprintf(pl->msg, n, "%s: expected KEY=VALUE, e.g. source.count=100",
+                 pos);
+    }
+    return SL_EINVAL;
+  }
+  /* The value is YAML too, so lists work: --set source.columns=[key]. */
+  yaml_document_t vdoc;
+  char err[1024];
+  const char *val = eq + 1;
+  int rc = load_doc(val, strlen(val), &vdoc, err, sizeof(err), pos);
+  if (rc != SL_OK) {
+    pl->msg = strdup(err);
+    return rc;
+  }
+  int vroot = yaml_document_get_root_node(&vdoc) ? 1 : 0;
+  int before = doc_n_nodes(&pl->doc);
+  int newv;
+  if (vroot)
+    newv = copy_node(&pl->doc, &vdoc, 1);
+  else
+    newv = yaml_document_add_scalar(&pl->doc, NULL, (yaml_char_t *)"", 0,
+                                    YAML_PLAIN_SCALAR_STYLE);
+  yaml_document_delete(&vdoc);
+  if (newv == 0) return SL_ENOMEM;
+  /* Walk the key path, creating mappings as needed. */
+  int cur = 1;
+  char seg[256];
+  const char *p = set;
+  char path[512] = "";
+  while (p < eq) {
+    size_t n = 0;
+    while (p < eq && *p != '.' && *p != '[' && n + 1 < sizeof(seg))
+      seg[n++] = *p++;
+    seg[n] = '\0';
+    long index = -1;
+    if (p < eq && *p == '[') {
+      char *end;
+      index = strtol(p + 1, &end, 10);
+      if (end >= eq || *end != ']' || index < 1) {
+        size_t l = strlen(pos) + 80;
+        pl->msg = malloc(l);
+        if (pl->msg)
+          snprintf(pl->msg, l, "%s: list indexes are 1-based, as in "
+                   "transforms[1].emit", pos);
+        return SL_EINVAL;
+      }
+      p = end + 1;
+    }
+    bool is_last = p >= eq;
+    if (p < eq && *p == '.') p++;
+    if (n == 0) {
+      size_t l = strlen(pos) + 40;
+      pl->msg = malloc(l);
+      if (pl->msg) snprintf(pl->msg, l, "%s: empty key", pos);
+      return SL_EINVAL;
+    }
+    join_path(path, sizeof(path), path[0] ? path : "", seg);
+    yaml_node_t *cn = node(pl, cur);
+    if (cn == NULL || cn->type != YAML_MAPPING_NODE) {
+      size_t l = strlen(pos) + strlen(path) + 64;
+      pl->msg = malloc(l);
+      if (pl->msg) snprintf(pl->msg, l, "%s: %s is not inside a mapping", pos, path);
+      return SL_EINVAL;
+    }
+    int child = map_get(pl, cur, seg, NULL);
+    if (index >= 0) {
+      yaml_node_t *sq = node(pl, child);
+      if (sq == NULL || sq->type != YAML_SEQUENCE_NODE ||
+          index > sq->data.sequence.items.top - sq->data.sequence.items.start) {
+        size_t l = strlen(pos) + strlen(path) + 64;
+        pl->msg = malloc(l);
+        if (pl->msg)
+          snprintf(pl->msg, l, "%s: %s has no item %ld", pos, path, index);
+        return SL_EINVAL;
+      }
+      int item = sq->data.sequence.items.start[index - 1];
+      if (is_last) {
+        sq->data.sequence.items.start[index - 1] = newv;
+        break;
+      }
+      cur = item;
+      continue;
+    }
+    if (is_last) {
+      /* Replace the value of an existing key, or add the key. */
+      yaml_node_t *m = node(pl, cur);
+      bool replaced = false;
+      for (yaml_node_pair_t *pp = m->data.mapping.pairs.start;
+           pp < m->data.mapping.pairs.top; pp++) {
+        const char *k = scalar(pl, pp->key);
+        if (k && strcmp(k, seg) == 0) {
+          pp->value = newv;
+          replaced = true;
+        }
+      }
+      if (!replaced) {
+        int k = yaml_document_add_scalar(&pl->doc, NULL, (yaml_char_t *)seg,
+                                         (int)strlen(seg),
+                                         YAML_PLAIN_SCALAR_STYLE);
+        if (k == 0 || !yaml_document_append_mapping_pair(&pl->doc, cur, k, newv))
+          return SL_ENOMEM;
+      }
+      break;
+    }
+    if (child == 0) {
+      int m = yaml_document_add_mapping(&pl->doc, NULL, YAML_BLOCK_MAPPING_STYLE);
+      int k = yaml_document_add_scalar(&pl->doc, NULL, (yaml_char_t *)seg,
+                                       (int)strlen(seg), YAML_PLAIN_SCALAR_STYLE);
+      if (m == 0 || k == 0 || !yaml_document_append_mapping_pair(&pl->doc, cur, k, m))
+        return SL_ENOMEM;
+      child = m;
+    }
+    cur = child;
+  }
+  /* Remember where the new nodes came from. */
+  int after = doc_n_nodes(&pl->doc);
+  char **o = realloc(pl->set_origin, (size_t)(after - pl->n_file_nodes) *
+                                         sizeof(char *));
+  if (o == NULL) return SL_ENOMEM;
+  pl->set_origin = o;
+  for (int i = before; i < after; i++) {
+    o[i - pl->n_file_nodes] = strdup(set);
+    pl->n_set_origin++;
+  }
+  return SL_OK;
+}
+
+int sl_pipeline_load(const char *path, const char *const *sets,
+                     uint32_t n_sets, sl_pipeline_t **out, char **out_msg) {
+  *out_msg = NULL;
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    int e = errno;
+    size_t n = strlen(path) + 128;
+    *out_msg = malloc(n);
+    if (*out_msg)
+      snprintf(*out_msg, n, "cannot open pipeline file '%s': %s", path,
+               strerror(e));
+    return -e;
+  }
+  sl_bytes_t text;
+  sl_bytes_init(&text);
+  char chunk[65536];
+  size_t got;
+  int rc = SL_OK;
+  while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0)
+    if ((rc = sl_bytes_append(&text, chunk, got)) != SL_OK) break;
+  bool is_err = ferror(f);
+  fclose(f);
+  if (rc != SL_OK || is_err) {
+    sl_bytes_close(&text);
+    size_t n = strlen(path) + 64;
+    *out_msg = malloc(n);
+    if (*out_msg) snprintf(*out_msg, n, "cannot read pipeline file '%s'", path);
+    return SL_EIO;
+  }
+  sl_pipeline_t *pl = calloc(1, sizeof(*pl));
+  if (pl == NULL) {
+    sl_bytes_close(&text);
+    return SL_ENOMEM;
+  }
+  pl->file = strdup(path);
+  char err[1200];
+  rc = load_doc(text.data ? (char *)text.data : "", text.len, &pl->doc, err,
+                sizeof(err), path);
+  sl_bytes_close(&text);
+  if (rc != SL_OK) {
+    *out_msg = strdup(err);
+    sl_pipeline_destroy(pl);
+    return rc;
+  }
+  pl->has_doc = true;
+  if (yaml_document_get_root_node(&pl->doc) == NULL) {
+    size_t n = strlen(path) + 64;
+    *out_msg = malloc(n);
+    if (*out_msg) snprintf(*out_msg, n, "%s: the pipeline file is empty", path);
+    sl_pipeline_destroy(pl);
+    return SL_EINVAL;
+  }
+  pl->n_file_nodes = doc_n_nodes(&pl->doc);
+  for (uint32_t i = 0; i < n_sets; i++) {
+    if (node(pl, 1)->type != YAML_MAPPING_NODE) break; /* reported later */
+    rc = apply_set(pl, sets[i]);
+    if (rc != SL_OK) {
+      *out_msg = pl->msg ? pl->msg : strdup("out of memory applying --set");
+      pl->msg = NULL;
+      sl_pipeline_destroy(pl);
+      return rc;
+    }
+  }
+  *out = pl;
+  return SL_OK;
+}
+
+void sl_pipeline_destroy(sl_pipeline_t *pl) {
+  if (pl == NULL) return;
+  if (pl->has_doc) yaml_document_delete(&pl->doc);
+  for (int i = 0; i < pl->n_set_origin; i++) free(pl->set_origin[i]);
+  free(pl->set_origin);
+  free(pl->file);
+  free(pl->msg);
+  free(pl->name);
+  free(pl);
+}
+
+bool sl_pipeline_is_unbounded(const sl_pipeline_t *pl) {
+  return pl->is_unbounded;
+}
+const char *sl_pipeline_name(const sl_pipeline_t *pl) {
+  return pl->name ? pl->name : "pipeline";
+}
+
+/* ------------------------------------------------------------------ */
+/* Building the job. */
+
+typedef struct build_s {
+  sl_pipeline_t *pl;
+  sl_job_t *job;
+  sl_stream_t *s;
+  const sl_schema_t *schema; /* of s */
+  bool is_bounded;
+} build_t;
+
+/* Schema of a file source: a list of {name, type, nullable}. */
+static int parse_schema(sl_pipeline_t *pl, int seq, const char *path,
+                        sl_schema_t **out) {
+  yaml_node_t *n = node(pl, seq);
+  if (n == NULL || n->type != YAML_SEQUENCE_NODE)
+    return FAIL(pl, seq, path, "expected a list of fields, got %s",
+                type_word(pl, seq));
+  size_t count = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+  if (count == 0) return FAIL(pl, seq, path, "needs at least one field");
+  sl_field_t *fields = calloc(count, sizeof(sl_field_t));
+  if (fields == NULL) return SL_ENOMEM;
+  int rc = SL_OK;
+  static const char *keys[] = {"name", "type", "nullable", NULL};
+  for (size_t i = 0; i < count && rc == SL_OK; i++) {
+    int item = node(pl, seq)->data.sequence.items.start[i];
+    char p[256];
+    snprintf(p, sizeof(p), "%s[%zu]", path, i + 1);
+    if ((rc = check_keys(pl, item, p, keys)) != SL_OK) break;
+    const char *name = NULL, *type = NULL;
+    bool nullable = false;
+    if ((rc = get_str(pl, item, p, "name", true, &name)) != SL_OK) break;
+    if ((rc = get_str(pl, item, p, "type", true, &type)) != SL_OK) break;
+    if ((rc = get_bool(pl, item, p, "nullable", &nullable)) != SL_OK) break;
+    sl_type_t t;
+    int trc = sl_type_parse(type, &t);
+    if (trc != SL_OK) {
+      char f[300];
+      join_path(f, sizeof(f), p, "type");
+      rc = FAIL(pl, map_get(pl, item, "type", NULL), f,
+                trc == SL_EINVAL
+                    ? "'%s' is not supported: decimal precision must be 1..18 "
+                      "and scale at most the precision"
+                    : "unknown type '%s'; expected bool, int32, int64, "
+                      "float64, decimal(p,s), string, bytes or timestamp",
+                type);
+      break;
+    }
+    t.nullable = nullable;
+    fields[i].name = name;
+    fields[i].type = t;
+  }
+  if (rc == SL_OK) {
+    sl_error_t *err = NULL;
+    rc = sl_schema_create(fields, (uint32_t)count, out, &err);
+    if (rc != SL_OK) FAIL(pl, seq, path, "%s", sl_error_message(err));
+    sl_error_destroy(err);
+  }
+  free(fields);
+  return rc;
+}
+
+static int str_list(sl_pipeline_t *pl, int idx, const char *path,
+                    const char **out, uint32_t max, uint32_t *out_n) {
+  yaml_node_t *n = node(pl, idx);
+  if (n && n->type == YAML_SCALAR_NODE) {
+    out[0] = scalar(pl, idx);
+    *out_n = 1;
+    return SL_OK;
+  }
+  if (n == NULL || n->type != YAML_SEQUENCE_NODE)
+    return FAIL(pl, idx, path, "expected a list, got %s", type_word(pl, idx));
+  uint32_t count = (uint32_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+  if (count == 0) return FAIL(pl, idx, path, "the list is empty");
+  if (count > max) return FAIL(pl, idx, path, "at most %u items", max);
+  for (uint32_t i = 0; i < count; i++) {
+    int it = n->data.sequence.items.start[i];
+    if (!is_scalar(pl, it)) {
+      char p[256];
+      snprintf(p, sizeof(p), "%s[%u]", path, i + 1);
+      return FAIL(pl, it, p, "expected a string, got %s", type_word(pl, it));
+    }
+    out[i] = scalar(pl, it);
+  }
+  *out_n = count;
+  return SL_OK;
+}
+
+static int job_error(build_t *b, int idx, const char *field) {
+  const sl_error_t *e = sl_job_error(b->job);
+  return FAIL(b->pl, idx, field, "%s",
+              e ? sl_error_message(e) : "cannot add the operator");
+}
+
+static int build_source(build_t *b, int src) {
+  sl_pipeline_t *pl = b->pl;
+  static const char *types[] = {"generator", "file", NULL};
+  int type = -1;
+  int rc = get_enum(pl, src, "source", "type", types, &type);
+  if (rc != SL_OK) return rc;
+  if (type < 0) return FAIL(pl, src, "source", "missing required field 'type'");
+  const char *uid = "source";
+  uint32_t par = 0;
+  sl_error_t *err = NULL;
+  if (type == 0) {
+    static const char *keys[] = {"type", "uid", "parallelism", "seed",
+                                 "count", "rate", "keys", "skew",
+                                 "zipf_exponent", "payload_size", "splits",
+                                 "columns", "start_time_us", "time_step_us",
+                                 NULL};
+    if ((rc = check_keys(pl, src, "source", keys)) != SL_OK) return rc;
+    sl_gen_config_t cfg;
+    sl_gen_config_init(&cfg);
+    uint64_t u;
+    int skew = 0;
+    static const char *skews[] = {"uniform", "zipf", NULL};
+    if ((rc = get_str(pl, src, "source", "uid", false, &uid)) ||
+        (rc = get_u32(pl, src, "source", "parallelism", 1, SL_MAX_PARALLELISM_LIMIT, &par)) ||
+        (rc = get_u64(pl, src, "source", "seed", UINT64_MAX, &cfg.seed)) ||
+        (rc = get_u64(pl, src, "source", "count", UINT64_MAX, &cfg.count)) ||
+        (rc = get_double(pl, src, "source", "rate", &cfg.rate)) ||
+        (rc = get_u64(pl, src, "source", "keys", UINT64_MAX, &cfg.keys)) ||
+        (rc = get_enum(pl, src, "source", "skew", skews, &skew)) ||
+        (rc = get_double(pl, src, "source", "zipf_exponent", &cfg.zipf_exponent)) ||
+        (rc = get_u32(pl, src, "source", "payload_size", 0, 1u << 20, &cfg.payload_size)) ||
+        (rc = get_u32(pl, src, "source", "splits", 0, 1u << 16, &cfg.splits)))
+      return rc;
+    u = (uint64_t)cfg.time_step_us;
+    if ((rc = get_u64(pl, src, "source", "time_step_us", INT64_MAX, &u))) return rc;
+    cfg.time_step_us = (int64_t)u;
+    u = (uint64_t)cfg.start_time_us;
+    if ((rc = get_u64(pl, src, "source", "start_time_us", INT64_MAX, &u))) return rc;
+    cfg.start_time_us = (int64_t)u;
+    cfg.skew = skew ? SL_GEN_ZIPF : SL_GEN_UNIFORM;
+    int kv = map_get(pl, src, "keys", NULL);
+    if (kv && cfg.keys == 0) return FAIL(pl, kv, "source.keys", "must be at least 1");
+    int zv = map_get(pl, src, "zipf_exponent", NULL);
+    if (zv && !(cfg.zipf_exponent > 0))
+      return FAIL(pl, zv, "source.zipf_exponent", "must be greater than 0");
+    int cv = map_get(pl, src, "columns", NULL);
+    if (cv) {
+      const char *cols[8];
+      uint32_t n = 0;
+      if ((rc = str_list(pl, cv, "source.columns", cols, 8, &n)) != SL_OK) return rc;
+      static const char *names[] = {"seq", "split", "key", "amount", "ts", "payload"};
+      cfg.columns = 0;
+      for (uint32_t i = 0; i < n; i++) {
+        int bit = -1;
+        for (int k = 0; k < 6; k++)
+          if (strcmp(cols[i], names[k]) == 0) bit = k;
+        if (bit < 0) {
+          char p[64];
+          snprintf(p, sizeof(p), "source.columns[%u]", i + 1);
+          yaml_node_t *sq = node(pl, cv);
+          int it = sq->type == YAML_SEQUENCE_NODE ? sq->data.sequence.items.start[i] : cv;
+          return FAIL(pl, it, p,
+                      "unknown column '%s'; expected seq, split, key, amount, "
+                      "ts or payload",
+                      cols[i]);
+        }
+        cfg.columns |= 1u << bit;
+      }
+    }
+    b->is_bounded = cfg.count != 0;
+    pl->is_unbounded = cfg.count == 0;
+    const sl_source_vt_t *vt;
+    void *ctx;
+    sl_schema_t *schema;
+    rc = sl_gen_source_create(&cfg, &vt, &ctx, &schema, &err);
+    if (rc != SL_OK) {
+      FAIL(pl, src, "source", "%s", sl_error_message(err));
+      sl_error_destroy(err);
+      return rc;
+    }
+    b->s = sl_job_source(b->job, uid, vt, ctx, schema);
+    sl_schema_unref(schema);
+  } else {
+    static const char *keys[] = {"type", "uid", "parallelism", "path",
+                                 "format", "header", "delimiter", "schema",
+                                 NULL};
+    if ((rc = check_keys(pl, src, "source", keys)) != SL_OK) return rc;
+    sl_file_source_config_t cfg = {0};
+    int fmt = 0;
+    static const char *fmts[] = {"csv", "json", NULL};
+    const char *paths[256];
+    uint32_t n_paths = 0;
+    int pv = map_get(pl, src, "path", NULL);
+    if (pv == 0) return FAIL(pl, src, "source", "missing required field 'path'");
+    if ((rc = str_list(pl, pv, "source.path", paths, 256, &n_paths)) ||
+        (rc = get_str(pl, src, "source", "uid", false, &uid)) ||
+        (rc = get_u32(pl, src, "source", "parallelism", 1, SL_MAX_PARALLELISM_LIMIT, &par)) ||
+        (rc = get_enum(pl, src, "source", "format", fmts, &fmt)) ||
+        (rc = get_bool(pl, src, "source", "header", &cfg.csv_header)) ||
+        (rc = get_delim(pl, src, "source", &cfg.csv_delimiter)))
+      return rc;
+    int sv = map_get(pl, src, "schema", NULL);
+    if (sv == 0) return FAIL(pl, src, "source", "missing required field 'schema'");
+    sl_schema_t *schema;
+    if ((rc = parse_schema(pl, sv, "source.schema", &schema)) != SL_OK) return rc;
+    cfg.paths = paths;
+    cfg.n_paths = n_paths;
+    cfg.format = fmt ? SL_FORMAT_JSON : SL_FORMAT_CSV;
+    cfg.schema = schema;
+    const sl_source_vt_t *vt;
+    void *ctx;
+    rc = sl_file_source_create(&cfg, &vt, &ctx, &err);
+    if (rc != SL_OK) {
+      sl_schema_unref(schema);
+      FAIL(pl, src, "source", "%s", sl_error_message(err));
+      sl_error_destroy(err);
+      return rc;
+    }
+    b->is_bounded = true;
+    b->s = sl_job_source(b->job, uid, vt, ctx, schema);
+    sl_schema_unref(schema);
+  }
+  if (b->s == NULL) return job_error(b, src, "source");
+  if (par) sl_stream_set_parallelism(b->s, par);
+  b->schema = sl_stream_schema(b->s);
+  return SL_OK;
+}
+
+/* Report an expression error at its position inside the YAML scalar. */
+static int expr_error(build_t *b, int idx, const char *field, uint32_t col,
+                      const sl_error_t *err) {
+  sl_pipeline_t *pl = b->pl;
+  const char *msg = sl_error_message(err);
+  /* The compiler's messages start with "column N: "; we give the position. */
+  if (strncmp(msg, "column ", 7) == 0) {
+    const char *c = strchr(msg, ':');
+    if (c && c[1] == ' ') msg = c + 2;
+  }
+  yaml_node_t *n = node(pl, idx);
+  if (col > 0 && n && idx <= pl->n_file_nodes &&
+      n->start_mark.line == n->end_mark.line) {
+    int quote = n->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
+                n->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
+    return fail_at(pl, idx, 0, (int)(n->start_mark.column + 1 + quote + col - 1),
+                   field, "%s", msg);
+  }
+  if (col > 0) return FAIL(pl, idx, field, "column %u of the expression: %s", col, msg);
+  return FAIL(pl, idx, field, "%s", msg);
+}
+
+static int compile(build_t *b, int idx, const char *field, sl_expr_t **out) {
+  const char *text = scalar(b->pl, idx);
+  if (text == NULL)
+    return FAIL(b->pl, idx, field, "expected an expression, got %s",
+                type_word(b->pl, idx));
+  uint32_t col = 0;
+  sl_error_t *err = NULL;
+  int rc = sl_expr_compile(text, b->schema, out, &col, &err);
+  if (rc != SL_OK) {
+    expr_error(b, idx, field, col, err);
+    sl_error_destroy(err);
+  }
+  return rc;
+}
+
+static int parse_agg(build_t *b, int idx, const char *field, sl_agg_t *out) {
+  const char *s = scalar(b->pl, idx);
+  if (s == NULL)
+    return FAIL(b->pl, idx, field, "expected a function such as sum(amount)");
+  static const struct {
+    const char *name;
+    sl_agg_fn_t fn;
+  } fns[] = {{"count", SL_AGG_COUNT}, {"sum", SL_AGG_SUM},
+             {"min", SL_AGG_MIN},     {"max", SL_AGG_MAX},
+             {"avg", SL_AGG_AVG}};
+  const char *lp = strchr(s, '(');
+  const char *rp = strrchr(s, ')');
+  if (lp == NULL || rp == NULL || rp < lp || rp[1] != '\0')
+    return FAIL(b->pl, idx, field,
+                "expected count(), count(f), sum(f), min(f), max(f) or "
+                "avg(f), got '%s'",
+                s);
+  size_t nl = (size_t)(lp - s);
+  out->fn = 0;
+  for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++)
+    if (strlen(fns[i].name) == nl && strncmp(s, fns[i].name, nl) == 0)
+      out->fn = fns[i].fn;
+  if (out->fn == 0)
+    return FAIL(b->pl, idx, field,
+                "unknown function '%.*s'; expected count, sum, min, max or avg",
+                (int)nl, s);
+  const char *a = lp + 1;
+  while (a < rp && isspace((unsigned char)*a)) a++;
+  const char *e = rp;
+  while (e > a && isspace((unsigned char)e[-1])) e--;
+  out->field = NULL;
+  if (e > a) {
+    char *f = strndup(a, (size_t)(e - a));
+    if (f == NULL) return SL_ENOMEM;
+    if (sl_schema_index(b->schema, f) < 0) {
+      int rc = FAIL(b->pl, idx, field, "no field '%s' in the input", f);
+      free(f);
+      return rc;
+    }
+    out->field = f;
+  } else if (out->fn != SL_AGG_COUNT) {
+    return FAIL(b->pl, idx, field, "%.*s() needs a field", (int)nl, s);
+  }
+  return SL_OK;
+}
+
+static int build_transform(build_t *b, int t, const char *path) {
+  sl_pipeline_t *pl = b->pl;
+  yaml_node_t *n = node(pl, t);
+  if (n == NULL || n->type != YAML_MAPPING_NODE)
+    return FAIL(pl, t, path, "expected a mapping such as 'filter: ...', got %s",
+                type_word(pl, t));
+  int fk = 0, pk = 0, ak = 0;
+  int fv = map_get(pl, t, "filter", &fk), pv = map_get(pl, t, "project", &pk),
+      av = map_get(pl, t, "aggregate", &ak);
+  int n_kinds = (fv != 0) + (pv != 0) + (av != 0);
+  if (n_kinds != 1)
+    return FAIL(pl, t, path,
+                n_kinds ? "give exactly one of filter, project, aggregate"
+                        : "missing the transform: filter, project or aggregate");
+  static const char *keys[] = {"filter", "project", "aggregate", "uid",
+                               "parallelism", NULL};
+  int rc = check_keys(pl, t, path, keys);
+  if (rc != SL_OK) return rc;
+  const char *uid = NULL;
+  uint32_t par = 0;
+  if ((rc = get_str(pl, t, path, "uid", false, &uid)) ||
+      (rc = get_u32(pl, t, path, "parallelism", 1, SL_MAX_PARALLELISM_LIMIT, &par)))
+    return rc;
+  char f[256];
+  if (fv) {
+    join_path(f, sizeof(f), path, "filter");
+    sl_expr_t *e;
+    if ((rc = compile(b, fv, f, &e)) != SL_OK) return rc;
+    sl_type_t rt = sl_expr_result_type(e);
+    if (rt.id != SL_TYPE_BOOL) {
+      sl_expr_destroy(e);
+      return FAIL(pl, fv, f, "a filter condition must be bool, got %s",
+                  sl_type_name((sl_type_id_t)rt.id));
+    }
+    b->s = sl_stream_filter_expr(b->s, uid, e);
+    if (b->s == NULL) return job_error(b, fv, f);
+  } else if (pv) {
+    join_path(f, sizeof(f), path, "project");
+    yaml_node_t *m = node(pl, pv);
+    if (m == NULL || m->type != YAML_MAPPING_NODE)
+      return FAIL(pl, pv, f, "expected a mapping of output names to "
+                  "expressions, got %s", type_word(pl, pv));
+    uint32_t count = (uint32_t)(m->data.mapping.pairs.top - m->data.mapping.pairs.start);
+    if (count == 0) return FAIL(pl, pv, f, "needs at least one field");
+    const char **names = calloc(count, sizeof(char *));
+    sl_expr_t **exprs = calloc(count, sizeof(sl_expr_t *));
+    if (names == NULL || exprs == NULL) {
+      free(names);
+      free(exprs);
+      return SL_ENOMEM;
+    }
+    uint32_t done = 0;
+    for (; done < count; done++) {
+      yaml_node_pair_t p = node(pl, pv)->data.mapping.pairs.start[done];
+      names[done] = scalar(pl, p.key);
+      char ff[300];
+      join_path(ff, sizeof(ff), f, names[done] ? names[done] : "?");
+      if (names[done] == NULL) {
+        rc = FAIL(pl, p.key, f, "output names must be scalars");
+        break;
+      }
+      if ((rc = compile(b, p.value, ff, &exprs[done])) != SL_OK) break;
+    }
+    if (rc != SL_OK) {
+      for (uint32_t i = 0; i < done; i++) sl_expr_destroy(exprs[i]);
+    } else {
+      b->s = sl_stream_project(b->s, uid, names, exprs, count);
+      if (b->s == NULL) rc = job_error(b, pv, f);
+    }
+    free(names);
+    free(exprs);
+    if (rc != SL_OK) return rc;
+  } else {
+    join_path(f, sizeof(f), path, "aggregate");
+    static const char *akeys[] = {"key", "values", "emit", NULL};
+    if ((rc = check_keys(pl, av, f, akeys)) != SL_OK) return rc;
+    int kv = map_get(pl, av, "key", NULL);
+    if (kv == 0) return FAIL(pl, av, f, "missing required field 'key'");
+    const char *key_fields[64];
+    uint32_t n_keys = 0;
+    char kf[300];
+    join_path(kf, sizeof(kf), f, "key");
+    if ((rc = str_list(pl, kv, kf, key_fields, 64, &n_keys)) != SL_OK) return rc;
+    for (uint32_t i = 0; i < n_keys; i++)
+      if (sl_schema_index(b->schema, key_fields[i]) < 0)
+        return FAIL(pl, kv, kf, "no field '%s' in the input", key_fields[i]);
+    static const char *emits[] = {"updates", "final", NULL};
+    int emit = 0;
+    if ((rc = get_enum(pl, av, f, "emit", emits, &emit)) != SL_OK) return rc;
+    if (emit == 1 && !b->is_bounded) {
+      char ef[300];
+      join_path(ef, sizeof(ef), f, "emit");
+      return FAIL(pl, map_get(pl, av, "emit", NULL), ef,
+                  "'final' needs a bounded source (set source.count)");
+    }
+    int vv = map_get(pl, av, "values", NULL);
+    char vf[300];
+    join_path(vf, sizeof(vf), f, "values");
+    yaml_node_t *vm = node(pl, vv);
+    if (vv == 0) return FAIL(pl, av, f, "missing required field 'values'");
+    if (vm->type != YAML_MAPPING_NODE)
+      return FAIL(pl, vv, vf, "expected a mapping such as 'total: sum(amount)'");
+    uint32_t count = (uint32_t)(vm->data.mapping.pairs.top - vm->data.mapping.pairs.start);
+    if (count == 0) return FAIL(pl, vv, vf, "needs at least one value");
+    sl_agg_t *aggs = calloc(count, sizeof(sl_agg_t));
+    if (aggs == NULL) return SL_ENOMEM;
+    for (uint32_t i = 0; i < count && rc == SL_OK; i++) {
+      yaml_node_pair_t p = node(pl, vv)->data.mapping.pairs.start[i];
+      aggs[i].name = scalar(pl, p.key);
+      char ff[400];
+      join_path(ff, sizeof(ff), vf, aggs[i].name ? aggs[i].name : "?");
+      rc = parse_agg(b, p.value, ff, &aggs[i]);
+    }
+    if (rc == SL_OK) {
+      sl_stream_t *k = sl_stream_key_by_fields(b->s, key_fields, n_keys);
+      b->s = sl_stream_aggregate(k, uid ? uid : "aggregate", aggs, count,
+                                 emit ? SL_AGG_EMIT_FINAL : SL_AGG_EMIT_UPDATES);
+      if (b->s == NULL) rc = job_error(b, av, f);
+    }
+    for (uint32_t i = 0; i < count; i++) free((char *)aggs[i].field);
+    free(aggs);
+    if (rc != SL_OK) return rc;
+  }
+  if (par) sl_stream_set_parallelism(b->s, par);
+  b->schema = sl_stream_schema(b->s);
+  return SL_OK;
+}
+
+static int build_sink(build_t *b, int snk) {
+  sl_pipeline_t *pl = b->pl;
+  static const char *types[] = {"file", "stdout", "null", NULL};
+  int type = -1;
+  int rc = get_enum(pl, snk, "sink", "type", types, &type);
+  if (rc != SL_OK) return rc;
+  if (type < 0) return FAIL(pl, snk, "sink", "missing required field 'type'");
+  static const char *keys[] = {"type", "uid", "parallelism", "path", "format",
+                               "header", "delimiter", "changelog", NULL};
+  if ((rc = check_keys(pl, snk, "sink", keys)) != SL_OK) return rc;
+  const char *uid = "sink", *path = NULL;
+  uint32_t par = 0;
+  int fmt = 0;
+  static const char *fmts[] = {"csv", "json", NULL};
+  sl_file_sink_config_t cfg = {0};
+  if ((rc = get_str(pl, snk, "sink", "uid", false, &uid)) ||
+      (rc = get_u32(pl, snk, "sink", "parallelism", 1, SL_MAX_PARALLELISM_LIMIT, &par)) ||
+      (rc = get_str(pl, snk, "sink", "path", type == 0, &path)) ||
+      (rc = get_enum(pl, snk, "sink", "format", fmts, &fmt)) ||
+      (rc = get_bool(pl, snk, "sink", "header", &cfg.csv_header)) ||
+      (rc = get_bool(pl, snk, "sink", "changelog", &cfg.changelog)) ||
+      (rc = get_delim(pl, snk, "sink", &cfg.csv_delimiter)))
+    return rc;
+  if (type != 0 && path)
+    return FAIL(pl, map_get(pl, snk, "path", NULL), "sink.path",
+                "only a file sink has a path");
+  const sl_sink_vt_t *vt;
+  void *ctx;
+  sl_error_t *err = NULL;
+  cfg.path = path;
+  cfg.format = fmt ? SL_FORMAT_JSON : SL_FORMAT_CSV;
+  if (type == 0) rc = sl_file_sink_create(&cfg, &vt, &ctx, &err);
+  else if (type == 1) rc = sl_stdout_sink_create(cfg.format, cfg.changelog, &vt, &ctx, &err);
+  else rc = sl_null_sink_create(&vt, &ctx);
+  if (rc != SL_OK) {
+    FAIL(pl, snk, "sink", "%s", err ? sl_error_message(err) : sl_strerror(rc));
+    sl_error_destroy(err);
+    return rc;
+  }
+  rc = sl_stream_sink(b->s, uid, vt, ctx);
+  if (rc != SL_OK) return job_error(b, snk, "sink");
+  /* A file sink defaults to one file; others follow the job. */
+  if (par || type == 0) sl_stream_set_sink_parallelism(b->s, par ? par : 1);
+  return SL_OK;
+}
+
+int sl_pipeline_build(sl_pipeline_t *pl, uint32_t parallelism,
+                      sl_job_t **out_job, char **out_msg) {
+  *out_msg = NULL;
+  int root = 1;
+  static const char *keys[] = {"name", "parallelism", "max_parallelism",
+                               "buffer_size", "channel_buffers", "source",
+                               "transforms", "sink", NULL};
+  build_t b = {pl, NULL, NULL, NULL, false};
+  int rc = check_keys(pl, root, "", keys);
+  sl_job_config_t cfg;
+  sl_job_config_init(&cfg);
+  const char *name = "pipeline";
+  if (rc == SL_OK)
+    rc = get_str(pl, root, "", "name", false, &name);
+  if (rc == SL_OK)
+    rc = get_u32(pl, root, "", "parallelism", 1, SL_MAX_PARALLELISM_LIMIT,
+                 &cfg.parallelism);
+  if (rc == SL_OK)
+    rc = get_u32(pl, root, "", "max_parallelism", 1, SL_MAX_PARALLELISM_LIMIT,
+                 &cfg.max_parallelism);
+  if (rc == SL_OK)
+    rc = get_u32(pl, root, "", "buffer_size", 256, 64u << 20, &cfg.buffer_size);
+  if (rc == SL_OK)
+    rc = get_u32(pl, root, "", "channel_buffers", 1, 1024, &cfg.channel_buffers);
+  if (rc == SL_OK && parallelism) cfg.parallelism = parallelism;
+  if (rc == SL_OK && cfg.parallelism > cfg.max_parallelism) {
+    int pv = map_get(pl, root, "parallelism", NULL);
+    rc = FAIL(pl, pv ? pv : root, pv ? "parallelism" : "",
+              "parallelism %u is above max_parallelism %u", cfg.parallelism,
+              cfg.max_parallelism);
+  }
+  int src = map_get(pl, root, "source", NULL);
+  int snk = map_get(pl, root, "sink", NULL);
+  if (rc == SL_OK && src == 0)
+    rc = FAIL(pl, root, "", "missing required field 'source'");
+  if (rc == SL_OK && snk == 0)
+    rc = FAIL(pl, root, "", "missing required field 'sink'");
+  if (rc == SL_OK) {
+    free(pl->name);
+    pl->name = strdup(name);
+    cfg.name = name;
+    sl_error_t *err = NULL;
+    rc = sl_job_create(&cfg, &b.job, &err);
+    if (rc != SL_OK) FAIL(pl, root, "", "%s", sl_error_message(err));
+    sl_error_destroy(err);
+  }
+  if (rc == SL_OK) rc = build_source(&b, src);
+  int tv = map_get(pl, root, "transforms", NULL);
+  if (rc == SL_OK && tv) {
+    yaml_node_t *tn = node(pl, tv);
+    if (tn->type != YAML_SEQUENCE_NODE) {
+      rc = FAIL(pl, tv, "transforms", "expected a list, got %s",
+                type_word(pl, tv));
+    } else {
+      size_t count = (size_t)(tn->data.sequence.items.top - tn->data.sequence.items.start);
+      if (count > MAX_TRANSFORMS)
+        rc = FAIL(pl, tv, "transforms", "at most %d transforms",
+                  MAX_TRANSFORMS);
+      for (size_t i = 0; i < count && rc == SL_OK; i++) {
+        char p[64];
+        snprintf(p, sizeof(p), "transforms[%zu]", i + 1);
+        rc = build_transform(&b, node(pl, tv)->data.sequence.items.start[i], p);
+      }
+    }
+  }
+  if (rc == SL_OK) rc = build_sink(&b, snk);
+  if (rc != SL_OK) {
+    sl_job_destroy(b.job);
+    *out_msg = pl->msg ? pl->msg : strdup(sl_strerror(rc));
+    pl->msg = NULL;
+    return rc;
+  }
+  *out_job = b.job;
+  return SL_OK;
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Pipeline files: a YAML document (read with libyaml) that names a source,
+ * a list of transforms and a sink, turned into a job with the public API
+ * only.  Every error names the file, line, column and field.  The format is
+ * documented in docs/pipeline.md.
+ */
+#ifndef SL_CLI_PIPELINE_H
+#define SL_CLI_PIPELINE_H
+
+#include "sluice/sluice.h"
+
+typedef struct sl_pipeline_s sl_pipeline_t;
+
+/**
+ * @brief Read a pipeline file and apply --set overrides ("a.b=value",
+ * "transforms[1].emit=final").  On failure *out_msg holds the message
+ * (caller frees with free()).
+ */
+int sl_pipeline_load(const char *path, const char *const *sets,
+                     uint32_t n_sets, sl_pipeline_t **out_pl, char **out_msg);
+/**
+ * @brief Build the job.  parallelism > 0 overrides the file's.  The job is
+ * not started.
+ */
+int sl_pipeline_build(sl_pipeline_t *pl, uint32_t parallelism,
+                      sl_job_t **out_job, char **out_msg);
+/** @brief True when the source is unbounded (a generator without count). */
+bool sl_pipeline_is_unbounded(const sl_pipeline_t *pl);
+const char *sl_pipeline_name(const sl_pipeline_t *pl);
+void sl_pipeline_destroy(sl_pipeline_t *pl);
+
+#endif

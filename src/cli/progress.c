@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Progress lines, the summary and the metrics JSON.  Operators are shown by
+ * uid with their subtasks summed; tasks by chain name, with the share of
+ * wall time they spent waiting for output credit (backpressure).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "cli/progress.h"
+
+struct sl_progress_s {
+  sl_job_t *job;
+  char *name;
+  double interval;
+  bool is_tty;
+  bool is_stop;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  pthread_t thread;
+  sl_metrics_t prev;
+  bool has_prev;
+  size_t last_len;
+};
+
+typedef struct op_sum_s {
+  const char *uid;
+  uint32_t n_subtasks;
+  uint64_t in, out;
+} op_sum_t;
+
+typedef struct task_sum_s {
+  const char *name;
+  uint32_t n_subtasks;
+  uint64_t busy, bp, idle;
+} task_sum_t;
+
+/* Sum metrics per operator uid and per task name, in first-seen order. */
+static uint32_t sum_ops(const sl_metrics_t *m, op_sum_t *out) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < m->n_ops; i++) {
+    uint32_t k = 0;
+    while (k < n && strcmp(out[k].uid, m->ops[i].uid) != 0) k++;
+    if (k == n) out[n++] = (op_sum_t){m->ops[i].uid, 0, 0, 0};
+    out[k].n_subtasks++;
+    out[k].in += m->ops[i].records_in;
+    out[k].out += m->ops[i].records_out;
+  }
+  return n;
+}
+
+static uint32_t sum_tasks(const sl_metrics_t *m, task_sum_t *out) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < m->n_tasks; i++) {
+    uint32_t k = 0;
+    while (k < n && strcmp(out[k].name, m->tasks[i].name) != 0) k++;
+    if (k == n) out[n++] = (task_sum_t){m->tasks[i].name, 0, 0, 0, 0};
+    out[k].n_subtasks++;
+    out[k].busy += m->tasks[i].busy_ns;
+    out[k].bp += m->tasks[i].backpressured_ns;
+    out[k].idle += m->tasks[i].idle_ns;
+  }
+  return n;
+}
+
+static void human(double v, char *buf, size_t size) {
+  if (v >= 1e9) snprintf(buf, size, "%.2fG", v / 1e9);
+  else if (v >= 1e6) snprintf(buf, size, "%.2fM", v / 1e6);
+  else if (v >= 1e3) snprintf(buf, size, "%.1fk", v / 1e3);
+  else snprintf(buf, size, "%.0f", v);
+}
+
+static void report(sl_progress_t *p) {
+  sl_metrics_t m;
+  if (sl_job_metrics(p->job, &m) != SL_OK || m.n_ops == 0) {
+    sl_metrics_close(&m);
+    return;
+  }
+  op_sum_t *cur = calloc(m.n_ops, sizeof(op_sum_t));
+  task_sum_t *tcur = calloc(m.n_tasks, sizeof(task_sum_t));
+  op_sum_t *old = p->has_prev ? calloc(p->prev.n_ops + 1, sizeof(op_sum_t)) : NULL;
+  task_sum_t *told = p->has_prev ? calloc(p->prev.n_tasks + 1, sizeof(task_sum_t)) : NULL;
+  if (cur == NULL || tcur == NULL || (p->has_prev && (old == NULL || told == NULL)))
+    goto done;
+  uint32_t n = sum_ops(&m, cur), nt = sum_tasks(&m, tcur);
+  if (p->has_prev) {
+    sum_ops(&p->prev, old);
+    sum_tasks(&p->prev, told);
+  }
+  double dt = (double)(m.time_ns - (p->has_prev ? p->prev.time_ns : m.start_ns)) / 1e9;
+  if (dt <= 0) dt = 1e-9;
+  char line[4096];
+  size_t len = 0;
+  len += (size_t)snprintf(line + len, sizeof(line) - len, "[%.1fs]",
+                          (double)(m.time_ns - m.start_ns) / 1e9);
+  for (uint32_t i = 0; i < n && len < sizeof(line) - 200; i++) {
+    uint64_t d_in = cur[i].in - (old ? old[i].in : 0);
+    uint64_t d_out = cur[i].out - (old ? old[i].out : 0);
+    char r[32], tot[32];
+    bool is_source = cur[i].in == 0;
+    human((double)(is_source ? d_out : d_in) / dt, r, sizeof(r));
+    human((double)(is_source ? cur[i].out : cur[i].in), tot, sizeof(tot));
+    len += (size_t)snprintf(line + len, sizeof(line) - len, " %s %s %s/s (%s)",
+                            cur[i].uid, is_source ? "out" : "in", r, tot);
+  }
+  bool any_bp = false;
+  for (uint32_t i = 0; i < nt && len < sizeof(line) - 200; i++) {
+    double bp = (double)(tcur[i].bp - (told ? told[i].bp : 0)) / 1e9 / dt /
+                tcur[i].n_subtasks;
+    if (bp < 0.01) continue;
+    len += (size_t)snprintf(line + len, sizeof(line) - len, "%s %s %.0f%%",
+                            any_bp ? "," : " | backpressure:", tcur[i].name,
+                            bp * 100);
+    any_bp = true;
+  }
+  if (p->is_tty) {
+    size_t pad = p->last_len > len ? p->last_len - len : 0;
+    fprintf(stderr, "\r%s%*s", line, (int)pad, "");
+    p->last_len = len;
+  } else {
+    fprintf(stderr, "sluice: progress %s\n", line);
+  }
+  fflush(stderr);
+done:
+  free(cur);
+  free(tcur);
+  free(old);
+  free(told);
+  if (p->has_prev) sl_metrics_close(&p->prev);
+  p->prev = m;
+  p->has_prev = true;
+}
+
+static void *progress_main(void *arg) {
+  sl_progress_t *p = arg;
+  pthread_mutex_lock(&p->lock);
+  while (!p->is_stop) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long ns = (long long)(p->interval * 1e9);
+    ts.tv_sec += (time_t)(ns / 1000000000);
+    ts.tv_nsec += (long)(ns % 1000000000);
+    if (ts.tv_nsec >= 1000000000) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+    int rc = 0;
+    while (!p->is_stop && rc != ETIMEDOUT)
+      rc = pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+    if (p->is_stop) break;
+    pthread_mutex_unlock(&p->lock);
+    report(p);
+    pthread_mutex_lock(&p->lock);
+  }
+  pthread_mutex_unlock(&p->lock);
+  if (p->is_tty && p->last_len) fprintf(stderr, "\n");
+  return NULL;
+}
+
+int sl_progress_start(sl_job_t *job, const char *name, double interval_s,
+                      bool is_tty, sl_progress_t **out) {
+  *out = NULL;
+  if (interval_s <= 0) return SL_OK;
+  sl_progress_t *p = calloc(1, sizeof(*p));
+  if (p == NULL) return SL_ENOMEM;
+  p->job = job;
+  p->name = strdup(name);
+  p->interval = interval_s;
+  p->is_tty = is_tty;
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->cond, &ca);
+  pthread_condattr_destroy(&ca);
+  if (pthread_create(&p->thread, NULL, progress_main, p) != 0) {
+    free(p->name);
+    free(p);
+    return SL_ENOMEM;
+  }
+  *out = p;
+  return SL_OK;
+}
+
+void sl_progress_stop(sl_progress_t *p) {
+  if (p == NULL) return;
+  pthread_mutex_lock(&p->lock);
+  p->is_stop = true;
+  pthread_cond_signal(&p->cond);
+  pthread_mutex_unlock(&p->lock);
+  pthread_join(p->thread, NULL);
+  if (p->has_prev) sl_metrics_close(&p->prev);
+  pthread_mutex_destroy(&p->lock);
+  pthread_cond_destroy(&p->cond);
+  free(p->name);
+  free(p);
+}
+
+void sl_progress_summary(sl_job_t *job, const char *name, FILE *f) {
+  sl_metrics_t m;
+  if (sl_job_metrics(job, &m) != SL_OK || m.n_ops == 0) {
+    sl_metrics_close(&m);
+    return;
+  }
+  op_sum_t *ops = calloc(m.n_ops, sizeof(op_sum_t));
+  task_sum_t *tasks = calloc(m.n_tasks, sizeof(task_sum_t));
+  if (ops && tasks) {
+    uint32_t n = sum_ops(&m, ops), nt = sum_tasks(&m, tasks);
+    double secs = (double)(m.time_ns - m.start_ns) / 1e9;
+    fprintf(f, "sluice: summary of '%s' after %.2f s\n", name, secs);
+    fprintf(f, "  %-24s %8s %14s %14s %12s\n", "operator", "subtasks",
+            "records in", "records out", "records/s");
+    for (uint32_t i = 0; i < n; i++) {
+      char r[32];
+      uint64_t main_count = ops[i].in ? ops[i].in : ops[i].out;
+      human(secs > 0 ? (double)main_count / secs : 0, r, sizeof(r));
+      fprintf(f, "  %-24s %8u %14llu %14llu %12s\n", ops[i].uid,
+              ops[i].n_subtasks, (unsigned long long)ops[i].in,
+              (unsigned long long)ops[i].out, r);
+    }
+    fprintf(f, "  %-40s %8s %8s %8s\n", "task (share of time)", "busy",
+            "backpr.", "idle");
+    for (uint32_t i = 0; i < nt; i++) {
+      double tot = (double)(tasks[i].busy + tasks[i].bp + tasks[i].idle);
+      if (tot <= 0) tot = 1;
+      fprintf(f, "  %-40.40s %7.0f%% %7.0f%% %7.0f%%\n", tasks[i].name,
+              100.0 * (double)tasks[i].busy / tot,
+              100.0 * (double)tasks[i].bp / tot,
+              100.0 * (double)tasks[i].idle / tot);
+    }
+  }
+  free(ops);
+  free(tasks);
+  sl_metrics_close(&m);
+}
+
+int sl_progress_write_json(sl_job_t *job, const char *name, int result,
+                           const char *path, char **out_msg) {
+  sl_metrics_t m;
+  int rc = sl_job_metrics(job, &m);
+  if (rc != SL_OK) return rc;
+  json_t *root = json_object();
+  json_object_set_new(root, "job", json_string(name));
+  json_object_set_new(root, "result", json_string(sl_errname(result)));
+  json_object_set_new(root, "duration_s",
+                      json_real(m.start_ns ? (double)(m.time_ns - m.start_ns) / 1e9 : 0));
+  json_t *ops = json_array();
+  for (uint32_t i = 0; i < m.n_ops; i++) {
+    json_t *o = json_object();
+    json_object_set_new(o, "uid", json_string(m.ops[i].uid));
+    json_object_set_new(o, "subtask", json_integer(m.ops[i].subtask));
+    json_object_set_new(o, "records_in", json_integer((json_int_t)m.ops[i].records_in));
+    json_object_set_new(o, "records_out", json_integer((json_int_t)m.ops[i].records_out));
+    json_array_append_new(ops, o);
+  }
+  json_object_set_new(root, "operators", ops);
+  json_t *tasks = json_array();
+  for (uint32_t i = 0; i < m.n_tasks; i++) {
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(m.tasks[i].name));
+    json_object_set_new(o, "subtask", json_integer(m.tasks[i].subtask));
+    json_object_set_new(o, "busy_ns", json_integer((json_int_t)m.tasks[i].busy_ns));
+    json_object_set_new(o, "backpressured_ns",
+                        json_integer((json_int_t)m.tasks[i].backpressured_ns));
+    json_object_set_new(o, "idle_ns", json_integer((json_int_t)m.tasks[i].idle_ns));
+    json_array_append_new(tasks, o);
+  }
+  json_object_set_new(root, "tasks", tasks);
+  sl_metrics_close(&m);
+  rc = SL_OK;
+  if (json_dump_file(root, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
+    int e = errno;
+    size_t n = strlen(path) + 128;
+    *out_msg = malloc(n);
+    if (*out_msg)
+      snprintf(*out_msg, n, "cannot write metrics to '%s': %s", path,
+               e ? strerror(e) : "write failed");
+    rc = SL_EIO;
+  }
+  json_decref(root);
+  return rc;
+}
