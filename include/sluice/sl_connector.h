@@ -123,7 +123,7 @@ typedef enum sl_gen_skew_e { SL_GEN_UNIFORM = 0, SL_GEN_ZIPF = 1 } sl_gen_skew_t
 #define SL_GEN_COL_KEY     (1u << 2) /* int64: key in [0, keys) */
 #define SL_GEN_COL_AMOUNT  (1u << 3) /* int64: amount in [-1000, 1000] \ {0} */
 #define SL_GEN_COL_TS      (1u << 4) /* timestamp: event time */
-#define SL_GEN_COL_PAYLOAD (1u << 5) /* string of payload_size bytes */
+#define SL_GEN_COL_PAYLOAD (1u << 5) /* string of payload_size (<= 32768) bytes */
 #define SL_GEN_COL_ALL     0x3fu
 
 typedef struct sl_gen_config_s {

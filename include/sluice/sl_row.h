@@ -242,6 +242,8 @@ typedef struct sl_row_builder_s {
   uint32_t fixed_off;
   uint32_t n_fields;
   sl_error_t *err; /* first error of the current row, if any */
+  uint64_t nonnull_mask; /* n_fields <= 64: bit i = field i not nullable */
+  uint8_t *hdr;          /* header of a new row: every field null */
 } sl_row_builder_t;
 
 /** @brief Initialise a builder.  The schema is borrowed and must outlive it. */

@@ -126,8 +126,9 @@ static int map_get(sl_pipeline_t *pl, int idx, const char *key, int *key_idx) {
 
 static void join_path(char *buf, size_t size, const char *path,
                       const char *key) {
-  if (path[0]) snprintf(buf, size, "%s.%s", path, key);
-  else snprintf(buf, size, "%s", key);
+  int n = path[0] ? snprintf(buf, size, "%s.%s", path, key)
+                  : snprintf(buf, size, "%s", key);
+  if (n < 0 || (size_t)n >= size) buf[size - 1] = '\0'; /* long names: cut */
 }
 
 /* Every key of mapping idx must be in allowed (NULL-terminated). */
@@ -418,7 +419,11 @@ static int apply_set(sl_pipeline_t *pl, const char *set) {
       if (pl->msg) snprintf(pl->msg, l, "%s: empty key", pos);
       return SL_EINVAL;
     }
-    join_path(path, sizeof(path), path[0] ? path : "", seg);
+    char prev[sizeof(path)];
+    memcpy(prev, path, sizeof(path));
+    if (snprintf(path, sizeof(path), "%s%s%s", prev, prev[0] ? "." : "", seg) >=
+        (int)sizeof(path))
+      path[sizeof(path) - 1] = '\0';
     yaml_node_t *cn = node(pl, cur);
     if (cn == NULL || cn->type != YAML_MAPPING_NODE) {
       size_t l = strlen(pos) + strlen(path) + 64;
@@ -698,7 +703,7 @@ static int build_source(build_t *b, int src) {
         (rc = get_u64(pl, src, "source", "keys", UINT64_MAX, &cfg.keys)) ||
         (rc = get_enum(pl, src, "source", "skew", skews, &skew)) ||
         (rc = get_double(pl, src, "source", "zipf_exponent", &cfg.zipf_exponent)) ||
-        (rc = get_u32(pl, src, "source", "payload_size", 0, 1u << 20, &cfg.payload_size)) ||
+        (rc = get_u32(pl, src, "source", "payload_size", 0, 32768, &cfg.payload_size)) ||
         (rc = get_u32(pl, src, "source", "splits", 0, 1u << 16, &cfg.splits)))
       return rc;
     u = (uint64_t)cfg.time_step_us;

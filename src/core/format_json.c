@@ -93,33 +93,35 @@ static int parse_text(const char *text, size_t len, const sl_field_t *f,
 static int get_integral(const json_t *v, const sl_field_t *f, int64_t lo,
                         int64_t hi, int64_t *out, sl_error_t **out_err) {
   char what[32], num[32];
-  sl_type_format(f->type, what, sizeof(what));
   if (json_is_integer(v)) {
     json_int_t x = json_integer_value(v);
     if (x < lo || x > hi)
       return member_error(out_err, f->name, "%lld is out of range for %s",
-                          (long long)x, what);
+                          (long long)x,
+                          sl_type_format(f->type, what, sizeof(what)));
     *out = (int64_t)x;
     return SL_OK;
   }
   double d = json_real_value(v);
+  bool is_integral = d == floor(d);
+  if (is_integral && d >= (double)lo && d < -(double)INT64_MIN &&
+      (int64_t)d >= lo && (int64_t)d <= hi) {
+    *out = (int64_t)d;
+    return SL_OK;
+  }
   sl__format_f64(d, num, sizeof(num));
-  if (d != floor(d))
+  sl_type_format(f->type, what, sizeof(what));
+  if (!is_integral)
     return member_error(out_err, f->name,
                         "expected %s, got non-integral number %s", what, num);
-  if (!(d >= (double)lo && d < -(double)INT64_MIN) || (int64_t)d > hi ||
-      (int64_t)d < lo)
-    return member_error(out_err, f->name, "%s is out of range for %s", num,
-                        what);
-  *out = (int64_t)d;
-  return SL_OK;
+  return member_error(out_err, f->name, "%s is out of range for %s", num,
+                      what);
 }
 
 static int parse_decimal_member(const json_t *v, const sl_field_t *f,
                                 sl_row_builder_t *b, uint32_t i,
                                 sl_error_t **out_err) {
   char what[32], num[32];
-  sl_type_format(f->type, what, sizeof(what));
   if (json_is_integer(v)) {
     /* Exact: scale up and check the precision. */
     int64_t x = (int64_t)json_integer_value(v), lim = 1;
@@ -129,7 +131,8 @@ static int parse_decimal_member(const json_t *v, const sl_field_t *f,
     for (unsigned k = 0; k < f->type.precision; k++) lim *= 10;
     if (is_over || x >= lim || x <= -lim)
       return member_error(out_err, f->name, "%lld is out of range for %s",
-                          (long long)json_integer_value(v), what);
+                          (long long)json_integer_value(v),
+                          sl_type_format(f->type, what, sizeof(what)));
     sl_row_builder_set_i64(b, i, x);
     return SL_OK;
   }
@@ -144,7 +147,7 @@ static int parse_decimal_member(const json_t *v, const sl_field_t *f,
     return member_error(out_err, f->name,
                         "number %s has too many digits to be read exactly "
                         "as %s; write it as a string",
-                        num, what);
+                        num, sl_type_format(f->type, what, sizeof(what)));
   return parse_text(num, strlen(num), f, b, i, out_err);
 }
 

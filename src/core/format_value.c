@@ -82,20 +82,26 @@ void sl__format_echo(const char *text, size_t len, char *buf, size_t size) {
   }
 }
 
-static int expected_error(sl_error_t **out_err, const char *what,
-                          const char *text, size_t len) {
-  char echo[ECHO_MAX + 4];
-  sl__format_echo(text, len, echo, sizeof(echo));
-  return sl_error_set(out_err, SL_EPARSE, "expected %s, got '%s'", what,
-                      echo);
+/* "int64", "decimal(10,2)"; bytes say how they are written. */
+static const char *type_label(sl_type_t t, char *buf, size_t size) {
+  if (t.id == SL_TYPE_BYTES) return "base64 bytes";
+  return sl_type_format(t, buf, size);
 }
 
-static int range_error(sl_error_t **out_err, const char *what,
-                       const char *text, size_t len) {
-  char echo[ECHO_MAX + 4];
+static int expected_error(sl_error_t **out_err, sl_type_t t,
+                          const char *text, size_t len) {
+  char echo[ECHO_MAX + 4], what[32];
+  sl__format_echo(text, len, echo, sizeof(echo));
+  return sl_error_set(out_err, SL_EPARSE, "expected %s, got '%s'",
+                      type_label(t, what, sizeof(what)), echo);
+}
+
+static int range_error(sl_error_t **out_err, sl_type_t t, const char *text,
+                       size_t len) {
+  char echo[ECHO_MAX + 4], what[32];
   sl__format_echo(text, len, echo, sizeof(echo));
   return sl_error_set(out_err, SL_EPARSE, "'%s' is out of range for %s", echo,
-                      what);
+                      type_label(t, what, sizeof(what)));
 }
 
 static int nomem_error(sl_error_t **out_err, int rc) {
@@ -555,8 +561,9 @@ static bool equals_nocase(const char *s, size_t len, const char *word) {
   return true;
 }
 
-static int parse_bytes(const char *text, size_t len, sl_row_builder_t *b,
-                       uint32_t field, sl_error_t **out_err) {
+static int parse_bytes(const char *text, size_t len, sl_type_t t,
+                       sl_row_builder_t *b, uint32_t field,
+                       sl_error_t **out_err) {
   uint8_t stack[256];
   uint8_t *buf = stack;
   size_t cap = len / 4 * 3, n = 0;
@@ -566,7 +573,7 @@ static int parse_bytes(const char *text, size_t len, sl_row_builder_t *b,
   }
   int rc = SL_OK;
   if (!b64_decode(text, len, buf, &n)) {
-    rc = expected_error(out_err, "base64 bytes", text, len);
+    rc = expected_error(out_err, t, text, len);
   } else if (n > UINT32_MAX) {
     rc = nomem_error(out_err, SL_EOVERFLOW);
   } else {
@@ -580,8 +587,6 @@ static int parse_bytes(const char *text, size_t len, sl_row_builder_t *b,
 int sl_value_parse(const char *text, size_t len, sl_type_t t,
                    sl_row_builder_t *b, uint32_t field,
                    sl_error_t **out_err) {
-  char what[32];
-  sl_type_format(t, what, sizeof(what));
   switch (t.id) {
   case SL_TYPE_BOOL:
     if (equals_nocase(text, len, "true") || (len == 1 && text[0] == '1')) {
@@ -590,17 +595,18 @@ int sl_value_parse(const char *text, size_t len, sl_type_t t,
                (len == 1 && text[0] == '0')) {
       sl_row_builder_set_bool(b, field, false);
     } else {
-      return expected_error(out_err, what, text, len);
+      return expected_error(out_err, t, text, len);
     }
     return SL_OK;
   case SL_TYPE_INT32:
   case SL_TYPE_INT64: {
     int64_t v = 0;
     int rc = parse_i64(text, len, &v);
-    if (rc == SL_OK && t.id == SL_TYPE_INT32 && (v < INT32_MIN || v > INT32_MAX))
+    bool is_int32 = t.id == SL_TYPE_INT32;
+    if (rc == SL_OK && is_int32 && (v < INT32_MIN || v > INT32_MAX))
       rc = SL_EOVERFLOW;
-    if (rc == SL_EOVERFLOW) return range_error(out_err, what, text, len);
-    if (rc != SL_OK) return expected_error(out_err, what, text, len);
+    if (rc == SL_EOVERFLOW) return range_error(out_err, t, text, len);
+    if (rc != SL_OK) return expected_error(out_err, t, text, len);
     sl_row_builder_set_i64(b, field, v);
     return SL_OK;
   }
@@ -608,14 +614,14 @@ int sl_value_parse(const char *text, size_t len, sl_type_t t,
     double v = 0;
     int rc = parse_f64(text, len, &v);
     if (rc == SL_ENOMEM) return nomem_error(out_err, rc);
-    if (rc == SL_EOVERFLOW) return range_error(out_err, what, text, len);
-    if (rc != SL_OK) return expected_error(out_err, what, text, len);
+    if (rc == SL_EOVERFLOW) return range_error(out_err, t, text, len);
+    if (rc != SL_OK) return expected_error(out_err, t, text, len);
     sl_row_builder_set_f64(b, field, v);
     return SL_OK;
   }
   case SL_TYPE_DECIMAL: {
     int64_t v = 0;
-    char echo[ECHO_MAX + 4];
+    char echo[ECHO_MAX + 4], what[32];
     switch (parse_decimal(text, len, t.precision, t.scale, &v)) {
     case DEC_OK:
       sl_row_builder_set_i64(b, field, v);
@@ -624,18 +630,18 @@ int sl_value_parse(const char *text, size_t len, sl_type_t t,
       sl__format_echo(text, len, echo, sizeof(echo));
       return sl_error_set(out_err, SL_EPARSE,
                           "'%s' has more fraction digits than %s allows",
-                          echo, what);
+                          echo, sl_type_format(t, what, sizeof(what)));
     case DEC_RANGE:
-      return range_error(out_err, what, text, len);
+      return range_error(out_err, t, text, len);
     default:
-      return expected_error(out_err, what, text, len);
+      return expected_error(out_err, t, text, len);
     }
   }
   case SL_TYPE_TIMESTAMP: {
     int64_t v = 0;
     int rc = parse_timestamp(text, len, &v);
-    if (rc == SL_EOVERFLOW) return range_error(out_err, what, text, len);
-    if (rc != SL_OK) return expected_error(out_err, what, text, len);
+    if (rc == SL_EOVERFLOW) return range_error(out_err, t, text, len);
+    if (rc != SL_OK) return expected_error(out_err, t, text, len);
     sl_row_builder_set_i64(b, field, v);
     return SL_OK;
   }
@@ -646,7 +652,7 @@ int sl_value_parse(const char *text, size_t len, sl_type_t t,
     return SL_OK;
   }
   case SL_TYPE_BYTES:
-    return parse_bytes(text, len, b, field, out_err);
+    return parse_bytes(text, len, t, b, field, out_err);
   }
   return sl_error_set(out_err, SL_EINVAL, "unknown type id %u", t.id);
 }

@@ -31,32 +31,48 @@ int sl_row_builder_init(sl_row_builder_t *b, const sl_schema_t *schema) {
   b->fixed_off = sl_row_header_size(b->n_fields);
   b->cap = b->fixed_off + 8u * b->n_fields + 64;
   b->buf = sl_malloc(b->cap);
-  if (b->buf == NULL) return SL_ENOMEM;
+  b->hdr = sl_calloc(1, b->fixed_off);
+  if (b->buf == NULL || b->hdr == NULL) {
+    sl_free(b->buf);
+    sl_free(b->hdr);
+    memset(b, 0, sizeof(*b));
+    return SL_ENOMEM;
+  }
+  /* The header of a row with every field null. */
+  b->hdr[1] = SL_ROW_FORMAT_VERSION;
+  uint16_t n = (uint16_t)b->n_fields;
+  memcpy(b->hdr + 2, &n, 2);
+  uint32_t nbytes = (b->n_fields + 7) >> 3;
+  if (nbytes) {
+    memset(b->hdr + 4, 0xff, nbytes);
+    if (b->n_fields & 7u)
+      b->hdr[4 + nbytes - 1] = (uint8_t)((1u << (b->n_fields & 7u)) - 1);
+  }
+  if (b->n_fields <= 64) b->nonnull_mask = sl__schema_nonnull_mask_word(schema, 0);
   sl_row_builder_reset(b, SL_ROW_INSERT);
   return SL_OK;
 }
 
 void sl_row_builder_close(sl_row_builder_t *b) {
   sl_free(b->buf);
+  sl_free(b->hdr);
   sl_error_destroy(b->err);
   memset(b, 0, sizeof(*b));
 }
 
 void sl_row_builder_reset(sl_row_builder_t *b, sl_row_kind_t kind) {
+  /* Header from the template, then zeroed slots: 8-byte stores, since
+   * both sizes are multiples of 8. */
   uint32_t fixed_end = b->fixed_off + 8u * b->n_fields;
-  memset(b->buf, 0, fixed_end);
-  b->buf[0] = (uint8_t)kind;
-  b->buf[1] = SL_ROW_FORMAT_VERSION;
-  uint16_t n = (uint16_t)b->n_fields;
-  memcpy(b->buf + 2, &n, 2);
-  uint32_t nbytes = (b->n_fields + 7) >> 3;
-  if (nbytes) {
-    memset(b->buf + 4, 0xff, nbytes);
-    if (b->n_fields & 7u)
-      b->buf[4 + nbytes - 1] = (uint8_t)((1u << (b->n_fields & 7u)) - 1);
+  uint8_t *p = b->buf;
+  for (uint32_t i = 0; i < b->fixed_off; i += 8) memcpy(p + i, b->hdr + i, 8);
+  p[0] = (uint8_t)kind;
+  for (uint32_t i = b->fixed_off; i < fixed_end; i += 8) {
+    uint64_t z = 0;
+    memcpy(p + i, &z, 8);
   }
   b->len = fixed_end;
-  if (b->err) {
+  if (SL_UNLIKELY(b->err != NULL)) {
     sl_error_destroy(b->err);
     b->err = NULL;
   }
@@ -217,6 +233,13 @@ int sl_row_builder_finish(sl_row_builder_t *b, sl_row_t *out,
   }
   /* Every non-nullable field must have its null bit cleared. */
   uint32_t nbytes = (b->n_fields + 7) >> 3;
+  if (SL_LIKELY(b->n_fields <= 64)) {
+    /* The bitmap's 8 bytes from offset 4 are inside the header or the
+     * first slot, so one load covers every field. */
+    uint64_t bits;
+    memcpy(&bits, b->buf + 4, 8);
+    if (SL_LIKELY((bits & b->nonnull_mask) == 0)) goto ok;
+  }
   for (uint32_t w = 0; w * 8 < nbytes; w++) {
     uint64_t bits = 0;
     uint32_t take = nbytes - w * 8 < 8 ? nbytes - w * 8 : 8;
@@ -229,6 +252,7 @@ int sl_row_builder_finish(sl_row_builder_t *b, sl_row_t *out,
                           sl_schema_field(b->schema, i)->name);
     }
   }
+ok:
   out->schema = b->schema;
   out->data = b->buf;
   out->len = b->len;

@@ -1,114 +1,24 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The expression compiler and evaluator behind `filter` and `project`.  A
- * recursive-descent parser reads the text one token at a time and builds a
- * tree of typed nodes directly; type rules are applied as each node is made,
- * so an operator node always knows the representation of its operands
- * (conversions such as int to float or a decimal rescale are explicit nodes)
- * and evaluation is a switch per node with no type dispatch, no lookups and
- * no allocation.  The language and its type rules are in
- * docs/expressions.md.  See README.md.
+ * The expression compiler behind `filter` and `project`.  A recursive-
+ * descent parser reads tokens from expr_lex.c and builds a tree of typed
+ * nodes directly; type rules are applied as each node is made, so an
+ * operator node always knows the representation of its operands
+ * (conversions such as int to float or a decimal rescale are explicit
+ * nodes) and evaluation (expr_eval.c) is a switch per node with no type
+ * dispatch, no lookups and no allocation.  The language and its type rules
+ * are in docs/expressions.md.  See README.md.
  */
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 
-#include "core/core.h"
-#include "ops/expr.h"
+#include "ops/expr_int.h"
 
-/*
- * Limits.  The parser recurses once per nesting level (about nine frames
- * per parenthesis) and evaluation once per tree level, so both are capped
- * to keep stack use small on worker threads.
- */
-#define EXPR_MAX_NESTING 64
-#define EXPR_MAX_TREE_DEPTH 256
-#define EXPR_MAX_ARGS 64
-
-/* Internal type id of an untyped null literal (no sl_type_id_t is 0). */
-#define TYPE_NULL 0
-
-/* Type classes: what the type rules look at. */
-enum cls {
-  C_NULL,
-  C_BOOL,
-  C_INT,
-  C_FLOAT,
-  C_DEC,
-  C_STR,
-  C_TS
-};
-
-enum op {
-  OP_CONST,
-  OP_FIELD_I64, /* int32, int64, decimal, timestamp */
-  OP_FIELD_F64,
-  OP_FIELD_BOOL,
-  OP_FIELD_STR, /* string, bytes */
-  OP_I2F,       /* int to float64 */
-  OP_D2F,       /* decimal to float64: divide by fdiv */
-  OP_RESCALE,   /* decimal or int to a larger scale: multiply by mul[0] */
-  OP_NEG_I,
-  OP_NEG_F,
-  OP_ADD_I,     /* int64, timestamp and decimal arithmetic */
-  OP_SUB_I,
-  OP_MUL_I,
-  OP_DIV_I,
-  OP_MOD_I,
-  OP_ADD_F,
-  OP_SUB_F,
-  OP_MUL_F,
-  OP_DIV_F,
-  OP_CMP_I,     /* int and timestamp comparisons */
-  OP_CMP_F,
-  OP_CMP_D,     /* decimal comparisons: scale each side by mul[] */
-  OP_CMP_S,     /* bytewise */
-  OP_CMP_B,
-  OP_AND,
-  OP_OR,
-  OP_NOT,
-  OP_IS_NULL,
-  OP_IS_NOT_NULL,
-  OP_ABS_I,
-  OP_ABS_F,
-  OP_LOWER,
-  OP_UPPER,
-  OP_LENGTH_S,  /* UTF-8 code points */
-  OP_LENGTH_B,  /* bytes */
-  OP_COALESCE
-};
-
-enum cmp { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE };
-
-typedef struct node_s node_t;
-struct node_s {
-  uint8_t op;           /* enum op */
-  uint8_t cmp;          /* enum cmp, comparisons only */
-  uint16_t depth;       /* levels of the tree below and including this */
-  sl_type_t type;       /* result type; id TYPE_NULL for an untyped null */
-  uint32_t col;         /* column of the operator or token, for messages */
-  uint32_t start_col;   /* column where the node's text starts */
-  const char *sym;      /* operator or function, for runtime messages */
-  const char *ovf;      /* "integer", "decimal" or "timestamp" */
-  uint32_t field;       /* OP_FIELD_* */
-  int64_t lim;          /* when not 0, results must be in (-lim, lim) */
-  int64_t mul[2];       /* OP_RESCALE, OP_CMP_D */
-  double fdiv;          /* OP_D2F */
-  sl_value_t cval;      /* OP_CONST; strings point into str */
-  uint8_t *str;         /* owned bytes of a string constant */
-  node_t *a, *b;        /* operands */
-  node_t **args;        /* OP_COALESCE */
-  uint32_t n_args;
-  sl_bytes_t scratch;   /* OP_LOWER, OP_UPPER results */
-};
-
-struct sl_expr_s {
-  node_t *root;
-  sl_type_t type;
-  sl_schema_t *schema; /* one reference */
-  char *text;          /* for sl__expr_clone() and messages */
-  bool is_filter;
-};
+/* Short local names for the lexer interface. */
+#define fail sl__expr_fail
+#define fail_nomem sl__expr_fail_nomem
+#define lex sl__expr_lex
+#define tok_desc sl__expr_tok_desc
+#define word_is sl__expr_word_is
 
 static const int64_t pow10_tab[19] = {1LL,
                                       10LL,
@@ -189,342 +99,6 @@ static void node_free(node_t *n) {
   sl_free(n->str);
   sl_bytes_close(&n->scratch);
   sl_free(n);
-}
-
-/* ------------------------------------------------------------------------
- * Lexer
- */
-
-enum tok_kind {
-  TK_END,
-  TK_INT,
-  TK_FLOAT,
-  TK_STRING,
-  TK_IDENT,
-  TK_QIDENT, /* `quoted name`; off/len cover the name only */
-  TK_LPAREN,
-  TK_RPAREN,
-  TK_COMMA,
-  TK_PLUS,
-  TK_MINUS,
-  TK_STAR,
-  TK_SLASH,
-  TK_PERCENT,
-  TK_EQ,
-  TK_NE,
-  TK_LT,
-  TK_LE,
-  TK_GT,
-  TK_GE,
-  TK_AND,
-  TK_OR,
-  TK_NOT,
-  TK_TRUE,
-  TK_FALSE,
-  TK_NULL,
-  TK_IS
-};
-
-typedef struct tok_s {
-  enum tok_kind kind;
-  size_t off; /* bytes of the token in the text */
-  size_t len;
-  uint32_t col;
-  uint64_t ival; /* TK_INT, up to 2^63 */
-  double fval;   /* TK_FLOAT */
-} tok_t;
-
-typedef struct parser_s {
-  const char *text;
-  size_t pos;   /* next byte to read */
-  uint32_t col; /* column of text[pos] */
-  tok_t tok;    /* current token */
-  sl_bytes_t sbuf; /* decoded bytes of a TK_STRING token */
-  const sl_schema_t *schema;
-  uint32_t nesting;
-  int rc; /* first error */
-  uint32_t err_col;
-  char msg[256];
-} parser_t;
-
-__attribute__((format(printf, 4, 5))) static void
-fail(parser_t *p, int code, uint32_t col, const char *fmt, ...) {
-  if (p->rc != SL_OK) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(p->msg, sizeof(p->msg), fmt, ap);
-  va_end(ap);
-  p->rc = code;
-  p->err_col = col;
-}
-
-static void fail_nomem(parser_t *p) {
-  fail(p, SL_ENOMEM, 0, "out of memory compiling an expression");
-}
-
-/* Advance one byte; columns count characters, not UTF-8 continuations. */
-static void adv(parser_t *p) {
-  if (((unsigned char)p->text[p->pos] & 0xC0) != 0x80) p->col++;
-  p->pos++;
-}
-
-static char peekc(const parser_t *p, size_t k) { return p->text[p->pos + k]; }
-
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-static bool is_ident_start(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
-static bool is_ident(char c) { return is_ident_start(c) || is_digit(c); }
-
-static char lower_ascii(char c) {
-  return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
-}
-
-/* Case-insensitive match of a token against a lower-case word. */
-static bool word_is(const char *s, size_t len, const char *word) {
-  size_t i = 0;
-  for (; i < len; i++)
-    if (word[i] == '\0' || lower_ascii(s[i]) != word[i]) return false;
-  return word[i] == '\0';
-}
-
-static void lex_string(parser_t *p) {
-  char q = peekc(p, 0);
-  uint32_t col = p->col;
-  sl_bytes_clear(&p->sbuf);
-  adv(p);
-  for (;;) {
-    char c = peekc(p, 0);
-    if (c == '\0') {
-      fail(p, SL_EPARSE, col, "unterminated string");
-      return;
-    }
-    if (c == q) {
-      adv(p);
-      break;
-    }
-    if (c == '\\') {
-      uint32_t ecol = p->col;
-      char e = peekc(p, 1);
-      char v;
-      switch (e) {
-      case '\\':
-      case '\'':
-      case '"':
-        v = e;
-        break;
-      case 'n':
-        v = '\n';
-        break;
-      case 't':
-        v = '\t';
-        break;
-      case '\0':
-        fail(p, SL_EPARSE, col, "unterminated string");
-        return;
-      default:
-        if ((unsigned char)e >= 0x20 && (unsigned char)e < 0x7f)
-          fail(p, SL_EPARSE, ecol, "unknown escape '\\%c' in string", e);
-        else
-          fail(p, SL_EPARSE, ecol, "unknown escape in string");
-        return;
-      }
-      adv(p);
-      adv(p);
-      if (sl_bytes_append(&p->sbuf, &v, 1) != SL_OK) {
-        fail_nomem(p);
-        return;
-      }
-      continue;
-    }
-    if (sl_bytes_append(&p->sbuf, &c, 1) != SL_OK) {
-      fail_nomem(p);
-      return;
-    }
-    adv(p);
-  }
-  p->tok.kind = TK_STRING;
-}
-
-static void lex_number(parser_t *p) {
-  size_t start = p->pos;
-  bool is_float = false;
-  while (is_digit(peekc(p, 0))) adv(p);
-  if (peekc(p, 0) == '.') {
-    is_float = true;
-    adv(p);
-    if (!is_digit(peekc(p, 0))) {
-      fail(p, SL_EPARSE, p->col, "expected a digit after '.'");
-      return;
-    }
-    while (is_digit(peekc(p, 0))) adv(p);
-  }
-  if (peekc(p, 0) == 'e' || peekc(p, 0) == 'E') {
-    is_float = true;
-    adv(p);
-    if (peekc(p, 0) == '+' || peekc(p, 0) == '-') adv(p);
-    if (!is_digit(peekc(p, 0))) {
-      fail(p, SL_EPARSE, p->col, "expected a digit in the exponent");
-      return;
-    }
-    while (is_digit(peekc(p, 0))) adv(p);
-  }
-  if (is_ident(peekc(p, 0)) || peekc(p, 0) == '.') {
-    fail(p, SL_EPARSE, p->tok.col, "malformed number");
-    return;
-  }
-  size_t len = p->pos - start;
-  if (is_float) {
-    /* strtod needs a terminated copy; numbers are short. */
-    char buf[128];
-    if (len >= sizeof(buf)) {
-      fail(p, SL_EPARSE, p->tok.col, "number is too long");
-      return;
-    }
-    memcpy(buf, p->text + start, len);
-    buf[len] = '\0';
-    p->tok.kind = TK_FLOAT;
-    p->tok.fval = strtod(buf, NULL);
-    if (isinf(p->tok.fval)) {
-      fail(p, SL_EPARSE, p->tok.col, "number is out of range");
-      return;
-    }
-    return;
-  }
-  uint64_t v = 0;
-  for (size_t i = 0; i < len; i++) {
-    uint64_t d = (uint64_t)(p->text[start + i] - '0');
-    if (v > (UINT64_C(1) << 63) / 10 ||
-        v * 10 + d > (UINT64_C(1) << 63)) {
-      fail(p, SL_EPARSE, p->tok.col, "integer literal out of range");
-      return;
-    }
-    v = v * 10 + d;
-  }
-  p->tok.kind = TK_INT;
-  p->tok.ival = v;
-}
-
-/* Read the next token into p->tok.  On error p->rc is set and the token is
- * TK_END, so every parse loop stops. */
-static void lex(parser_t *p) {
-  for (;;) {
-    char c = peekc(p, 0);
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
-      adv(p);
-    else
-      break;
-  }
-  tok_t *t = &p->tok;
-  t->off = p->pos;
-  t->col = p->col;
-  t->kind = TK_END;
-  char c = peekc(p, 0);
-  if (p->rc != SL_OK || c == '\0') {
-    t->len = 0;
-    t->kind = TK_END;
-    return;
-  }
-  enum tok_kind k = TK_END;
-  switch (c) {
-  case '(': k = TK_LPAREN; break;
-  case ')': k = TK_RPAREN; break;
-  case ',': k = TK_COMMA; break;
-  case '+': k = TK_PLUS; break;
-  case '-': k = TK_MINUS; break;
-  case '*': k = TK_STAR; break;
-  case '/': k = TK_SLASH; break;
-  case '%': k = TK_PERCENT; break;
-  default: break;
-  }
-  if (k != TK_END) {
-    adv(p);
-    t->kind = k;
-  } else if (c == '=') {
-    adv(p);
-    if (peekc(p, 0) == '=') adv(p);
-    t->kind = TK_EQ;
-  } else if (c == '!' && peekc(p, 1) == '=') {
-    adv(p);
-    adv(p);
-    t->kind = TK_NE;
-  } else if (c == '<') {
-    adv(p);
-    t->kind = TK_LT;
-    if (peekc(p, 0) == '=') {
-      adv(p);
-      t->kind = TK_LE;
-    } else if (peekc(p, 0) == '>') {
-      adv(p);
-      t->kind = TK_NE;
-    }
-  } else if (c == '>') {
-    adv(p);
-    t->kind = TK_GT;
-    if (peekc(p, 0) == '=') {
-      adv(p);
-      t->kind = TK_GE;
-    }
-  } else if (c == '\'' || c == '"') {
-    lex_string(p);
-  } else if (c == '`') {
-    adv(p);
-    size_t start = p->pos;
-    while (peekc(p, 0) != '`' && peekc(p, 0) != '\0') adv(p);
-    if (peekc(p, 0) == '\0') {
-      fail(p, SL_EPARSE, t->col, "unterminated quoted field name");
-    } else if (p->pos == start) {
-      fail(p, SL_EPARSE, t->col, "empty field name");
-    } else {
-      t->kind = TK_QIDENT;
-      t->off = start;
-      t->len = p->pos - start;
-      adv(p);
-      return;
-    }
-  } else if (is_digit(c)) {
-    lex_number(p);
-  } else if (is_ident_start(c)) {
-    while (is_ident(peekc(p, 0))) adv(p);
-    const char *s = p->text + t->off;
-    size_t len = p->pos - t->off;
-    static const struct {
-      const char *word;
-      enum tok_kind kind;
-    } kw[] = {{"and", TK_AND},     {"or", TK_OR},     {"not", TK_NOT},
-              {"true", TK_TRUE},   {"false", TK_FALSE}, {"null", TK_NULL},
-              {"is", TK_IS}};
-    t->kind = TK_IDENT;
-    for (size_t i = 0; i < SL_ARRAY_LEN(kw); i++)
-      if (word_is(s, len, kw[i].word)) t->kind = kw[i].kind;
-  } else if ((unsigned char)c >= 0x20 && (unsigned char)c < 0x7f) {
-    fail(p, SL_EPARSE, t->col, "unexpected character '%c'", c);
-  } else {
-    fail(p, SL_EPARSE, t->col, "unexpected byte 0x%02x",
-         (unsigned)(unsigned char)c);
-  }
-  if (p->rc != SL_OK) {
-    t->kind = TK_END;
-    t->len = 0;
-    return;
-  }
-  t->len = p->pos - t->off;
-}
-
-/* Describe the current token for "expected ..., got X" messages. */
-static const char *tok_desc(const parser_t *p, char *buf, size_t size) {
-  if (p->tok.kind == TK_END) return "end of input";
-  size_t len = p->tok.len;
-  const char *s = p->text + p->tok.off;
-  if (p->tok.kind == TK_QIDENT) {
-    s--;
-    len += 2;
-  }
-  if (len > 32)
-    snprintf(buf, size, "'%.*s...'", 29, s);
-  else
-    snprintf(buf, size, "'%.*s'", (int)len, s);
-  return buf;
 }
 
 /* ------------------------------------------------------------------------
@@ -838,6 +412,48 @@ static node_t *mk_neg(parser_t *p, uint32_t col, node_t *a) {
   return n;
 }
 
+/*
+ * A field compared with a constant is the most common filter; such a
+ * comparison reads the field itself instead of evaluating two operands.
+ * The operands stay in place (a the field, b the constant) for their
+ * metadata, swapped and with the comparison mirrored when the constant was
+ * written first.
+ */
+static void specialize_cmp(node_t *n) {
+  node_t *f = n->a, *k = n->b;
+  bool is_swapped = f->op == OP_CONST;
+  if (is_swapped) {
+    node_t *t = f;
+    f = k;
+    k = t;
+  }
+  if (k->op != OP_CONST || k->cval.is_null) return;
+  enum op op;
+  if (n->op == OP_CMP_I && f->op == OP_FIELD_I64)
+    op = OP_CMP_I_FK;
+  else if (n->op == OP_CMP_F && f->op == OP_FIELD_F64)
+    op = OP_CMP_F_FK;
+  else if (n->op == OP_CMP_D && f->op == OP_FIELD_I64)
+    op = OP_CMP_D_FK;
+  else if (n->op == OP_CMP_S && f->op == OP_FIELD_STR)
+    op = OP_CMP_S_FK;
+  else
+    return;
+  if (is_swapped) {
+    static const uint8_t mirror[] = {[CMP_EQ] = CMP_EQ, [CMP_NE] = CMP_NE,
+                                     [CMP_LT] = CMP_GT, [CMP_LE] = CMP_GE,
+                                     [CMP_GT] = CMP_LT, [CMP_GE] = CMP_LE};
+    int64_t m = n->mul[0];
+    n->a = f;
+    n->b = k;
+    n->cmp = mirror[n->cmp];
+    n->mul[0] = n->mul[1];
+    n->mul[1] = m;
+  }
+  n->op = (uint8_t)op;
+  n->field = f->field;
+}
+
 static node_t *mk_cmp(parser_t *p, enum tok_kind k, uint32_t col,
                       const char *sym, node_t *a, node_t *b) {
   bool nullable = a->type.nullable || b->type.nullable;
@@ -896,6 +512,7 @@ static node_t *mk_cmp(parser_t *p, enum tok_kind k, uint32_t col,
                      : k == TK_LE ? CMP_LE
                      : k == TK_GT ? CMP_GT
                                   : CMP_GE);
+  specialize_cmp(n);
   return n;
 fail:
   node_free(a);
@@ -1539,360 +1156,3 @@ void sl__expr_destroy(sl_expr_t *e) {
   sl_free(e);
 }
 
-/* ------------------------------------------------------------------------
- * Evaluation
- *
- * ev() evaluates a node into *out: on SL_OK out->is_null is set and, when
- * it is false, the member of out->u that the node's type uses.  Nothing
- * else of out is written (the public entry points add type and scale).
- */
-
-static int rt_overflow(const node_t *n, sl_error_t **out_err) {
-  return sl_error_set(out_err, SL_EOVERFLOW, "%s overflow in '%s' at column %u",
-                      n->ovf, n->sym, n->col);
-}
-
-static int rt_divzero(const node_t *n, sl_error_t **out_err) {
-  return sl_error_set(out_err, SL_EINVAL, "division by zero at column %u",
-                      n->col);
-}
-
-static int cmp_slices(sl_slice_t a, sl_slice_t b) {
-  uint32_t m = a.len < b.len ? a.len : b.len;
-  int c = m ? memcmp(a.ptr, b.ptr, m) : 0;
-  if (c != 0) return c < 0 ? -1 : 1;
-  return (a.len > b.len) - (a.len < b.len);
-}
-
-/* Compare a*ma with b*mb exactly.  At most one factor exceeds 1, and when
- * its product overflows int64 it is larger in magnitude than any int64, so
- * the sign of that operand decides. */
-static int cmp_scaled(int64_t a, int64_t ma, int64_t b, int64_t mb) {
-  int64_t x, y;
-  if (__builtin_mul_overflow(a, ma, &x)) return a > 0 ? 1 : -1;
-  if (__builtin_mul_overflow(b, mb, &y)) return b > 0 ? -1 : 1;
-  return (x > y) - (x < y);
-}
-
-static bool cmp_result(uint8_t cmp, int c) {
-  switch (cmp) {
-  case CMP_EQ:
-    return c == 0;
-  case CMP_NE:
-    return c != 0;
-  case CMP_LT:
-    return c < 0;
-  case CMP_LE:
-    return c <= 0;
-  case CMP_GT:
-    return c > 0;
-  default:
-    return c >= 0;
-  }
-}
-
-static bool cmp_f64(uint8_t cmp, double a, double b) {
-  switch (cmp) {
-  case CMP_EQ:
-    return a == b;
-  case CMP_NE:
-    return a != b;
-  case CMP_LT:
-    return a < b;
-  case CMP_LE:
-    return a <= b;
-  case CMP_GT:
-    return a > b;
-  default:
-    return a >= b;
-  }
-}
-
-static int ev(node_t *n, const sl_row_t *row, sl_value_t *out,
-              sl_error_t **out_err);
-
-/* Evaluate both operands of n into l and r; a null operand makes the
- * result null without evaluating the right one. */
-#define EV_OPERANDS(n, row, l, r, out, out_err)                          \
-  do {                                                                   \
-    int rc_ = ev((n)->a, (row), &(l), (out_err));                        \
-    if (SL_UNLIKELY(rc_ != SL_OK)) return rc_;                           \
-    if ((l).is_null) {                                                   \
-      (out)->is_null = true;                                             \
-      return SL_OK;                                                      \
-    }                                                                    \
-    rc_ = ev((n)->b, (row), &(r), (out_err));                            \
-    if (SL_UNLIKELY(rc_ != SL_OK)) return rc_;                           \
-    if ((r).is_null) {                                                   \
-      (out)->is_null = true;                                             \
-      return SL_OK;                                                      \
-    }                                                                    \
-  } while (0)
-
-static int ev_case_map(node_t *n, const sl_row_t *row, sl_value_t *out,
-                       sl_error_t **out_err) {
-  sl_value_t v;
-  int rc = ev(n->a, row, &v, out_err);
-  if (rc != SL_OK) return rc;
-  if (v.is_null) {
-    out->is_null = true;
-    return SL_OK;
-  }
-  sl_bytes_clear(&n->scratch);
-  if (sl_bytes_reserve(&n->scratch, (size_t)v.u.s.len + 1) != SL_OK)
-    return sl_error_set(out_err, SL_ENOMEM, "out of memory in '%s'", n->sym);
-  uint8_t *d = n->scratch.data;
-  if (n->op == OP_LOWER) {
-    for (uint32_t i = 0; i < v.u.s.len; i++) {
-      uint8_t c = v.u.s.ptr[i];
-      d[i] = (c >= 'A' && c <= 'Z') ? (uint8_t)(c + 32) : c;
-    }
-  } else {
-    for (uint32_t i = 0; i < v.u.s.len; i++) {
-      uint8_t c = v.u.s.ptr[i];
-      d[i] = (c >= 'a' && c <= 'z') ? (uint8_t)(c - 32) : c;
-    }
-  }
-  n->scratch.len = v.u.s.len;
-  out->is_null = false;
-  out->u.s.ptr = d;
-  out->u.s.len = v.u.s.len;
-  return SL_OK;
-}
-
-static int ev(node_t *n, const sl_row_t *row, sl_value_t *out,
-              sl_error_t **out_err) {
-  sl_value_t l, r;
-  int rc;
-  int64_t v;
-  switch ((enum op)n->op) {
-  case OP_CONST:
-    *out = n->cval;
-    return SL_OK;
-  case OP_FIELD_I64:
-    if (n->type.nullable && sl_row_is_null(row, n->field)) break;
-    out->is_null = false;
-    out->u.i = sl_row_get_i64(row, n->field);
-    return SL_OK;
-  case OP_FIELD_F64:
-    if (n->type.nullable && sl_row_is_null(row, n->field)) break;
-    out->is_null = false;
-    out->u.f = sl_row_get_f64(row, n->field);
-    return SL_OK;
-  case OP_FIELD_BOOL:
-    if (n->type.nullable && sl_row_is_null(row, n->field)) break;
-    out->is_null = false;
-    out->u.b = sl_row_get_bool(row, n->field);
-    return SL_OK;
-  case OP_FIELD_STR:
-    if (n->type.nullable && sl_row_is_null(row, n->field)) break;
-    out->is_null = false;
-    out->u.s = sl_row_get_str(row, n->field);
-    return SL_OK;
-
-  case OP_I2F:
-    rc = ev(n->a, row, out, out_err);
-    if (rc == SL_OK && !out->is_null) out->u.f = (double)out->u.i;
-    return rc;
-  case OP_D2F:
-    rc = ev(n->a, row, out, out_err);
-    if (rc == SL_OK && !out->is_null) out->u.f = (double)out->u.i / n->fdiv;
-    return rc;
-  case OP_RESCALE:
-    rc = ev(n->a, row, out, out_err);
-    if (rc == SL_OK && !out->is_null &&
-        __builtin_mul_overflow(out->u.i, n->mul[0], &out->u.i))
-      return rt_overflow(n, out_err);
-    return rc;
-
-  case OP_NEG_I:
-  case OP_ABS_I:
-    rc = ev(n->a, row, out, out_err);
-    if (rc != SL_OK || out->is_null) return rc;
-    if (n->op == OP_ABS_I && out->u.i >= 0) return SL_OK;
-    if (out->u.i == INT64_MIN) return rt_overflow(n, out_err);
-    out->u.i = -out->u.i;
-    return SL_OK;
-  case OP_NEG_F:
-    rc = ev(n->a, row, out, out_err);
-    if (rc == SL_OK && !out->is_null) out->u.f = -out->u.f;
-    return rc;
-  case OP_ABS_F:
-    rc = ev(n->a, row, out, out_err);
-    if (rc == SL_OK && !out->is_null) out->u.f = fabs(out->u.f);
-    return rc;
-
-  case OP_ADD_I:
-    EV_OPERANDS(n, row, l, r, out, out_err);
-    if (__builtin_add_overflow(l.u.i, r.u.i, &v)) return rt_overflow(n, out_err);
-    goto int_result;
-  case OP_SUB_I:
-    EV_OPERANDS(n, row, l, r, out, out_err);
-    if (__builtin_sub_overflow(l.u.i, r.u.i, &v)) return rt_overflow(n, out_err);
-    goto int_result;
-  case OP_MUL_I:
-    EV_OPERANDS(n, row, l, r, out, out_err);
-    if (__builtin_mul_overflow(l.u.i, r.u.i, &v)) return rt_overflow(n, out_err);
-    goto int_result;
-  case OP_DIV_I:
-    EV_OPERANDS(n, row, l, r, out, out_err);
-    if (r.u.i == 0) return rt_divzero(n, out_err);
-    if (l.u.i == INT64_MIN && r.u.i == -1) return rt_overflow(n, out_err);
-    v = l.u.i / r.u.i;
-    goto int_result;
-  case OP_MOD_I:
-    EV_OPERANDS(n, row, l, r, out, out_err);
-    if (r.u.i == 0) return rt_divzero(n, out_err);
-    v = r.u.i == -1 ? 0 : l.u.i % r.u.i;
-    goto int_result;
-
-  case OP_ADD_F:
-    EV_OPERANDS(n, row, l, r, out, out_err);
-    out->u.f = l.u.f + r.u.f;
-    out->is_null = false;
-    return SL_OK;
-  case OP_SUB_F:
-    EV_OPERANDS(n, row, l, r, out, out_err);
-    out->u.f = l.u.f - r.u.f;
-    out->is_null = false;
-    return SL_OK;
-  case OP_MUL_F:
-    EV_OPERANDS(n, row, l, r, out, out_err);
-    out->u.f = l.u.f * r.u.f;
-    out->is_null = false;
-    return SL_OK;
-  case OP_DIV_F:
-    EV_OPERANDS(n, row, l, r, out, out_err);
-    if (r.u.f == 0.0) return rt_divzero(n, out_err);
-    out->u.f = l.u.f / r.u.f;
-    out->is_null = false;
-    return SL_OK;
-
-  case OP_CMP_I:
-    EV_OPERANDS(n, row, l, r, out, out_err);
-    out->u.b = cmp_result(n->cmp, (l.u.i > r.u.i) - (l.u.i < r.u.i));
-    out->is_null = false;
-    return SL_OK;
-  case OP_CMP_F:
-    EV_OPERANDS(n, row, l, r, out, out_err);
-    out->u.b = cmp_f64(n->cmp, l.u.f, r.u.f);
-    out->is_null = false;
-    return SL_OK;
-  case OP_CMP_D:
-    EV_OPERANDS(n, row, l, r, out, out_err);
-    out->u.b =
-        cmp_result(n->cmp, cmp_scaled(l.u.i, n->mul[0], r.u.i, n->mul[1]));
-    out->is_null = false;
-    return SL_OK;
-  case OP_CMP_S:
-    EV_OPERANDS(n, row, l, r, out, out_err);
-    out->u.b = cmp_result(n->cmp, cmp_slices(l.u.s, r.u.s));
-    out->is_null = false;
-    return SL_OK;
-  case OP_CMP_B:
-    EV_OPERANDS(n, row, l, r, out, out_err);
-    out->u.b = (l.u.b == r.u.b) == (n->cmp == CMP_EQ);
-    out->is_null = false;
-    return SL_OK;
-
-  /* Three-valued logic; the right side is not evaluated when the left
-   * side decides, so `d != 0 and x / d > 1` never divides by zero. */
-  case OP_AND:
-    rc = ev(n->a, row, &l, out_err);
-    if (rc != SL_OK) return rc;
-    if (!l.is_null && !l.u.b) goto bool_false;
-    rc = ev(n->b, row, &r, out_err);
-    if (rc != SL_OK) return rc;
-    if (!r.is_null && !r.u.b) goto bool_false;
-    if (l.is_null || r.is_null) break;
-    out->is_null = false;
-    out->u.b = true;
-    return SL_OK;
-  case OP_OR:
-    rc = ev(n->a, row, &l, out_err);
-    if (rc != SL_OK) return rc;
-    if (!l.is_null && l.u.b) goto bool_true;
-    rc = ev(n->b, row, &r, out_err);
-    if (rc != SL_OK) return rc;
-    if (!r.is_null && r.u.b) goto bool_true;
-    if (l.is_null || r.is_null) break;
-    goto bool_false;
-  case OP_NOT:
-    rc = ev(n->a, row, out, out_err);
-    if (rc == SL_OK && !out->is_null) out->u.b = !out->u.b;
-    return rc;
-  case OP_IS_NULL:
-  case OP_IS_NOT_NULL:
-    rc = ev(n->a, row, &l, out_err);
-    if (rc != SL_OK) return rc;
-    out->is_null = false;
-    out->u.b = l.is_null == (n->op == OP_IS_NULL);
-    return SL_OK;
-
-  case OP_LOWER:
-  case OP_UPPER:
-    return ev_case_map(n, row, out, out_err);
-  case OP_LENGTH_S:
-  case OP_LENGTH_B:
-    rc = ev(n->a, row, &l, out_err);
-    if (rc != SL_OK || l.is_null) {
-      out->is_null = true;
-      return rc;
-    }
-    v = l.u.s.len;
-    if (n->op == OP_LENGTH_S) {
-      /* Count the bytes that start a UTF-8 sequence. */
-      for (uint32_t i = 0; i < l.u.s.len; i++)
-        if ((l.u.s.ptr[i] & 0xC0) == 0x80) v--;
-    }
-    out->is_null = false;
-    out->u.i = v;
-    return SL_OK;
-  case OP_COALESCE:
-    for (uint32_t i = 0; i < n->n_args; i++) {
-      rc = ev(n->args[i], row, out, out_err);
-      if (rc != SL_OK || !out->is_null) return rc;
-    }
-    break;
-  }
-  out->is_null = true;
-  return SL_OK;
-int_result:
-  if (n->lim != 0 && (v >= n->lim || v <= -n->lim))
-    return rt_overflow(n, out_err);
-  out->is_null = false;
-  out->u.i = v;
-  return SL_OK;
-bool_true:
-  out->is_null = false;
-  out->u.b = true;
-  return SL_OK;
-bool_false:
-  out->is_null = false;
-  out->u.b = false;
-  return SL_OK;
-}
-
-int sl__expr_eval(const sl_expr_t *e, const sl_row_t *row, sl_value_t *out,
-                  sl_error_t **out_err) {
-  SL_ASSERT(row->schema == e->schema || sl_schema_equal(row->schema, e->schema));
-  sl_value_t v;
-  int rc = ev(e->root, row, &v, out_err);
-  if (SL_UNLIKELY(rc != SL_OK)) return rc;
-  if (v.is_null) memset(&v.u, 0, sizeof(v.u));
-  v.type = e->type.id;
-  v.scale = e->type.id == SL_TYPE_DECIMAL ? e->type.scale : 0;
-  *out = v;
-  return SL_OK;
-}
-
-int sl__expr_eval_bool(const sl_expr_t *e, const sl_row_t *row,
-                       bool *out_keep, sl_error_t **out_err) {
-  SL_ASSERT(e->type.id == SL_TYPE_BOOL);
-  SL_ASSERT(row->schema == e->schema || sl_schema_equal(row->schema, e->schema));
-  sl_value_t v;
-  int rc = ev(e->root, row, &v, out_err);
-  if (SL_UNLIKELY(rc != SL_OK)) return rc;
-  *out_keep = !v.is_null && v.u.b;
-  return SL_OK;
-}

@@ -10,9 +10,13 @@
  *  W1. The sender increments count after storing the slot; if count was 0,
  *      it wakes the receiver.  A receiver that saw count == 0 on every
  *      input and then stopped is therefore woken by the next push.
- *  W2. The receiver decrements count after reading the slot; if count was
- *      equal to the credits, it wakes the sender, which may be waiting for
- *      credit.
+ *  W2. The receiver decrements count after reading the slot; when count
+ *      falls to half the credits (to credits - 1 with fewer than 4 credits),
+ *      it wakes the sender, which may be waiting for credit.  A sender that
+ *      saw no credit saw count == credits, and the receiver keeps popping
+ *      while buffers are queued, so count passes that mark after the sender
+ *      looked.  Waking at half rather than at the first free slot lets the
+ *      sender refill several buffers per wake-up.
  *  The scheduler's wake is coalescing: waking a running task makes it run
  *  again once more, so a wake that races with the task's last check is
  *  never lost.
@@ -58,6 +62,7 @@ int sl__channel_create(uint32_t credits, uint32_t buffer_size,
   ch->mask = n - 1;
   ch->ret_mask = rn - 1;
   ch->credits = credits;
+  ch->wake_at = credits < 4 ? credits : credits / 2 + 1;
   ch->buffer_size = buffer_size;
   atomic_init(&ch->count, 0);
   atomic_init(&ch->ret_head, 0);
@@ -107,7 +112,7 @@ sl_buf_t *sl__channel_pop(sl_channel_t *ch) {
   /* acq_rel: releases the slot back to the sender (W2). */
   uint32_t prev = atomic_fetch_sub_explicit(&ch->count, 1,
                                             memory_order_acq_rel);
-  if (prev == ch->credits && ch->sender)
+  if (prev == ch->wake_at && ch->sender)
     ch->sender->sched->ops->wake(ch->sender->sched, ch->sender);
   return buf;
 }

@@ -67,6 +67,7 @@ typedef struct sl_channel_s {
   sl_buf_t **ring;
   uint32_t mask;
   uint32_t credits;
+  uint32_t wake_at;  /* wake the sender when a pop finds this count */
   _Atomic uint32_t count;
   uint32_t head;
   uint32_t tail;

@@ -42,6 +42,8 @@ typedef struct pool_s {
   uint32_t n_heap, cap_heap;
   uint32_t n_live;
   uint32_t n_waiting; /* idle workers */
+  /* Read without the lock by spinning workers. */
+  _Atomic uint32_t n_queued;
   /* Immutable after create. */
   pthread_t *threads;
   uint32_t n_workers;
@@ -60,7 +62,31 @@ static void enqueue_locked(pool_t *p, sl_task_t *t) {
   if (p->qtail) p->qtail->run_next = t;
   else p->qhead = t;
   p->qtail = t;
+  atomic_fetch_add_explicit(&p->n_queued, 1, memory_order_release);
   if (p->n_waiting) pthread_cond_signal(&p->cond);
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+/*
+ * Before a worker sleeps on the condition variable it spins for a short
+ * while: handing a buffer to a task that another worker is about to run is
+ * then a memory write, not a futex wake-up of a sleeping thread (which is
+ * an inter-processor interrupt, and slow in virtual machines).
+ */
+#define SPIN_NS 50000
+
+static void spin_for_work(pool_t *p) {
+  int64_t until = sl__clock_monotonic_ns() + SPIN_NS;
+  for (uint32_t i = 1;; i++) {
+    if (atomic_load_explicit(&p->n_queued, memory_order_acquire)) return;
+    cpu_relax();
+    if ((i & 63) == 0 && sl__clock_monotonic_ns() > until) return;
+  }
 }
 
 /* Returns true if the caller must enqueue the task. */
@@ -152,12 +178,21 @@ static void account(sl_task_t *t, _Atomic uint64_t *c, int64_t d) {
 
 static void *worker_main(void *arg) {
   pool_t *p = arg;
+  bool has_spun = false;
   pthread_mutex_lock(&p->lock);
   for (;;) {
     if (p->n_live == 0) break;
     fire_timers_locked(p, sl__clock_realtime_ns());
     sl_task_t *t = p->qhead;
+    if (t == NULL && !has_spun) {
+      has_spun = true;
+      pthread_mutex_unlock(&p->lock);
+      spin_for_work(p);
+      pthread_mutex_lock(&p->lock);
+      continue;
+    }
     if (t == NULL) {
+      has_spun = false;
       p->n_waiting++;
       if (p->n_heap) {
         int64_t delta = p->heap[0].at - sl__clock_realtime_ns();
@@ -173,6 +208,8 @@ static void *worker_main(void *arg) {
     }
     p->qhead = t->run_next;
     if (p->qhead == NULL) p->qtail = NULL;
+    atomic_fetch_sub_explicit(&p->n_queued, 1, memory_order_relaxed);
+    has_spun = false;
     pthread_mutex_unlock(&p->lock);
 
     atomic_store_explicit(&t->sched_state, SL_TASK_RUNNING,
@@ -260,6 +297,7 @@ int sl__sched_pool_create(uint32_t n_workers, sl_task_t **tasks,
   if (n_workers == 0) n_workers = sl__cpu_count();
   if (n_workers > n_tasks) n_workers = n_tasks ? n_tasks : 1;
   p->base.ops = &pool_ops;
+  atomic_init(&p->n_queued, 0);
   p->n_workers = n_workers;
   p->tasks = tasks;
   p->n_tasks = n_tasks;

@@ -77,6 +77,7 @@ struct sl_cowmap_s {
   uint64_t max_live;    /* L, possibly stale-high until gc */
   size_t size;
   uint64_t n_copies;
+  uint64_t epoch;       /* bumped whenever an entry leaves the tree */
   retired_t *retired;
   size_t n_retired, cap_retired;
   sl_cowmap_snap_t *snaps; /* live or released-not-yet-collected */
@@ -96,8 +97,19 @@ static inline uintptr_t tag_entry(sl_cowmap_entry_t *e) {
 static inline uint32_t slot_of(uint64_t hash, int depth) {
   return (uint32_t)(hash >> (BITS * depth)) & (FANOUT - 1);
 }
+/* popcount without a libgcc call on CPUs built for plain x86-64. */
+static inline uint32_t popcount32(uint32_t x) {
+#if defined(__POPCNT__)
+  return (uint32_t)__builtin_popcount(x);
+#else
+  x = x - ((x >> 1) & 0x55555555u);
+  x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+  return (((x + (x >> 4)) & 0x0f0f0f0fu) * 0x01010101u) >> 24;
+#endif
+}
+
 static inline uint32_t pos_of(uint32_t bitmap, uint32_t bit) {
-  return (uint32_t)__builtin_popcount(bitmap & (bit - 1));
+  return popcount32(bitmap & (bit - 1));
 }
 static inline uint64_t node_version(uintptr_t c) {
   return is_entry(c) ? as_entry(c)->version : as_branch(c)->version;
@@ -112,8 +124,18 @@ static branch_t *branch_new(uint64_t version, uint32_t cap) {
   return b;
 }
 
+/*
+ * An entry is one allocation: the struct, the key, and an inline area for
+ * the value sized when the entry is made.  e->val points there until the
+ * value outgrows it.
+ */
+static inline uint32_t align8(uint32_t n) { return (n + 7u) & ~7u; }
+static inline uint8_t *inline_val(const sl_cowmap_entry_t *e) {
+  return (uint8_t *)e + sizeof(*e) + align8(e->klen);
+}
+
 static void entry_free(sl_cowmap_entry_t *e) {
-  sl_free(e->val);
+  if (e->val != inline_val(e)) sl_free(e->val);
   sl_free(e);
 }
 
@@ -134,7 +156,7 @@ static void tree_free(uintptr_t c) {
     return;
   }
   branch_t *b = as_branch(c);
-  uint32_t n = (uint32_t)__builtin_popcount(b->bitmap);
+  uint32_t n = popcount32(b->bitmap);
   for (uint32_t i = 0; i < n; i++) tree_free(b->child[i]);
   sl_free(b);
 }
@@ -162,6 +184,7 @@ static int retired_reserve(sl_cowmap_t *m, size_t k) {
  * The caller reserved room with retired_reserve(). */
 static void retire_or_free(sl_cowmap_t *m, uintptr_t c) {
   uint64_t created = node_version(c);
+  if (is_entry(c)) m->epoch++;
   if (!is_shared(m, created)) {
     node_free_one(c);
     return;
@@ -171,39 +194,50 @@ static void retire_or_free(sl_cowmap_t *m, uintptr_t c) {
   m->retired[m->n_retired++] = (retired_t){c, created, m->version};
 }
 
+static sl_cowmap_entry_t *entry_alloc(uint32_t klen, uint32_t vcap) {
+  vcap = align8(vcap < 8 ? 8 : vcap);
+  if (vcap > 4096) vcap = 4096; /* large values live outside */
+  sl_cowmap_entry_t *e = sl_malloc(sizeof(*e) + align8(klen) + vcap);
+  if (e == NULL) return NULL;
+  e->klen = klen;
+  e->val = inline_val(e);
+  e->vcap = vcap;
+  e->vlen = 0;
+  e->next = NULL;
+  return e;
+}
+
 static sl_cowmap_entry_t *entry_new(sl_cowmap_t *m, uint64_t hash,
                                     const void *key, uint32_t klen,
-                                    uint32_t nslen) {
-  sl_cowmap_entry_t *e = sl_malloc(sizeof(*e) + klen);
+                                    uint32_t nslen, uint32_t val_hint) {
+  sl_cowmap_entry_t *e = entry_alloc(klen, val_hint);
   if (e == NULL) return NULL;
   e->hash = hash;
   e->version = m->version;
-  e->next = NULL;
-  e->klen = klen;
   e->nslen = nslen;
-  e->vlen = 0;
-  e->vcap = 0;
-  e->val = NULL;
   memcpy(e->key, key, klen);
   return e;
 }
 
 static sl_cowmap_entry_t *entry_copy(sl_cowmap_t *m,
                                      const sl_cowmap_entry_t *o) {
-  sl_cowmap_entry_t *e = sl_malloc(sizeof(*e) + o->klen);
+  sl_cowmap_entry_t *e = entry_alloc(o->klen, o->vlen);
   if (e == NULL) return NULL;
-  memcpy(e, o, sizeof(*e) + o->klen);
-  e->version = m->version;
-  e->vcap = o->vlen;
-  e->val = NULL;
-  if (o->vlen) {
+  if (o->vlen > e->vcap) {
     e->val = sl_malloc(o->vlen);
     if (e->val == NULL) {
       sl_free(e);
       return NULL;
     }
-    memcpy(e->val, o->val, o->vlen);
+    e->vcap = o->vlen;
   }
+  e->hash = o->hash;
+  e->version = m->version;
+  e->next = o->next;
+  e->nslen = o->nslen;
+  e->vlen = o->vlen;
+  memcpy(e->key, o->key, o->klen);
+  if (o->vlen) memcpy(e->val, o->val, o->vlen);
   m->n_copies++;
   return e;
 }
@@ -248,6 +282,13 @@ void sl__cowmap_destroy(sl_cowmap_t *m) {
 }
 
 size_t sl__cowmap_size(const sl_cowmap_t *m) { return m->size; }
+
+uint64_t sl__cowmap_epoch(const sl_cowmap_t *m) { return m->epoch; }
+
+bool sl__cowmap_is_writable(const sl_cowmap_t *m,
+                            const sl_cowmap_entry_t *e) {
+  return !is_shared(m, e->version);
+}
 uint64_t sl__cowmap_copies(const sl_cowmap_t *m) { return m->n_copies; }
 size_t sl__cowmap_retired(const sl_cowmap_t *m) { return m->n_retired; }
 
@@ -278,7 +319,7 @@ const sl_cowmap_entry_t *sl__cowmap_get(const sl_cowmap_t *m, uint64_t hash,
  */
 static branch_t *branch_writable(sl_cowmap_t *m, uintptr_t *slot, bool grow) {
   branch_t *b = as_branch(*slot);
-  uint32_t n = (uint32_t)__builtin_popcount(b->bitmap);
+  uint32_t n = popcount32(b->bitmap);
   uint32_t need = n + (grow ? 1u : 0u);
   if (!is_shared(m, b->version)) {
     if (need <= b->cap) return b;
@@ -301,7 +342,7 @@ static branch_t *branch_writable(sl_cowmap_t *m, uintptr_t *slot, bool grow) {
 }
 
 static void branch_insert(branch_t *b, uint32_t bit, uintptr_t child) {
-  uint32_t n = (uint32_t)__builtin_popcount(b->bitmap);
+  uint32_t n = popcount32(b->bitmap);
   uint32_t pos = pos_of(b->bitmap, bit);
   memmove(&b->child[pos + 1], &b->child[pos], (n - pos) * sizeof(uintptr_t));
   b->child[pos] = child;
@@ -347,7 +388,7 @@ static sl_cowmap_entry_t *chain_make_writable(sl_cowmap_t *m, uintptr_t *slot,
 }
 
 int sl__cowmap_upsert(sl_cowmap_t *m, uint64_t hash, const void *key,
-                      uint32_t klen, uint32_t nslen,
+                      uint32_t klen, uint32_t nslen, uint32_t val_hint,
                       sl_cowmap_entry_t **out_entry, bool *out_created) {
   if (m->max_live &&
       atomic_load_explicit(&m->n_released, memory_order_relaxed))
@@ -361,7 +402,7 @@ int sl__cowmap_upsert(sl_cowmap_t *m, uint64_t hash, const void *key,
     branch_t *b = branch_writable(m, slot, will_insert);
     if (b == NULL) goto out;
     if (will_insert) {
-      sl_cowmap_entry_t *e = entry_new(m, hash, key, klen, nslen);
+      sl_cowmap_entry_t *e = entry_new(m, hash, key, klen, nslen, val_hint);
       if (e == NULL) goto out;
       branch_insert(b, bit, tag_entry(e));
       m->size++;
@@ -390,7 +431,7 @@ int sl__cowmap_upsert(sl_cowmap_t *m, uint64_t hash, const void *key,
     if (depth == MAX_DEPTH) {
       /* All 60 bits agree: prepend to the chain; the old chain stays
        * shared unchanged, so nothing is copied. */
-      sl_cowmap_entry_t *ne = entry_new(m, hash, key, klen, nslen);
+      sl_cowmap_entry_t *ne = entry_new(m, hash, key, klen, nslen, val_hint);
       if (ne == NULL) goto out;
       ne->next = as_entry(*child);
       *child = tag_entry(ne);
@@ -414,14 +455,27 @@ out:
   return rc;
 }
 
+/* Move the value out of line (or grow it there) to hold cap bytes. */
+static int value_grow(sl_cowmap_entry_t *e, uint32_t cap) {
+  uint8_t *v;
+  if (e->val == inline_val(e)) {
+    v = sl_malloc(cap);
+    if (v == NULL) return SL_ENOMEM;
+    memcpy(v, e->val, e->vlen);
+  } else {
+    v = sl_realloc(e->val, cap);
+    if (v == NULL) return SL_ENOMEM;
+  }
+  e->val = v;
+  e->vcap = cap;
+  return SL_OK;
+}
+
 int sl__cowmap_entry_set_value(sl_cowmap_entry_t *e, const void *p,
                                uint32_t len) {
   if (len > e->vcap) {
-    uint32_t cap = len < 16 ? 16 : len;
-    uint8_t *v = sl_realloc(e->val, cap);
-    if (v == NULL) return SL_ENOMEM;
-    e->val = v;
-    e->vcap = cap;
+    int rc = value_grow(e, len < 16 ? 16 : len);
+    if (rc != SL_OK) return rc;
   }
   if (len) memcpy(e->val, p, len);
   e->vlen = len;
@@ -434,11 +488,7 @@ int sl__cowmap_entry_reserve_value(sl_cowmap_entry_t *e, uint32_t more) {
   if (need > UINT32_MAX / 2) return SL_EOVERFLOW;
   uint32_t cap = e->vcap ? e->vcap : 16;
   while (cap < need) cap *= 2;
-  uint8_t *v = sl_realloc(e->val, cap);
-  if (v == NULL) return SL_ENOMEM;
-  e->val = v;
-  e->vcap = cap;
-  return SL_OK;
+  return value_grow(e, cap);
 }
 
 int sl__cowmap_remove(sl_cowmap_t *m, uint64_t hash, const void *key,
@@ -476,7 +526,7 @@ int sl__cowmap_remove(sl_cowmap_t *m, uint64_t hash, const void *key,
        * branch on the path was made writable, so none is shared. */
       for (int d = depth; d >= 0; d--) {
         branch_t *b = as_branch(*slots[d]);
-        uint32_t n = (uint32_t)__builtin_popcount(b->bitmap);
+        uint32_t n = popcount32(b->bitmap);
         uint32_t pos = pos_of(b->bitmap, bits[d]);
         memmove(&b->child[pos], &b->child[pos + 1],
                 (n - pos - 1) * sizeof(uintptr_t));
@@ -588,7 +638,7 @@ const sl_cowmap_entry_t *sl__cowmap_next(sl_cowmap_iter_t *it) {
   }
   while (it->depth >= 0) {
     const branch_t *b = it->stack[it->depth];
-    uint32_t n = (uint32_t)__builtin_popcount(b->bitmap);
+    uint32_t n = popcount32(b->bitmap);
     if (it->pos[it->depth] >= n) {
       it->depth--;
       continue;

@@ -16,7 +16,8 @@
 /*
  * An entry.  Fields are read-only outside cowmap.c except through
  * sl__cowmap_entry_set_value()/_reserve_value(), which require an entry
- * returned by sl__cowmap_upsert() (a mutable one).
+ * returned by sl__cowmap_upsert() or one for which sl__cowmap_is_writable()
+ * holds.
  */
 typedef struct sl_cowmap_entry_s {
   uint64_t hash;
@@ -26,7 +27,7 @@ typedef struct sl_cowmap_entry_s {
   uint32_t nslen;   /* trailing namespace bytes inside key */
   uint32_t vlen;
   uint32_t vcap;
-  uint8_t *val;
+  uint8_t *val;     /* inline after the key, or a separate allocation */
   uint8_t key[];
 } sl_cowmap_entry_t;
 
@@ -50,8 +51,20 @@ const sl_cowmap_entry_t *sl__cowmap_get(const sl_cowmap_t *m, uint64_t hash,
  * @return SL_OK or SL_ENOMEM.  @thread owner.
  */
 int sl__cowmap_upsert(sl_cowmap_t *m, uint64_t hash, const void *key,
-                      uint32_t klen, uint32_t nslen,
+                      uint32_t klen, uint32_t nslen, uint32_t val_hint,
                       sl_cowmap_entry_t **out_entry, bool *out_created);
+/**
+ * @brief Whether an entry of this map may be written in place (no live
+ * snapshot shares it).  Lets a caller that just looked an entry up update
+ * it without a second lookup.
+ */
+bool sl__cowmap_is_writable(const sl_cowmap_t *m, const sl_cowmap_entry_t *e);
+/**
+ * @brief A counter that changes whenever an entry leaves the tree (removed
+ * or replaced by a copy).  An entry pointer read while it had one value is
+ * still valid while it has the same value.
+ */
+uint64_t sl__cowmap_epoch(const sl_cowmap_t *m);
 /** @brief Replace the value of a writable entry. */
 int sl__cowmap_entry_set_value(sl_cowmap_entry_t *e, const void *p,
                                uint32_t len);

@@ -17,6 +17,11 @@ struct sl_state_s {
   sl_state_desc_t desc; /* name owned */
   sl_cowmap_t **maps;   /* one per key group of the range */
   sl_bytes_t scratch;   /* reducing and map rewrites */
+  /* The entry of the last lookup, so that get-then-put walks once; valid
+   * while the key generation and the map's epoch are unchanged. */
+  const sl_cowmap_entry_t *last;
+  uint64_t last_key_gen;
+  uint64_t last_epoch;
 };
 
 struct sl_kstate_s {
@@ -31,6 +36,7 @@ struct sl_kstate_s {
   uint64_t ckey_hash; /* hash of key + namespace (map hash) */
   uint32_t cur_kg;    /* relative to kg_start */
   bool has_key;
+  uint64_t key_gen;   /* changes with the current key or namespace */
 };
 
 struct sl_kstate_snap_s {
@@ -135,6 +141,7 @@ int sl__kstate_set_key(sl_kstate_t *be, const void *key, uint32_t len,
   be->ckey_hash = hash64;
   be->cur_kg = kg - be->kg_start;
   be->has_key = true;
+  be->key_gen++;
   return SL_OK;
 }
 
@@ -144,6 +151,7 @@ int sl__kstate_set_namespace(sl_kstate_t *be, const void *ns, uint32_t len) {
   if (rc != SL_OK) return rc;
   be->ckey_hash =
       len == 0 ? be->key_hash : XXH3_64bits(be->ckey.data, be->ckey.len);
+  be->key_gen++;
   return SL_OK;
 }
 
@@ -175,25 +183,45 @@ static inline sl_cowmap_t *cur_map(const sl_state_t *st) {
   return st->maps[st->be->cur_kg];
 }
 
-static const sl_cowmap_entry_t *cur_get(const sl_state_t *st) {
+static const sl_cowmap_entry_t *cur_get(sl_state_t *st) {
   const sl_kstate_t *be = st->be;
-  return sl__cowmap_get(cur_map(st), be->ckey_hash, be->ckey.data,
-                        (uint32_t)be->ckey.len);
+  sl_cowmap_t *m = cur_map(st);
+  const sl_cowmap_entry_t *e =
+      sl__cowmap_get(m, be->ckey_hash, be->ckey.data, (uint32_t)be->ckey.len);
+  st->last = e;
+  st->last_key_gen = be->key_gen;
+  st->last_epoch = sl__cowmap_epoch(m);
+  return e;
 }
 
-static int cur_upsert2(sl_state_t *st, sl_cowmap_entry_t **out,
-                       bool *out_created) {
+static int cur_upsert2(sl_state_t *st, uint32_t val_hint,
+                       sl_cowmap_entry_t **out, bool *out_created) {
   sl_kstate_t *be = st->be;
   if (SL_UNLIKELY(!be->has_key)) return SL_ESTATE;
-  return sl__cowmap_upsert(cur_map(st), be->ckey_hash, be->ckey.data,
-                           (uint32_t)be->ckey.len,
-                           (uint32_t)be->ckey.len - be->key_len, out,
-                           out_created);
+  sl_cowmap_t *m = cur_map(st);
+  if (st->last && st->last_key_gen == be->key_gen &&
+      st->last_epoch == sl__cowmap_epoch(m) &&
+      sl__cowmap_is_writable(m, st->last)) {
+    *out = (sl_cowmap_entry_t *)st->last;
+    *out_created = false;
+    return SL_OK;
+  }
+  int rc = sl__cowmap_upsert(m, be->ckey_hash, be->ckey.data,
+                             (uint32_t)be->ckey.len,
+                             (uint32_t)be->ckey.len - be->key_len, val_hint,
+                             out, out_created);
+  if (rc == SL_OK) {
+    st->last = *out;
+    st->last_key_gen = be->key_gen;
+    st->last_epoch = sl__cowmap_epoch(m);
+  }
+  return rc;
 }
 
-static int cur_upsert(sl_state_t *st, sl_cowmap_entry_t **out) {
+static int cur_upsert(sl_state_t *st, uint32_t val_hint,
+                      sl_cowmap_entry_t **out) {
   bool created;
-  return cur_upsert2(st, out, &created);
+  return cur_upsert2(st, val_hint, out, &created);
 }
 
 static int check_kind(const sl_state_t *st, sl_state_kind_t kind) {
@@ -204,6 +232,7 @@ static int check_kind(const sl_state_t *st, sl_state_kind_t kind) {
 
 int sl_state_clear(sl_state_t *st) {
   if (!st->be->has_key) return SL_ESTATE;
+  st->last = NULL;
   const sl_kstate_t *be = st->be;
   int rc = sl__cowmap_remove(cur_map(st), be->ckey_hash, be->ckey.data,
                              (uint32_t)be->ckey.len);
@@ -225,7 +254,7 @@ int sl_value_put(sl_state_t *st, const void *p, size_t len) {
   if (rc != SL_OK) return rc;
   if (len > UINT32_MAX / 2) return SL_EOVERFLOW;
   sl_cowmap_entry_t *e;
-  if ((rc = cur_upsert(st, &e)) != SL_OK) return rc;
+  if ((rc = cur_upsert(st, (uint32_t)len, &e)) != SL_OK) return rc;
   return sl__cowmap_entry_set_value(e, p, (uint32_t)len);
 }
 
@@ -248,7 +277,7 @@ int sl_list_add(sl_state_t *st, const void *p, size_t len) {
   if (rc != SL_OK) return rc;
   if (len > UINT32_MAX / 4) return SL_EOVERFLOW;
   sl_cowmap_entry_t *e;
-  if ((rc = cur_upsert(st, &e)) != SL_OK) return rc;
+  if ((rc = cur_upsert(st, 4 + (uint32_t)len, &e)) != SL_OK) return rc;
   if ((rc = sl__cowmap_entry_reserve_value(e, 4 + (uint32_t)len)) != SL_OK)
     return rc;
   uint32_t l = (uint32_t)len;
@@ -317,7 +346,8 @@ int sl_map_put(sl_state_t *st, const void *k, size_t klen, const void *v,
   if (rc != SL_OK) return rc;
   if (klen > UINT32_MAX / 8 || vlen > UINT32_MAX / 8) return SL_EOVERFLOW;
   sl_cowmap_entry_t *e;
-  if ((rc = cur_upsert(st, &e)) != SL_OK) return rc;
+  if ((rc = cur_upsert(st, 8 + (uint32_t)(klen + vlen), &e)) != SL_OK)
+    return rc;
   const uint8_t *rec, *next;
   sl_slice_t old;
   if (map_find(e->val, e->val + e->vlen, k, klen, &rec, &next, &old)) {
@@ -352,7 +382,7 @@ int sl_map_remove(sl_state_t *st, const void *k, size_t klen) {
       !map_find(ro->val, ro->val + ro->vlen, k, klen, &rec, &next, &old))
     return SL_ENOTFOUND;
   sl_cowmap_entry_t *e;
-  if ((rc = cur_upsert(st, &e)) != SL_OK) return rc;
+  if ((rc = cur_upsert(st, 0, &e)) != SL_OK) return rc;
   /* e may be a copy of ro: find the record again in it. */
   map_find(e->val, e->val + e->vlen, k, klen, &rec, &next, &old);
   size_t off = (size_t)(rec - e->val), nlen = (size_t)(next - rec);
@@ -390,7 +420,7 @@ int sl_reducing_add(sl_state_t *st, const void *p, size_t len) {
   if (len > UINT32_MAX / 2) return SL_EOVERFLOW;
   sl_cowmap_entry_t *e;
   bool created;
-  if ((rc = cur_upsert2(st, &e, &created)) != SL_OK) return rc;
+  if ((rc = cur_upsert2(st, (uint32_t)len, &e, &created)) != SL_OK) return rc;
   if (created)
     return sl__cowmap_entry_set_value(e, p, (uint32_t)len);
   sl_slice_t a = {e->val, e->vlen}, b = {p, (uint32_t)len};

@@ -25,7 +25,7 @@ static uint64_t hash_of(uint64_t k, uint64_t mask) {
 static void put_u64(sl_cowmap_t *m, uint64_t k, uint64_t v, uint64_t mask) {
   sl_cowmap_entry_t *e;
   bool created;
-  SL_ASSERT_OK(sl__cowmap_upsert(m, hash_of(k, mask), &k, 8, 0, &e, &created));
+  SL_ASSERT_OK(sl__cowmap_upsert(m, hash_of(k, mask), &k, 8, 0, 8, &e, &created));
   SL_ASSERT_OK(sl__cowmap_entry_set_value(e, &v, 8));
 }
 

@@ -14,9 +14,12 @@
 #include "core/core.h"
 #include "sluice/sluice.h"
 
+#define PAYLOAD_POOL (64u * 1024u)
+
 typedef struct gen_s {
   sl_gen_config_t cfg;
   uint32_t n_splits;
+  char *pool; /* random letters; a payload is a slice at a random offset */
   /* Zipf sampler constants (Hoermann & Derflinger, rejection-inversion). */
   double zh_x1, zh_n, zs;
 } gen_t;
@@ -36,7 +39,6 @@ typedef struct reader_s {
   uint32_t cur;
   uint32_t cols[6]; /* column bit -> field index */
   double rate_split;
-  char *payload;
 } reader_t;
 
 static uint64_t mix64(uint64_t z) {
@@ -72,12 +74,13 @@ static double zh_inv(double e, double x) {
   return exp(helper1(t) * x);
 }
 
-static uint64_t gen_key(const gen_t *g, uint32_t s, uint64_t i) {
+/* r: the record's first random word, used by the uniform case. */
+static uint64_t gen_key(const gen_t *g, uint32_t s, uint64_t i, uint64_t r) {
   uint64_t n = g->cfg.keys;
   if (g->cfg.skew == SL_GEN_UNIFORM)
-    return (uint64_t)(((unsigned __int128)rnd(g->cfg.seed, s, i, 0) * n) >> 64);
+    return (uint64_t)(((unsigned __int128)r * n) >> 64);
   double e = g->cfg.zipf_exponent;
-  for (uint32_t w = 0;; w++) {
+  for (uint32_t w = 1;; w++) {
     double u = g->zh_n + unit(rnd(g->cfg.seed, s, i, w)) * (g->zh_x1 - g->zh_n);
     double x = zh_inv(e, u);
     double k = floor(x + 0.5);
@@ -107,7 +110,6 @@ static void reader_close(void *r) {
   reader_t *rd = r;
   if (rd == NULL) return;
   sl_free(rd->splits);
-  sl_free(rd->payload);
   sl_free(rd);
 }
 
@@ -119,8 +121,7 @@ static int reader_open(void *ctx, const sl_reader_init_t *init, void **out,
   rd->g = g;
   rd->n_splits = init->n_splits;
   rd->splits = sl_calloc(init->n_splits + 1, sizeof(split_t));
-  rd->payload = sl_malloc(g->cfg.payload_size + 1);
-  if (rd->splits == NULL || rd->payload == NULL) {
+  if (rd->splits == NULL) {
     reader_close(rd);
     return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   }
@@ -155,26 +156,21 @@ static int reader_open(void *ctx, const sl_reader_init_t *init, void **out,
   return SL_OK;
 }
 
-static void fill_payload(char *p, uint32_t n, uint64_t r) {
-  for (uint32_t k = 0; k < n; k++) {
-    if ((k & 7) == 0) r = mix64(r + k);
-    p[k] = (char)('a' + (r & 0xff) % 26);
-    r >>= 8;
-  }
-}
-
 /* Build and emit record i of split sp; returns sl_source_emit's answer. */
 static bool emit_one(reader_t *rd, sl_source_out_t *out, const split_t *sp,
                      uint64_t i) {
   const gen_t *g = rd->g;
   sl_row_builder_t *b = sl_source_builder(out);
   const uint32_t *c = rd->cols;
+  /* One random word per record: the key takes its high bits (multiply-
+   * shift), the amount and the payload offset its low bits. */
+  uint64_t r = rnd(g->cfg.seed, sp->id, i, 0);
   if (c[0] != UINT32_MAX) sl_row_builder_set_i64(b, c[0], (int64_t)i);
   if (c[1] != UINT32_MAX) sl_row_builder_set_i32(b, c[1], (int32_t)sp->id);
   if (c[2] != UINT32_MAX)
-    sl_row_builder_set_i64(b, c[2], (int64_t)gen_key(g, sp->id, i));
+    sl_row_builder_set_i64(b, c[2], (int64_t)gen_key(g, sp->id, i, r));
   if (c[3] != UINT32_MAX) {
-    int64_t v = (int64_t)(rnd(g->cfg.seed, sp->id, i, 7) % 2000) - 1000;
+    int64_t v = (int64_t)((uint32_t)r % 2000u) - 1000;
     sl_row_builder_set_i64(b, c[3], v >= 0 ? v + 1 : v);
   }
   if (c[4] != UINT32_MAX)
@@ -182,9 +178,8 @@ static bool emit_one(reader_t *rd, sl_source_out_t *out, const split_t *sp,
                            g->cfg.start_time_us +
                                (int64_t)i * g->cfg.time_step_us);
   if (c[5] != UINT32_MAX) {
-    fill_payload(rd->payload, g->cfg.payload_size,
-                 rnd(g->cfg.seed, sp->id, i, 6));
-    sl_row_builder_set_str(b, c[5], rd->payload, g->cfg.payload_size);
+    uint32_t off = (uint32_t)(r >> 8) % (PAYLOAD_POOL - g->cfg.payload_size + 1);
+    sl_row_builder_set_str(b, c[5], g->pool + off, g->cfg.payload_size);
   }
   return sl_source_emit_builder(out, NULL);
 }
@@ -246,7 +241,11 @@ static int reader_position(void *r, uint32_t split, sl_bytes_t *out) {
   return SL_ENOTFOUND;
 }
 
-static void gen_destroy(void *ctx) { sl_free(ctx); }
+static void gen_destroy(void *ctx) {
+  gen_t *g = ctx;
+  if (g) sl_free(g->pool);
+  sl_free(g);
+}
 
 static const sl_source_vt_t gen_vt = {
     "generator", gen_plan,        reader_open, reader_poll,
@@ -276,9 +275,10 @@ int sl_gen_source_create(const sl_gen_config_t *cfg,
   if (!(cfg->rate >= 0) || isinf(cfg->rate))
     return sl_error_set(out_err, SL_EINVAL,
                         "generator: rate must be a finite number >= 0");
-  if (cfg->payload_size > (1u << 20))
+  if (cfg->payload_size > PAYLOAD_POOL / 2)
     return sl_error_set(out_err, SL_EINVAL,
-                        "generator: payload_size must be at most 1048576");
+                        "generator: payload_size must be at most %u",
+                        PAYLOAD_POOL / 2);
   if ((cfg->columns & SL_GEN_COL_ALL) == 0 || (cfg->columns & ~SL_GEN_COL_ALL))
     return sl_error_set(out_err, SL_EINVAL,
                         "generator: columns must name at least one column");
@@ -298,6 +298,16 @@ int sl_gen_source_create(const sl_gen_config_t *cfg,
   gen_t *g = sl_calloc(1, sizeof(*g));
   if (g == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   g->cfg = *cfg;
+  g->pool = sl_malloc(PAYLOAD_POOL);
+  if (g->pool == NULL) {
+    sl_free(g);
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  }
+  for (uint32_t k = 0; k < PAYLOAD_POOL; k += 8) {
+    uint64_t r = mix64(cfg->seed ^ (0x5bd1e995ull * (k + 1)));
+    for (uint32_t j = 0; j < 8; j++, r >>= 8)
+      g->pool[k + j] = (char)('a' + (r & 0xff) % 26);
+  }
   if (g->cfg.skew == SL_GEN_ZIPF) {
     double e = g->cfg.zipf_exponent;
     g->zh_x1 = zh(e, 1.5) - 1.0;
@@ -306,7 +316,7 @@ int sl_gen_source_create(const sl_gen_config_t *cfg,
   }
   int rc = sl_schema_create(fields, n, out_schema, out_err);
   if (rc != SL_OK) {
-    sl_free(g);
+    gen_destroy(g);
     return rc;
   }
   *out_vt = &gen_vt;
