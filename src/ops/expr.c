@@ -13,13 +13,6 @@
 
 #include "ops/expr_int.h"
 
-/* Short local names for the lexer interface. */
-#define fail sl__expr_fail
-#define fail_nomem sl__expr_fail_nomem
-#define lex sl__expr_lex
-#define tok_desc sl__expr_tok_desc
-#define word_is sl__expr_word_is
-
 static const int64_t pow10_tab[19] = {1LL,
                                       10LL,
                                       100LL,

@@ -195,15 +195,18 @@ static int ev(node_t *n, const sl_row_t *row, sl_value_t *out,
 
   case OP_ADD_I:
     EV_OPERANDS(n, row, l, r, out, out_err);
-    if (__builtin_add_overflow(l.u.i, r.u.i, &v)) return rt_overflow(n, out_err);
+    if (__builtin_add_overflow(l.u.i, r.u.i, &v))
+      return rt_overflow(n, out_err);
     goto int_result;
   case OP_SUB_I:
     EV_OPERANDS(n, row, l, r, out, out_err);
-    if (__builtin_sub_overflow(l.u.i, r.u.i, &v)) return rt_overflow(n, out_err);
+    if (__builtin_sub_overflow(l.u.i, r.u.i, &v))
+      return rt_overflow(n, out_err);
     goto int_result;
   case OP_MUL_I:
     EV_OPERANDS(n, row, l, r, out, out_err);
-    if (__builtin_mul_overflow(l.u.i, r.u.i, &v)) return rt_overflow(n, out_err);
+    if (__builtin_mul_overflow(l.u.i, r.u.i, &v))
+      return rt_overflow(n, out_err);
     goto int_result;
   case OP_DIV_I:
     EV_OPERANDS(n, row, l, r, out, out_err);
@@ -371,7 +374,8 @@ bool_false:
 
 int sl__expr_eval(const sl_expr_t *e, const sl_row_t *row, sl_value_t *out,
                   sl_error_t **out_err) {
-  SL_ASSERT(row->schema == e->schema || sl_schema_equal(row->schema, e->schema));
+  SL_ASSERT(row->schema == e->schema ||
+            sl_schema_equal(row->schema, e->schema));
   /* Zeroed so that the bytes of u the result type does not use are 0. */
   sl_value_t v;
   memset(&v, 0, sizeof(v));
@@ -387,7 +391,8 @@ int sl__expr_eval(const sl_expr_t *e, const sl_row_t *row, sl_value_t *out,
 int sl__expr_eval_bool(const sl_expr_t *e, const sl_row_t *row,
                        bool *out_keep, sl_error_t **out_err) {
   SL_ASSERT(e->type.id == SL_TYPE_BOOL);
-  SL_ASSERT(row->schema == e->schema || sl_schema_equal(row->schema, e->schema));
+  SL_ASSERT(row->schema == e->schema ||
+            sl_schema_equal(row->schema, e->schema));
   sl_value_t v;
   int rc = ev(e->root, row, &v, out_err);
   if (SL_UNLIKELY(rc != SL_OK)) return rc;

@@ -179,4 +179,11 @@ const char *sl__expr_tok_desc(const parser_t *p, char *buf, size_t size);
 /* Case-insensitive match of s[0..len) against a lower-case word. */
 bool sl__expr_word_is(const char *s, size_t len, const char *word);
 
+/* Short names for the lexer interface inside the expression files. */
+#define fail sl__expr_fail
+#define fail_nomem sl__expr_fail_nomem
+#define lex sl__expr_lex
+#define tok_desc sl__expr_tok_desc
+#define word_is sl__expr_word_is
+
 #endif
