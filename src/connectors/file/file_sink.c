@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -49,6 +50,25 @@ static char *subtask_path(const char *path, uint32_t subtask,
     return NULL;
   }
   return (char *)b.data;
+}
+
+/* Create the directories above path, like mkdir -p. */
+static int make_parents(const char *path, sl_error_t **out_err) {
+  char *p = sl_strdup(path);
+  if (p == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
+    *s = '\0';
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+      int e = errno;
+      int rc = sl_error_set(out_err, -e, "cannot create directory '%s' for "
+                            "output file '%s': %s", p, path, strerror(e));
+      sl_free(p);
+      return rc;
+    }
+    *s = '/';
+  }
+  sl_free(p);
+  return SL_OK;
 }
 
 static int write_all(fwriter_t *w, sl_error_t **out_err) {
@@ -109,6 +129,11 @@ static int writer_open(void *ctx, const sl_sink_init_t *init, void **out,
     if (w->path == NULL) {
       writer_close(w, false, NULL);
       return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+    }
+    int rc = make_parents(w->path, out_err);
+    if (rc != SL_OK) {
+      writer_close(w, false, NULL);
+      return rc;
     }
     w->fd = open(w->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) {

@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Bad input to the sluice command: each case is a pipeline file (or a flag)
+ * with one mistake, and the exact message the user must see, naming the
+ * file, line, column and field.  Every case must exit with code 2 (invalid
+ * pipeline or usage) except runtime failures, which exit with 1.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sl_test.h"
+
+extern char **environ;
+
+typedef struct run_s {
+  int status;
+  char *out;
+  char *err;
+} run_t;
+
+/* Run the sluice binary with argv (NULL-terminated, without argv[0]). */
+static run_t run_cli(const char *const *args) {
+  char bin[4096], outp[4200], errp[4200];
+  snprintf(bin, sizeof(bin), "%s/sluice", sl_test_bin_dir());
+  snprintf(outp, sizeof(outp), "%s/stdout.txt", sl_test_dir());
+  snprintf(errp, sizeof(errp), "%s/stderr.txt", sl_test_dir());
+  const char *argv[32] = {bin};
+  int n = 1;
+  for (; args[n - 1]; n++) argv[n] = args[n - 1];
+  argv[n] = NULL;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid;
+  int rc = posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) SL_TEST_FAIL("cannot run %s: %s", bin, strerror(rc));
+  run_t r;
+  if (waitpid(pid, &r.status, 0) != pid) SL_TEST_FAIL("waitpid failed");
+  r.out = sl_test_read_file(outp, NULL);
+  r.err = sl_test_read_file(errp, NULL);
+  return r;
+}
+
+static void run_free(run_t *r) {
+  free(r->out);
+  free(r->err);
+}
+
+/* Write text to <dir>/<name> and return the path (static buffer). */
+static const char *write_pipeline(const char *name, const char *text) {
+  static char path[4200];
+  snprintf(path, sizeof(path), "%s/%s", sl_test_dir(), name);
+  sl_test_write_file(path, text);
+  return path;
+}
+
+/*
+ * Validate `text` and expect exit code 2 and exactly one stderr line:
+ * "sluice: <path>:<want>" where want starts after the path, or, when want
+ * starts with '!', "sluice: <want+1>" (no file prefix).
+ */
+static void expect_invalid(const char *text, const char *extra, const char *want) {
+  const char *path = write_pipeline("p.yaml", text);
+  const char *args[6] = {"validate", path, NULL, NULL, NULL, NULL};
+  if (extra) {
+    args[2] = "--set";
+    args[3] = extra;
+  }
+  run_t r = run_cli(args);
+  char expect[4096];
+  if (want[0] == '!')
+    snprintf(expect, sizeof(expect), "sluice: %s\n", want + 1);
+  else
+    snprintf(expect, sizeof(expect), "sluice: %s:%s\n", path, want);
+  if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 2)
+    SL_TEST_FAIL("expected exit 2, got status %d; stderr: %s", r.status, r.err);
+  SL_ASSERT_EQ_STR(r.err, expect);
+  run_free(&r);
+}
+
+#define GEN "source: {type: generator, count: 10}\n"
+#define SINK "sink: {type: stdout}\n"
+
+SL_TEST(yaml_syntax_error) {
+  expect_invalid("source:\n  type: generator\n count: 3\n" SINK, NULL,
+                 "3:2: syntax error: did not find expected key (while "
+                 "parsing a block mapping at line 1, column 1)");
+}
+
+SL_TEST(empty_file) {
+  expect_invalid("", NULL, " the pipeline file is empty");
+}
+
+SL_TEST(missing_source) {
+  expect_invalid("name: x\n" SINK, NULL,
+                 "1:1: missing required field 'source'");
+}
+
+SL_TEST(unknown_top_level_field) {
+  expect_invalid(GEN SINK "paralelism: 2\n", NULL,
+                 "3:1: paralelism: unknown field; expected one of: name, "
+                 "parallelism, max_parallelism, buffer_size, "
+                 "channel_buffers, source, transforms, sink");
+}
+
+SL_TEST(unknown_source_type) {
+  expect_invalid("source:\n  type: kafka\n" SINK, NULL,
+                 "2:9: source.type: expected one of generator, file, got "
+                 "'kafka'");
+}
+
+SL_TEST(count_not_integer) {
+  expect_invalid("source:\n  type: generator\n  count: lots\n" SINK, NULL,
+                 "3:10: source.count: expected a non-negative integer, got "
+                 "'lots'");
+}
+
+SL_TEST(zero_keys) {
+  expect_invalid("source:\n  type: generator\n  keys: 0\n" SINK, NULL,
+                 "3:9: source.keys: must be at least 1");
+}
+
+SL_TEST(unknown_generator_column) {
+  expect_invalid("source:\n  type: generator\n  columns: [key, price]\n" SINK,
+                 NULL,
+                 "3:18: source.columns[2]: unknown column 'price'; expected "
+                 "seq, split, key, amount, ts or payload");
+}
+
+SL_TEST(file_source_without_schema) {
+  expect_invalid("source:\n  type: file\n  path: in.csv\n" SINK, NULL,
+                 "2:3: source: missing required field 'schema'");
+}
+
+SL_TEST(unknown_field_type) {
+  expect_invalid("source:\n  type: file\n  path: in.csv\n  schema:\n"
+                 "    - {name: a, type: integer}\n" SINK,
+                 NULL,
+                 "5:23: source.schema[1].type: unknown type 'integer'; "
+                 "expected bool, int32, int64, float64, decimal(p,s), "
+                 "string, bytes or timestamp");
+}
+
+SL_TEST(decimal_too_wide) {
+  expect_invalid("source:\n  type: file\n  path: in.csv\n  schema:\n"
+                 "    - {name: a, type: \"decimal(40,2)\"}\n" SINK,
+                 NULL,
+                 "5:23: source.schema[1].type: 'decimal(40,2)' is not "
+                 "supported: decimal precision must be 1..18 and scale at "
+                 "most the precision");
+}
+
+SL_TEST(filter_unknown_field) {
+  expect_invalid(GEN "transforms:\n  - filter: \"amout > 0\"\n" SINK, NULL,
+                 "3:14: transforms[1].filter: unknown field 'amout'");
+}
+
+SL_TEST(filter_not_bool) {
+  expect_invalid(GEN "transforms:\n  - filter: amount + 1\n" SINK, NULL,
+                 "3:13: transforms[1].filter: a filter condition must be "
+                 "bool, got int64");
+}
+
+SL_TEST(project_type_error) {
+  expect_invalid(GEN "transforms:\n  - project:\n      x: \"key + 'a'\"\n" SINK,
+                 NULL,
+                 "4:15: transforms[1].project.x: operator '+' does not apply "
+                 "to int64 and string");
+}
+
+SL_TEST(aggregate_unknown_function) {
+  expect_invalid(GEN "transforms:\n  - aggregate:\n      key: [key]\n"
+                 "      values: {total: median(amount)}\n" SINK,
+                 NULL,
+                 "5:23: transforms[1].aggregate.values.total: unknown "
+                 "function 'median'; expected count, sum, min, max or avg");
+}
+
+SL_TEST(aggregate_missing_key_field) {
+  expect_invalid(GEN "transforms:\n  - aggregate:\n      key: [account]\n"
+                 "      values: {total: sum(amount)}\n" SINK,
+                 NULL,
+                 "4:12: transforms[1].aggregate.key: no field 'account' in "
+                 "the input");
+}
+
+SL_TEST(final_needs_bounded_source) {
+  expect_invalid("source: {type: generator}\ntransforms:\n  - aggregate:\n"
+                 "      key: [key]\n      values: {n: count()}\n"
+                 "      emit: final\n" SINK,
+                 NULL,
+                 "6:13: transforms[1].aggregate.emit: 'final' needs a "
+                 "bounded source (set source.count)");
+}
+
+SL_TEST(file_sink_without_path) {
+  expect_invalid(GEN "sink:\n  type: file\n", NULL,
+                 "3:3: sink: missing required field 'path'");
+}
+
+SL_TEST(bad_sink_format) {
+  expect_invalid(GEN "sink: {type: stdout, format: xml}\n", NULL,
+                 "2:30: sink.format: expected one of csv, json, got 'xml'");
+}
+
+SL_TEST(parallelism_above_max) {
+  expect_invalid("parallelism: 300\n" GEN SINK, NULL,
+                 "1:14: parallelism: parallelism 300 is above "
+                 "max_parallelism 128");
+}
+
+SL_TEST(bad_delimiter) {
+  expect_invalid(GEN "sink: {type: stdout, delimiter: ';;'}\n", NULL,
+                 "2:33: sink.delimiter: must be one character other than a "
+                 "quote or line end");
+}
+
+SL_TEST(set_without_value) {
+  expect_invalid(GEN SINK, "source.count",
+                 "!--set source.count: expected KEY=VALUE, e.g. "
+                 "source.count=100");
+}
+
+SL_TEST(set_bad_value_is_reported_at_the_flag) {
+  expect_invalid(GEN SINK, "source.count=-5",
+                 "!--set source.count=-5: source.count: expected a "
+                 "non-negative integer, got '-5'");
+}
+
+SL_TEST(set_missing_list_item) {
+  expect_invalid(GEN "transforms:\n  - filter: key > 1\n" SINK,
+                 "transforms[3].filter=true",
+                 "!--set transforms[3].filter=true: transforms has no item 3");
+}
+
+/* Flags and files outside the pipeline text. */
+static void expect_usage(const char *const *args, const char *want) {
+  run_t r = run_cli(args);
+  if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 2)
+    SL_TEST_FAIL("expected exit 2, got status %d; stderr: %s", r.status, r.err);
+  SL_ASSERT_EQ_STR(r.err, want);
+  run_free(&r);
+}
+
+SL_TEST(bad_parallelism_flag) {
+  const char *path = write_pipeline("p.yaml", GEN SINK);
+  const char *args[] = {"run", path, "--parallelism", "many", NULL};
+  expect_usage(args, "sluice: --parallelism: expected a positive integer up "
+                     "to 32768, got 'many'\n");
+}
+
+SL_TEST(unknown_option) {
+  const char *args[] = {"run", "x.yaml", "--fast", NULL};
+  expect_usage(args, "sluice: unknown option '--fast' (see sluice --help)\n");
+}
+
+SL_TEST(missing_pipeline_file) {
+  char path[4200];
+  snprintf(path, sizeof(path), "%s/none.yaml", sl_test_dir());
+  const char *args[] = {"validate", path, NULL};
+  char want[4400];
+  snprintf(want, sizeof(want),
+           "sluice: cannot open pipeline file '%s': No such file or "
+           "directory\n", path);
+  expect_usage(args, want);
+}
+
+/* A pipeline that is valid but whose input does not exist fails when it
+ * runs: exit 1, and the message names the source and the path. */
+SL_TEST(missing_input_file_at_run) {
+  char in[4200], text[8800];
+  snprintf(in, sizeof(in), "%s/missing.csv", sl_test_dir());
+  snprintf(text, sizeof(text),
+           "source:\n  type: file\n  uid: orders\n  path: %s\n"
+           "  schema: [{name: a, type: int64}]\n" SINK, in);
+  const char *path = write_pipeline("p.yaml", text);
+  const char *args[] = {"run", path, "--quiet", NULL};
+  run_t r = run_cli(args);
+  if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 1)
+    SL_TEST_FAIL("expected exit 1, got status %d; stderr: %s", r.status, r.err);
+  char want[9000];
+  snprintf(want, sizeof(want),
+           "sluice: job 'pipeline' failed: source 'orders': cannot open "
+           "input '%s': No such file or directory\n", in);
+  SL_ASSERT_EQ_STR(r.err, want);
+  run_free(&r);
+}
+
+/* A malformed record stops the job with the file, line and column. */
+SL_TEST(malformed_record_at_run) {
+  char in[4200], text[8800];
+  snprintf(in, sizeof(in), "%s/in.csv", sl_test_dir());
+  sl_test_write_file(in, "1,2\n3,x\n");
+  snprintf(text, sizeof(text),
+           "parallelism: 1\nsource:\n  type: file\n  uid: orders\n"
+           "  path: %s\n"
+           "  schema: [{name: a, type: int64}, {name: b, type: int64}]\n"
+           "sink: {type: \"null\"}\n", in);
+  const char *path = write_pipeline("p.yaml", text);
+  const char *args[] = {"run", path, "--quiet", NULL};
+  run_t r = run_cli(args);
+  if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 1)
+    SL_TEST_FAIL("expected exit 1, got status %d; stderr: %s", r.status, r.err);
+  char want[9000];
+  snprintf(want, sizeof(want),
+           "sluice: job 'pipeline' failed: operator 'orders' (subtask 1 of "
+           "1): file '%s' line 2: column 2 (b): expected int64, got 'x'\n",
+           in);
+  SL_ASSERT_EQ_STR(r.err, want);
+  run_free(&r);
+}
