@@ -244,6 +244,9 @@ typedef struct sl_row_builder_s {
   sl_error_t *err; /* first error of the current row, if any */
   uint64_t nonnull_mask; /* n_fields <= 64: bit i = field i not nullable */
   uint8_t *hdr;          /* header of a new row: every field null */
+  /* Null bits of fields 0..63, kept here and written to the row by
+   * finish(); fields from 64 on use the bitmap bytes directly. */
+  uint64_t nulls;
 } sl_row_builder_t;
 
 /** @brief Initialise a builder.  The schema is borrowed and must outlive it. */
@@ -257,12 +260,18 @@ void sl_row_builder_set_kind(sl_row_builder_t *b, sl_row_kind_t kind);
 int sl__row_builder_grow(sl_row_builder_t *b, uint32_t need);
 
 static inline void sl_row_builder_set_null(sl_row_builder_t *b, uint32_t i) {
-  b->buf[4 + (i >> 3)] |= (uint8_t)(1u << (i & 7u));
+  if (i < 64) b->nulls |= (uint64_t)1 << i;
+  else b->buf[4 + (i >> 3)] |= (uint8_t)(1u << (i & 7u));
+}
+static inline void sl__row_builder_clear_null(sl_row_builder_t *b,
+                                              uint32_t i) {
+  if (i < 64) b->nulls &= ~((uint64_t)1 << i);
+  else b->buf[4 + (i >> 3)] &= (uint8_t)~(1u << (i & 7u));
 }
 static inline void sl_row_builder_set_i64(sl_row_builder_t *b, uint32_t i,
                                           int64_t v) {
   memcpy(b->buf + b->fixed_off + 8u * i, &v, 8);
-  b->buf[4 + (i >> 3)] &= (uint8_t)~(1u << (i & 7u));
+  sl__row_builder_clear_null(b, i);
 }
 static inline void sl_row_builder_set_i32(sl_row_builder_t *b, uint32_t i,
                                           int32_t v) {
@@ -275,7 +284,7 @@ static inline void sl_row_builder_set_bool(sl_row_builder_t *b, uint32_t i,
 static inline void sl_row_builder_set_f64(sl_row_builder_t *b, uint32_t i,
                                           double v) {
   memcpy(b->buf + b->fixed_off + 8u * i, &v, 8);
-  b->buf[4 + (i >> 3)] &= (uint8_t)~(1u << (i & 7u));
+  sl__row_builder_clear_null(b, i);
 }
 /** @brief Set a string or bytes field (copies the bytes). */
 int sl_row_builder_set_str(sl_row_builder_t *b, uint32_t i, const void *p,

@@ -62,16 +62,17 @@ void sl_row_builder_close(sl_row_builder_t *b) {
 
 void sl_row_builder_reset(sl_row_builder_t *b, sl_row_kind_t kind) {
   /* Header from the template, then zeroed slots: 8-byte stores, since
-   * both sizes are multiples of 8. */
-  uint32_t fixed_end = b->fixed_off + 8u * b->n_fields;
+   * both sizes are multiples of 8.  Locals, because stores through the
+   * byte pointer could alias the builder's fields. */
+  const uint32_t fixed_off = b->fixed_off, n = b->n_fields;
+  const uint32_t fixed_end = fixed_off + 8u * n;
   uint8_t *p = b->buf;
-  for (uint32_t i = 0; i < b->fixed_off; i += 8) memcpy(p + i, b->hdr + i, 8);
+  const uint8_t *hdr = b->hdr;
+  for (uint32_t i = 0; i < fixed_off; i += 8) memcpy(p + i, hdr + i, 8);
   p[0] = (uint8_t)kind;
-  for (uint32_t i = b->fixed_off; i < fixed_end; i += 8) {
-    uint64_t z = 0;
-    memcpy(p + i, &z, 8);
-  }
+  memset(p + fixed_off, 0, 8u * n);
   b->len = fixed_end;
+  b->nulls = n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1);
   if (SL_UNLIKELY(b->err != NULL)) {
     sl_error_destroy(b->err);
     b->err = NULL;
@@ -103,8 +104,15 @@ int sl_row_builder_copy(sl_row_builder_t *b, const sl_row_t *row) {
   b->len = 0;
   int rc = sl__row_builder_grow(b, row->len);
   if (rc != SL_OK) return rc;
-  memcpy(b->buf, row->data, row->len);
+  /* Small rows: 8-byte moves rather than a call to memcpy. */
+  uint32_t n8 = row->len & ~7u;
+  for (uint32_t i = 0; i < n8; i += 8) memcpy(b->buf + i, row->data + i, 8);
+  for (uint32_t i = n8; i < row->len; i++) b->buf[i] = row->data[i];
   b->len = row->len;
+  uint32_t nb = (b->n_fields + 7) >> 3;
+  b->nulls = 0;
+  memcpy(&b->nulls, b->buf + 4, nb < 8 ? nb : 8);
+  if (b->n_fields < 64) b->nulls &= ((uint64_t)1 << b->n_fields) - 1;
   return SL_OK;
 }
 
@@ -120,7 +128,7 @@ int sl_row_builder_set_str(sl_row_builder_t *b, uint32_t i, const void *p,
   if (len) memcpy(b->buf + b->len, p, len);
   b->len += len;
   memcpy(b->buf + b->fixed_off + 8u * i, ol, 8);
-  b->buf[4 + (i >> 3)] &= (uint8_t)~(1u << (i & 7u));
+  sl__row_builder_clear_null(b, i);
   return SL_OK;
 }
 
@@ -231,14 +239,19 @@ int sl_row_builder_finish(sl_row_builder_t *b, sl_row_t *out,
     }
     return code;
   }
-  /* Every non-nullable field must have its null bit cleared. */
+  /* Write the null bits of fields 0..63 into the bitmap: one 4- or 8-byte
+   * store, inside the header (H >= 8, and H >= 16 once the bitmap needs
+   * more than 4 bytes). */
   uint32_t nbytes = (b->n_fields + 7) >> 3;
+  if (nbytes <= 4) {
+    uint32_t lo = (uint32_t)b->nulls;
+    memcpy(b->buf + 4, &lo, 4);
+  } else {
+    memcpy(b->buf + 4, &b->nulls, 8);
+  }
+  /* Every non-nullable field must have its null bit cleared. */
   if (SL_LIKELY(b->n_fields <= 64)) {
-    /* The bitmap's 8 bytes from offset 4 are inside the header or the
-     * first slot, so one load covers every field. */
-    uint64_t bits;
-    memcpy(&bits, b->buf + 4, 8);
-    if (SL_LIKELY((bits & b->nonnull_mask) == 0)) goto ok;
+    if (SL_LIKELY((b->nulls & b->nonnull_mask) == 0)) goto ok;
   }
   for (uint32_t w = 0; w * 8 < nbytes; w++) {
     uint64_t bits = 0;

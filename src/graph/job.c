@@ -264,7 +264,8 @@ sl_stream_t *sl_stream_key_by_fields(sl_stream_t *in,
   sl_keysel_t *ks = new_keysel(job);
   if (ks == NULL) return NULL;
   ks->fields = sl_calloc(n_fields, sizeof(uint32_t));
-  if (ks->fields == NULL) {
+  ks->types = sl_calloc(n_fields, 1);
+  if (ks->fields == NULL || ks->types == NULL) {
     sl__job_set_error(job, SL_ENOMEM, "out of memory building the job");
     return NULL;
   }
@@ -277,8 +278,17 @@ sl_stream_t *sl_stream_key_by_fields(sl_stream_t *in,
       return NULL;
     }
     ks->fields[i] = (uint32_t)idx;
+    ks->types[i] = sl_schema_field(in->node->schema, (uint32_t)idx)->type.id;
   }
   ks->n_fields = n_fields;
+  /* Fixed-width key bytes: marker + 1 (bool), 4 (int32) or 8 bytes. */
+  uint32_t fixed = 0;
+  for (uint32_t i = 0; i < n_fields && fixed != UINT32_MAX; i++) {
+    uint8_t t = ks->types[i];
+    if (t == SL_TYPE_STRING || t == SL_TYPE_BYTES) fixed = UINT32_MAX;
+    else fixed += t == SL_TYPE_BOOL ? 2 : t == SL_TYPE_INT32 ? 5 : 9;
+  }
+  ks->max_fixed = fixed == UINT32_MAX ? 0 : fixed;
   return repartition(in, SL_PART_HASH, ks);
 }
 
@@ -454,6 +464,7 @@ void sl_job_destroy(sl_job_t *job) {
   sl_free(job->handles);
   for (uint32_t i = 0; i < job->n_keysels; i++) {
     sl_free(job->keysels[i]->fields);
+    sl_free(job->keysels[i]->types);
     sl_free(job->keysels[i]);
   }
   sl_free(job->keysels);

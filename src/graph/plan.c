@@ -293,6 +293,7 @@ static int connect_edge(sl_job_t *job, sl_node_t *m, uint32_t k) {
       ch->sender = st;
       ch->receiver = rt;
       ch->input = input;
+      ch->has_hash = part == SL_PART_HASH;
       w->chs[w->n_chs++] = ch;
       if (!push_ptr((void ***)&rt->inputs, &rt->n_inputs, ch) ||
           !push_ptr((void ***)&st->out_chs, &st->n_out_chs, ch))

@@ -13,6 +13,47 @@ int sl__keysel_extract(const sl_keysel_t *ks, const sl_row_t *row,
                        sl_bytes_t *out) {
   out->len = 0;
   if (ks->fn) return ks->fn(ks->user, row, out);
+  if (SL_LIKELY(ks->max_fixed != 0)) {
+    /* Fixed-width fields only: the canonical bytes of sl_key_add_field,
+     * written in one pass into a buffer reserved once. */
+    if (SL_UNLIKELY(out->cap < ks->max_fixed) &&
+        sl_bytes_reserve(out, ks->max_fixed) != SL_OK)
+      return SL_ENOMEM;
+    uint8_t *p = out->data;
+    for (uint32_t i = 0; i < ks->n_fields; i++) {
+      uint32_t f = ks->fields[i];
+      if (sl_row_is_null(row, f)) {
+        *p++ = 0;
+        continue;
+      }
+      *p++ = 1;
+      switch (ks->types[i]) {
+      case SL_TYPE_BOOL:
+        *p++ = sl_row_get_bool(row, f) ? 1 : 0;
+        break;
+      case SL_TYPE_INT32:
+        sl__put_u32be(p, (uint32_t)sl_row_get_i32(row, f));
+        p += 4;
+        break;
+      case SL_TYPE_FLOAT64: {
+        double d = sl_row_get_f64(row, f);
+        uint64_t bits;
+        if (d == 0.0) d = 0.0;
+        if (d != d) bits = 0x7ff8000000000000ull;
+        else memcpy(&bits, &d, 8);
+        sl__put_u64be(p, bits);
+        p += 8;
+        break;
+      }
+      default:
+        sl__put_u64be(p, (uint64_t)sl_row_get_i64(row, f));
+        p += 8;
+        break;
+      }
+    }
+    out->len = (size_t)(p - out->data);
+    return SL_OK;
+  }
   for (uint32_t i = 0; i < ks->n_fields; i++) {
     int rc = sl_key_add_field(out, row, ks->fields[i]);
     if (rc != SL_OK) return rc;
@@ -88,6 +129,27 @@ int sl__op_emit(sl_op_t *op, const sl_row_t *row) {
   return SL_OK;
 }
 
+static int append_row_hashed(sl_channel_t *ch, const sl_row_t *row,
+                             uint64_t hash) {
+  uint32_t need = 12 + row->len;
+  sl_buf_t *b = ch->cur;
+  if (SL_UNLIKELY(b == NULL || b->cap - b->len < need)) {
+    if (b) {
+      ch->cur = NULL;
+      sl__channel_send(ch, b);
+    }
+    b = sl__channel_get_buffer(ch, need);
+    if (b == NULL) return SL_ENOMEM;
+    ch->cur = b;
+  }
+  memcpy(b->data + b->len, &row->len, 4);
+  memcpy(b->data + b->len + 4, &hash, 8);
+  memcpy(b->data + b->len + 12, row->data, row->len);
+  b->len += need;
+  b->n_records++;
+  return SL_OK;
+}
+
 static int append_row(sl_channel_t *ch, const sl_row_t *row) {
   uint32_t need = 4 + row->len;
   sl_buf_t *b = ch->cur;
@@ -119,11 +181,11 @@ int sl__writer_emit(sl_writer_t *w, const sl_row_t *row) {
   case SL_PART_HASH: {
     int rc = sl__keysel_extract(w->keysel, row, &w->keybuf);
     if (rc != SL_OK) return rc;
-    uint32_t kg = sl_key_group_of_hash(
-        sl__key_hash_fold(sl__key_hash64(w->keybuf.data, w->keybuf.len)),
-        w->max_parallelism);
+    uint64_t h = sl__key_hash64(w->keybuf.data, w->keybuf.len);
+    uint32_t kg =
+        sl_key_group_of_hash(sl__key_hash_fold(h), w->max_parallelism);
     uint32_t owner = sl_key_group_owner(kg, w->max_parallelism, w->n_chs);
-    return append_row(w->chs[owner], row);
+    return append_row_hashed(w->chs[owner], row, h);
   }
   case SL_PART_BROADCAST:
     for (uint32_t i = 0; i < w->n_chs; i++) {
@@ -167,7 +229,11 @@ int sl__op_set_key_from_row(sl_op_t *op, uint32_t input, const sl_row_t *row) {
   if (rc != SL_OK)
     return sl__op_fail(op, rc, "cannot compute the key of a row: %s",
                        sl_strerror(rc));
-  uint64_t h = sl__key_hash64(op->keybuf.data, op->keybuf.len);
+  /* The sender hashed the same key bytes for the hash exchange. */
+  sl_task_t *t = op->task;
+  uint64_t h = t->has_in_hash && t->ops[0] == op
+                   ? t->in_hash
+                   : sl__key_hash64(op->keybuf.data, op->keybuf.len);
   rc = sl__kstate_set_key(op->kstate, op->keybuf.data,
                           (uint32_t)op->keybuf.len, h);
   if (SL_UNLIKELY(rc != SL_OK)) {

@@ -86,6 +86,9 @@ typedef struct sl_channel_s {
   /* Receiver side. */
   uint32_t input;     /* logical input of the receiving task's head */
   bool is_finished;   /* EOP seen */
+  /* Hash edges: frames are [u32 len][u64 key hash][row], so the receiving
+   * keyed operator does not hash the key again.  Set at plan time. */
+  bool has_hash;
 } sl_channel_t;
 
 int sl__channel_create(uint32_t credits, uint32_t buffer_size,
@@ -178,7 +181,9 @@ typedef struct sl_out_target_s {
 /* Key selector of a keyed edge or operator. */
 typedef struct sl_keysel_s {
   uint32_t *fields;
+  uint8_t *types;     /* type id of each field */
   uint32_t n_fields;
+  uint32_t max_fixed; /* key bytes when no field is variable-length, else 0 */
   sl_key_fn fn;
   void *user;
 } sl_keysel_t;
@@ -361,6 +366,9 @@ struct sl_task_s {
   sl_buf_t *cur_buf;       /* partly processed input buffer */
   sl_channel_t *cur_ch;
   uint32_t cur_off;
+  /* Key hash of the row being pushed into ops[0], from a hash channel. */
+  uint64_t in_hash;
+  bool has_in_hash;
   /* Outputs. */
   sl_writer_t **writers;
   uint32_t n_writers;

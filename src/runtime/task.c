@@ -219,25 +219,31 @@ static bool process_data(sl_task_t *t, sl_run_result_t *out_result) {
   sl_op_t *head = t->ops[0];
   uint32_t input = t->cur_ch->input;
   const sl_schema_t *schema = head->in_schema[input];
+  const uint32_t hash_len = t->cur_ch->has_hash ? 8 : 0;
+  t->has_in_hash = hash_len != 0;
   uint32_t off = t->cur_off;
   while (off < b->len) {
     uint32_t len;
     memcpy(&len, b->data + off, 4);
+    if (hash_len) memcpy(&t->in_hash, b->data + off + 4, 8);
     sl_row_t row;
-    sl_row_view(&row, schema, b->data + off + 4, len);
-    off += 4 + len;
+    sl_row_view(&row, schema, b->data + off + 4 + hash_len, len);
+    off += 4 + hash_len + len;
     int rc = sl__op_push(head, input, &row);
     if (SL_UNLIKELY(rc != SL_OK)) {
+      t->has_in_hash = false;
       sl__op_fail_err(head, NULL, rc);
       *out_result = task_fail(t);
       return true;
     }
     if (SL_UNLIKELY(t->n_blocked) && off < b->len) {
+      t->has_in_hash = false;
       t->cur_off = off;
       *out_result = SL_RUN_WAIT_OUTPUT;
       return true;
     }
   }
+  t->has_in_hash = false;
   sl__channel_recycle(t->cur_ch, b);
   t->cur_buf = NULL;
   t->cur_off = 0;

@@ -133,9 +133,11 @@ int sl__kstate_set_key(sl_kstate_t *be, const void *key, uint32_t len,
   uint32_t kg =
       sl_key_group_of_hash(sl__key_hash_fold(hash64), be->max_parallelism);
   if (SL_UNLIKELY(kg < be->kg_start || kg > be->kg_end)) return SL_EINVAL;
-  be->ckey.len = 0;
-  int rc = sl_bytes_append(&be->ckey, key, len);
-  if (rc != SL_OK) return rc;
+  if (SL_UNLIKELY(be->ckey.cap < len) &&
+      sl_bytes_reserve(&be->ckey, len) != SL_OK)
+    return SL_ENOMEM;
+  if (len) memcpy(be->ckey.data, key, len);
+  be->ckey.len = len;
   be->key_len = len;
   be->key_hash = hash64;
   be->ckey_hash = hash64;

@@ -20,6 +20,7 @@ typedef struct gen_s {
   sl_gen_config_t cfg;
   uint32_t n_splits;
   char *pool; /* random letters; a payload is a slice at a random offset */
+  uint64_t salt; /* mix64(seed) */
   /* Zipf sampler constants (Hoermann & Derflinger, rejection-inversion). */
   double zh_x1, zh_n, zs;
 } gen_t;
@@ -47,10 +48,14 @@ static uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-/* The random word number w of record (s, i). */
-static inline uint64_t rnd(uint64_t seed, uint32_t s, uint64_t i, uint32_t w) {
-  return mix64(seed ^ mix64(((uint64_t)s << 40) ^ (i * 8 + w) ^
-                            0x9e3779b97f4a7c15ull));
+/*
+ * The random word number w of record (s, i): splitmix64, i.e. the mix64
+ * finalizer over a counter unique to (s, i, w), offset by the seed.
+ * Splits are 2^40 records apart; records 8 words apart.
+ */
+static inline uint64_t rnd(uint64_t salt, uint32_t s, uint64_t i, uint32_t w) {
+  uint64_t ctr = ((uint64_t)s << 43) + (i << 3) + w;
+  return mix64(salt + ctr * 0x9e3779b97f4a7c15ull);
 }
 
 static inline double unit(uint64_t r) {
@@ -81,7 +86,7 @@ static uint64_t gen_key(const gen_t *g, uint32_t s, uint64_t i, uint64_t r) {
     return (uint64_t)(((unsigned __int128)r * n) >> 64);
   double e = g->cfg.zipf_exponent;
   for (uint32_t w = 1;; w++) {
-    double u = g->zh_n + unit(rnd(g->cfg.seed, s, i, w)) * (g->zh_x1 - g->zh_n);
+    double u = g->zh_n + unit(rnd(g->salt, s, i, w)) * (g->zh_x1 - g->zh_n);
     double x = zh_inv(e, u);
     double k = floor(x + 0.5);
     if (k < 1) k = 1;
@@ -164,7 +169,7 @@ static bool emit_one(reader_t *rd, sl_source_out_t *out, const split_t *sp,
   const uint32_t *c = rd->cols;
   /* One random word per record: the key takes its high bits (multiply-
    * shift), the amount and the payload offset its low bits. */
-  uint64_t r = rnd(g->cfg.seed, sp->id, i, 0);
+  uint64_t r = rnd(g->salt, sp->id, i, 0);
   if (c[0] != UINT32_MAX) sl_row_builder_set_i64(b, c[0], (int64_t)i);
   if (c[1] != UINT32_MAX) sl_row_builder_set_i32(b, c[1], (int32_t)sp->id);
   if (c[2] != UINT32_MAX)
@@ -298,6 +303,7 @@ int sl_gen_source_create(const sl_gen_config_t *cfg,
   gen_t *g = sl_calloc(1, sizeof(*g));
   if (g == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   g->cfg = *cfg;
+  g->salt = mix64(cfg->seed);
   g->pool = sl_malloc(PAYLOAD_POOL);
   if (g->pool == NULL) {
     sl_free(g);
