@@ -251,16 +251,27 @@ int sl_schema_decode(const uint8_t *p, size_t len, size_t *out_consumed,
     fields[done].type.scale = p[off + 3];
     off += 4;
   }
+  sl_error_t *cerr = NULL;
   if (rc == SL_OK)
     rc = sl_schema_create_versioned(fields, (uint32_t)n, (uint32_t)version, out,
-                                    out_err);
+                                    &cerr);
   for (uint32_t i = 0; i < done; i++) sl_free((char *)fields[i].name);
   sl_free(fields);
   if (rc == SL_ECORRUPT)
     return sl_error_set(out_err, rc, "schema encoding is truncated");
   if (rc == SL_ENOMEM)
     return sl_error_set(out_err, rc, "out of memory decoding a schema");
-  if (rc == SL_EINVAL) return SL_ECORRUPT; /* invalid content is corruption */
+  if (rc == SL_EINVAL) {
+    /* Well-formed bytes that describe no valid schema are corruption too. */
+    sl_error_set(out_err, SL_ECORRUPT, "schema encoding is invalid: %s",
+                 sl_error_message(cerr));
+    sl_error_destroy(cerr);
+    return SL_ECORRUPT;
+  }
+  if (cerr) {
+    if (out_err && *out_err == NULL) *out_err = cerr;
+    else sl_error_destroy(cerr);
+  }
   if (rc == SL_OK && out_consumed) *out_consumed = off;
   return rc;
 corrupt:
