@@ -167,7 +167,8 @@ int sl_file_source_create(const sl_file_source_config_t *cfg,
                           sl_error_t **out_err);
 
 typedef struct sl_file_sink_config_s {
-  const char *path;      /* parallelism 1: this file; else path.<subtask> */
+  const char *path;      /* parallelism 1: this file; else one file per
+                            subtask i, "<stem>-<i><ext>" (out-0.csv) */
   sl_format_t format;
   bool csv_header;
   char csv_delimiter;

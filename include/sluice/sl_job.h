@@ -26,6 +26,44 @@ typedef struct sl_state_s sl_state_t;
 #define SL_DEFAULT_MAX_PARALLELISM 128
 #define SL_MAX_PARALLELISM_LIMIT 32768
 
+/*
+ * Checkpoint modes (docs/checkpoints.md).  Aligned and unaligned give
+ * exactly-once effect on state; at-least-once skips alignment, so after a
+ * restore some records are applied twice.
+ */
+typedef enum sl_ckpt_mode_e {
+  SL_CKPT_ALIGNED = 0,      /* exactly-once, barriers aligned (default) */
+  SL_CKPT_UNALIGNED = 1,    /* exactly-once, barriers overtake in-flight data */
+  SL_CKPT_AT_LEAST_ONCE = 2 /* no alignment: duplicates after a restore */
+} sl_ckpt_mode_t;
+
+typedef struct sl_checkpoint_config_s {
+  const char *dir;            /* storage: <dir>/<job>/chk-N; NULL = off */
+  int64_t interval_ms;        /* periodic trigger; 0 = only on demand */
+  int64_t timeout_ms;         /* abort a checkpoint after this; default 10 min */
+  int64_t min_pause_ms;       /* between the end of one and the next trigger */
+  uint32_t max_concurrent;    /* checkpoints in flight; default 1 */
+  sl_ckpt_mode_t mode;
+  /* Aligned mode: a checkpoint still aligning after this long switches to
+   * unaligned.  0: never. */
+  int64_t alignment_timeout_ms;
+  uint32_t retain;            /* completed checkpoints kept; default 3 */
+} sl_checkpoint_config_t;
+
+typedef enum sl_restart_kind_e {
+  SL_RESTART_NONE = 0,        /* a failure fails the job (default) */
+  SL_RESTART_FIXED_DELAY = 1, /* wait delay_ms, at most max_attempts times */
+  SL_RESTART_EXPONENTIAL = 2  /* delay_ms * multiplier^k, capped */
+} sl_restart_kind_t;
+
+typedef struct sl_restart_config_s {
+  sl_restart_kind_t kind;
+  uint32_t max_attempts;      /* restarts allowed; 0 = unlimited */
+  int64_t delay_ms;
+  int64_t max_delay_ms;       /* exponential: cap; default 60 s */
+  double multiplier;          /* exponential: default 2 */
+} sl_restart_config_t;
+
 typedef struct sl_job_config_s {
   const char *name;          /* job name; default "job" */
   uint32_t parallelism;      /* default operator parallelism; 0 = cores */
@@ -33,6 +71,13 @@ typedef struct sl_job_config_s {
   uint32_t n_workers;        /* worker threads; 0 = cores */
   uint32_t buffer_size;      /* bytes per channel buffer; default 32768 */
   uint32_t channel_buffers;  /* credits per channel; default 4 */
+  sl_checkpoint_config_t checkpoint;
+  sl_restart_config_t restart;
+  /* Start from this checkpoint or savepoint directory (chk-N). */
+  const char *restore_from;
+  /* Start from the newest usable checkpoint under checkpoint.dir/<name>,
+   * if there is one. */
+  bool resume_latest;
 } sl_job_config_t;
 
 /** @brief Fill cfg with the defaults above. */
@@ -78,6 +123,13 @@ typedef struct sl_process_fns_s {
   int (*end_input)(sl_ctx_t *ctx, void *user);
   /** Optional: called once per subtask at shutdown, also after errors. */
   void (*close)(sl_ctx_t *ctx, void *user);
+  /**
+   * Optional: checkpoint id completed.  It covers every earlier pending
+   * checkpoint too (notifications may be subsumed or lost on a failure).
+   */
+  void (*checkpoint_complete)(sl_ctx_t *ctx, void *user, uint64_t id);
+  /** Optional: checkpoint id was aborted. */
+  void (*checkpoint_aborted)(sl_ctx_t *ctx, void *user, uint64_t id);
 } sl_process_fns_t;
 
 /* ------------------------------------------------------------------ */
@@ -152,6 +204,43 @@ int sl_job_start(sl_job_t *job, sl_error_t **out_err);
 int sl_job_wait(sl_job_t *job, sl_error_t **out_err);
 /** @brief Ask a running job to stop.  @thread any (not a signal handler). */
 void sl_job_cancel(sl_job_t *job);
+
+/* ------------------------------------------------------------------ */
+/* Checkpoints. */
+
+typedef struct sl_checkpoint_stats_s {
+  uint64_t id;
+  int result;                  /* SL_OK completed, else why it was aborted */
+  int64_t trigger_ns;          /* scheduler time of the trigger */
+  int64_t duration_ns;         /* trigger to completion */
+  uint64_t bytes;              /* state and channel-state bytes written */
+  uint64_t channel_bytes;      /* of which channel state */
+  /* Maxima over subtasks. */
+  int64_t max_barrier_delay_ns;  /* trigger to first barrier at a task */
+  int64_t max_alignment_ns;      /* first to last barrier at a task */
+  int64_t max_sync_ns;
+  int64_t max_async_ns;
+  bool is_unaligned;           /* taken (partly) unaligned */
+} sl_checkpoint_stats_t;
+
+/**
+ * @brief Trigger a checkpoint now.  @return SL_OK with its id, SL_ESTATE
+ * (checkpoints off, job not running, or a task has finished), SL_EAGAIN
+ * (max_concurrent checkpoints in flight).
+ * @thread any.
+ */
+int sl_job_trigger_checkpoint(sl_job_t *job, uint64_t *out_id,
+                              sl_error_t **out_err);
+/**
+ * @brief Wait until checkpoint id completes or aborts (or timeout_ms).
+ * @return SL_OK (completed), the abort reason, or SL_EAGAIN on timeout.
+ */
+int sl_job_wait_checkpoint(sl_job_t *job, uint64_t id, int64_t timeout_ms,
+                           sl_checkpoint_stats_t *out_stats);
+/** @brief Stats of the latest completed checkpoint; SL_ENOTFOUND if none. */
+int sl_job_last_checkpoint(sl_job_t *job, sl_checkpoint_stats_t *out_stats);
+/** @brief Number of restarts so far and of completed checkpoints. */
+uint32_t sl_job_restarts(const sl_job_t *job);
 
 /* ------------------------------------------------------------------ */
 /* Context of a running operator subtask. */

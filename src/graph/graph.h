@@ -7,6 +7,7 @@
 #ifndef SL_GRAPH_GRAPH_H
 #define SL_GRAPH_GRAPH_H
 
+#include "checkpoint/checkpoint.h"
 #include "ops/ops.h"
 #include "runtime/runtime.h"
 #include "sluice/sluice.h"
@@ -93,6 +94,13 @@ struct sl_job_s {
   bool has_bg_thread;
   int bg_rc;
   sl_error_t *bg_err;
+  /* Checkpoints and restarts. */
+  sl_coord_t *coord;       /* NULL: checkpoints off */
+  sl_ckpt_hooks_t *hooks;
+  _Atomic uint32_t n_restarts;
+  pthread_cond_t cancel_cond; /* interrupts a restart delay; rt.lock */
+  char *ckpt_dir;          /* owned copies of the configuration's strings */
+  char *restore_path;
 };
 
 /** @brief Record a builder error (the first one is kept). */
@@ -104,8 +112,12 @@ sl_stream_t *sl__job_new_handle(sl_job_t *job, sl_node_t *node);
 sl_node_t *sl__job_new_node(sl_job_t *job, sl_node_kind_t kind,
                             const char *uid, const sl_stream_t *in);
 
-/** @brief Build tasks, channels and state for the job.  Called by run. */
-int sl__plan_build(sl_job_t *job, sl_error_t **out_err);
+/**
+ * @brief Build tasks, channels and state for the job, restoring from meta
+ * when it is not NULL.  Called by run, once per attempt.
+ */
+int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
+                   sl_error_t **out_err);
 void sl__plan_destroy(sl_job_t *job);
 
 #endif

@@ -43,6 +43,23 @@ int sl_job_create(const sl_job_config_t *cfg_in, sl_job_t **out,
     return sl_error_set(out_err, SL_EINVAL,
                         "channel_buffers %u must be at most 1024",
                         cfg.channel_buffers);
+  const sl_checkpoint_config_t *ck = &cfg.checkpoint;
+  if (ck->interval_ms < 0 || ck->timeout_ms < 0 || ck->min_pause_ms < 0 ||
+      ck->alignment_timeout_ms < 0)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "checkpoint intervals and timeouts must not be "
+                        "negative");
+  if ((unsigned)ck->mode > SL_CKPT_AT_LEAST_ONCE)
+    return sl_error_set(out_err, SL_EINVAL, "unknown checkpoint mode %d",
+                        (int)ck->mode);
+  if (ck->dir && ck->dir[0] == '\0')
+    return sl_error_set(out_err, SL_EINVAL, "the checkpoint directory is empty");
+  if ((unsigned)cfg.restart.kind > SL_RESTART_EXPONENTIAL ||
+      cfg.restart.delay_ms < 0 || cfg.restart.max_delay_ms < 0)
+    return sl_error_set(out_err, SL_EINVAL, "invalid restart strategy");
+  if (cfg.resume_latest && ck->dir == NULL)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "resume_latest needs a checkpoint directory");
   sl_job_t *job = sl_calloc(1, sizeof(*job));
   if (job == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   job->cfg = cfg;
@@ -52,7 +69,12 @@ int sl_job_create(const sl_job_config_t *cfg_in, sl_job_t **out,
     return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   }
   job->cfg.name = job->name;
+  job->ckpt_dir = cfg.checkpoint.dir ? sl_strdup(cfg.checkpoint.dir) : NULL;
+  job->restore_path = cfg.restore_from ? sl_strdup(cfg.restore_from) : NULL;
+  job->cfg.checkpoint.dir = job->ckpt_dir;
+  job->cfg.restore_from = job->restore_path;
   pthread_mutex_init(&job->rt.lock, NULL);
+  pthread_cond_init(&job->cancel_cond, NULL);
   atomic_init(&job->rt.is_canceled, false);
   atomic_init(&job->rt.n_live, 0);
   atomic_init(&job->state, SL_JOB_BUILDING);
@@ -447,6 +469,8 @@ void sl_job_destroy(sl_job_t *job) {
     pthread_join(job->bg_thread, NULL);
   }
   sl__plan_destroy(job);
+  sl__ckpt_hooks_destroy(job->hooks);
+  sl__coord_destroy(job->coord);
   for (uint32_t i = 0; i < job->n_nodes; i++) {
     sl_node_t *n = job->nodes[i];
     if (n->src_vt && n->src_vt->destroy) n->src_vt->destroy(n->src_ctx);
@@ -471,6 +495,9 @@ void sl_job_destroy(sl_job_t *job) {
   sl_error_destroy(job->err);
   sl_error_destroy(job->bg_err);
   pthread_mutex_destroy(&job->rt.lock);
+  pthread_cond_destroy(&job->cancel_cond);
+  sl_free(job->ckpt_dir);
+  sl_free(job->restore_path);
   sl_free(job->name);
   sl_free(job);
 }

@@ -20,6 +20,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "graph/graph.h"
 
@@ -136,6 +137,7 @@ static int create_op(sl_job_t *job, sl_task_t *t, const sl_node_t *n,
   op->max_parallelism = job->cfg.max_parallelism;
   op->out_schema = n->schema;
   op->collector.op = op;
+  op->ckpt_op = n->id;
   atomic_init(&op->n_in, 0);
   atomic_init(&op->n_out, 0);
   sl_bytes_init(&op->keybuf);
@@ -211,6 +213,9 @@ static int create_tasks(sl_job_t *job, sl_error_t **out_err) {
       atomic_init(&t->backpressured_ns, 0);
       atomic_init(&t->idle_ns, 0);
       atomic_init(&t->is_finished, false);
+      atomic_init(&t->ckpt_trigger, 0);
+      atomic_init(&t->ckpt_complete, 0);
+      atomic_init(&t->ckpt_abort, 0);
       sl_bytes_init(&t->timer_key);
       t->waker.task = t;
       sl_bytes_t name;
@@ -304,7 +309,69 @@ static int connect_edge(sl_job_t *job, sl_node_t *m, uint32_t k) {
   return SL_OK;
 }
 
-int sl__plan_build(sl_job_t *job, sl_error_t **out_err) {
+/* Does the checkpoint hold anything for this operator? */
+static bool has_state(const sl_ckpt_op_t *mop) {
+  for (uint32_t i = 0; i < mop->n_subtasks; i++)
+    if (mop->subtasks[i].state_file || mop->subtasks[i].channel_file ||
+        mop->subtasks[i].n_opstates)
+      return true;
+  return false;
+}
+
+static const sl_node_t *node_by_uid(const sl_job_t *job, const char *uid) {
+  for (uint32_t i = 0; i < job->n_nodes; i++)
+    if (strcmp(job->nodes[i]->uid, uid) == 0) return job->nodes[i];
+  return NULL;
+}
+
+/*
+ * Restore every operator instance from meta.  Operators map by uid; the
+ * checkpoint's key groups are read by whichever new subtask owns them, so
+ * the parallelism may differ.  State the job cannot place is an error.
+ */
+static int restore_from(sl_job_t *job, const sl_ckpt_meta_t *m,
+                        sl_error_t **out_err) {
+  if (m->max_parallelism != job->cfg.max_parallelism)
+    return plan_error(out_err, SL_EINVAL,
+                      "checkpoint %llu was taken with max_parallelism %u but "
+                      "the job has %u; the number of key groups cannot change",
+                      (unsigned long long)m->id, m->max_parallelism,
+                      job->cfg.max_parallelism);
+  for (uint32_t i = 0; i < m->n_ops; i++) {
+    const sl_ckpt_op_t *mop = &m->ops[i];
+    if (!has_state(mop)) continue;
+    const sl_node_t *n = node_by_uid(job, mop->uid);
+    if (n == NULL)
+      return plan_error(out_err, SL_EINVAL,
+                        "checkpoint %llu holds state of operator '%s', which "
+                        "this job does not have (operators map by uid)",
+                        (unsigned long long)m->id, mop->uid);
+    bool has_keyed = false;
+    for (uint32_t k = 0; k < mop->n_subtasks; k++)
+      if (mop->subtasks[k].state_file) has_keyed = true;
+    bool is_keyed = (n->kind == SL_NODE_PROCESS || n->kind == SL_NODE_CONNECT) &&
+                    n->inputs[0].part == SL_PART_HASH;
+    if (has_keyed && !is_keyed)
+      return plan_error(out_err, SL_EINVAL,
+                        "checkpoint %llu holds keyed state of operator '%s', "
+                        "which is not keyed in this job",
+                        (unsigned long long)m->id, mop->uid);
+  }
+  for (uint32_t i = 0; i < job->n_ops; i++) {
+    sl_op_t *op = job->ops[i];
+    const sl_ckpt_op_t *mop = sl__ckpt_meta_op(m, op->uid);
+    if (mop == NULL) continue;
+    int rc = SL_OK;
+    if (op->kstate) rc = sl__ckpt_restore_keyed(m, mop, op, out_err);
+    if (rc == SL_OK && op->task->source && op->task->ops[0] == op)
+      rc = sl__ckpt_restore_positions(mop, op->task->source, out_err);
+    if (rc != SL_OK) return rc;
+  }
+  return SL_OK;
+}
+
+int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
+                   sl_error_t **out_err) {
   if (job->err) {
     return sl_error_set(out_err, sl_error_code(job->err), "%s",
                         sl_error_message(job->err));
@@ -326,6 +393,7 @@ int sl__plan_build(sl_job_t *job, sl_error_t **out_err) {
     for (uint32_t k = 0; k < m->n_inputs; k++)
       if ((rc = connect_edge(job, m, k)) != SL_OK) goto fail;
   }
+  if (meta && (rc = restore_from(job, meta, out_err)) != SL_OK) return rc;
   return SL_OK;
 fail:
   if (rc == SL_ENOMEM)
@@ -358,6 +426,8 @@ void sl__plan_destroy(sl_job_t *job) {
     }
     if (t->source) {
       if (t->source->reader) t->source->vt->reader_close(t->source->reader);
+      for (uint32_t k = 0; k < t->source->n_splits; k++)
+        sl_free((void *)t->source->splits[k].position);
       sl_free(t->source->splits);
       sl_free(t->source);
     }
@@ -383,32 +453,79 @@ void sl__plan_destroy(sl_job_t *job) {
 
 /* ------------------------------------------------------------------ */
 
-int sl_job_run(sl_job_t *job, sl_error_t **out_err) {
-  int expect = SL_JOB_BUILDING;
-  if (!atomic_compare_exchange_strong(&job->state, &expect, SL_JOB_RUNNING))
-    return sl_error_set(out_err, SL_ESTATE, "a job can run only once");
-  int rc = sl__plan_build(job, out_err);
-  if (rc != SL_OK) {
-    atomic_store(&job->state, SL_JOB_FINISHED);
-    return rc;
-  }
+/* Delay before restart number k (1-based) per the restart strategy. */
+static int64_t restart_delay_ms(const sl_restart_config_t *r, uint32_t k) {
+  if (r->kind != SL_RESTART_EXPONENTIAL) return r->delay_ms;
+  double mult = r->multiplier > 1 ? r->multiplier : 2.0;
+  double max = r->max_delay_ms > 0 ? (double)r->max_delay_ms : 60000.0;
+  double d = (double)r->delay_ms;
+  for (uint32_t i = 1; i < k && d < max; i++) d *= mult;
+  return (int64_t)(d < max ? d : max);
+}
+
+/* Wait ms, or less if the job is cancelled.  Not task code: the job's
+ * controlling thread may wait. */
+static void restart_wait(sl_job_t *job, int64_t ms) {
+  if (ms <= 0) return;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t ns = (int64_t)ts.tv_nsec + (ms % 1000) * 1000000ll;
+  ts.tv_sec += (time_t)(ms / 1000 + ns / 1000000000ll);
+  ts.tv_nsec = (long)(ns % 1000000000ll);
+  pthread_mutex_lock(&job->rt.lock);
+  while (!atomic_load(&job->rt.is_canceled))
+    if (pthread_cond_timedwait(&job->cancel_cond, &job->rt.lock, &ts) != 0)
+      break;
+  pthread_mutex_unlock(&job->rt.lock);
+}
+
+/* One attempt: build (restoring from meta), run every task, tear down the
+ * scheduler.  Returns the attempt's result; the plan stays for metrics. */
+static int run_attempt(sl_job_t *job, const sl_ckpt_meta_t *meta,
+                       sl_error_t **out_err) {
+  int rc = sl__plan_build(job, meta, out_err);
+  if (rc != SL_OK) return rc;
   sl_sched_t *sched;
   rc = sl__sched_pool_create(job->cfg.n_workers, job->rt.tasks,
                              job->rt.n_tasks, &sched);
-  if (rc != SL_OK) {
-    atomic_store(&job->state, SL_JOB_FINISHED);
-    return sl_error_set(out_err, rc, "cannot create the scheduler");
+  if (rc != SL_OK) return sl_error_set(out_err, rc, "cannot create the scheduler");
+  sl_io_pool_t *io = NULL;
+  if (job->coord) {
+    sl_coord_op_t *ops = sl_calloc(job->n_nodes + 1, sizeof(sl_coord_op_t));
+    rc = ops ? sl__io_pool_create(1, &io) : SL_ENOMEM;
+    if (rc == SL_OK)
+      rc = sl__ckpt_hooks_create(job->coord, io, job->cfg.checkpoint.mode,
+                                 job->cfg.checkpoint.alignment_timeout_ms,
+                                 &job->hooks);
+    for (uint32_t i = 0; rc == SL_OK && i < job->n_nodes; i++) {
+      ops[i].uid = job->nodes[i]->uid;
+      ops[i].parallelism = job->nodes[i]->par;
+    }
+    if (rc == SL_OK)
+      rc = sl__coord_attach(job->coord, job->rt.tasks, job->rt.n_tasks, ops,
+                            job->n_nodes, io);
+    sl_free(ops);
+    if (rc != SL_OK) {
+      sl__io_pool_destroy(io);
+      sched->ops->destroy(sched);
+      return sl_error_set(out_err, rc, "cannot start checkpointing");
+    }
+    job->rt.ckpt = job->hooks;
   }
-  job->start_ns = sl__clock_realtime_ns();
+  if (job->start_ns == 0) job->start_ns = sl__clock_realtime_ns();
   pthread_mutex_lock(&job->rt.lock);
   job->rt.sched = sched;
   pthread_mutex_unlock(&job->rt.lock);
   rc = sched->ops->run(sched);
+  /* Drain the async phase before the coordinator forgets this attempt. */
+  if (job->coord) {
+    sl__io_pool_destroy(io);
+    sl__coord_detach(job->coord);
+  }
   pthread_mutex_lock(&job->rt.lock);
   sl_error_t *err = job->rt.err;
   job->rt.err = NULL;
   pthread_mutex_unlock(&job->rt.lock);
-  atomic_store(&job->state, SL_JOB_FINISHED);
   if (rc != SL_OK) {
     sl_error_destroy(err);
     return sl_error_set(out_err, rc, "cannot start worker threads: %s",
@@ -424,6 +541,145 @@ int sl_job_run(sl_job_t *job, sl_error_t **out_err) {
   if (atomic_load(&job->rt.is_canceled))
     return sl_error_set(out_err, SL_ECANCELED, "the job was cancelled");
   return SL_OK;
+}
+
+static void teardown_attempt(sl_job_t *job) {
+  sl__plan_destroy(job);
+  sl__ckpt_hooks_destroy(job->hooks);
+  job->hooks = NULL;
+  job->rt.ckpt = NULL;
+}
+
+/* The restore point of the first attempt, from the configuration. */
+static int initial_restore(sl_job_t *job, sl_ckpt_meta_t *meta, bool *has,
+                           sl_error_t **out_err) {
+  *has = false;
+  if (job->cfg.restore_from) {
+    sl_error_t *err = NULL;
+    int rc = sl__ckpt_read_meta(job->cfg.restore_from, meta, &err);
+    if (rc == SL_OK) rc = sl__ckpt_check_files(meta, &err);
+    if (rc != SL_OK) {
+      sl__ckpt_meta_clear(meta);
+      if (rc == SL_ENOTFOUND) rc = SL_EINVAL;
+      sl_error_set(out_err, rc, "cannot restore from '%s': %s",
+                   job->cfg.restore_from, sl_error_message(err));
+      sl_error_destroy(err);
+      return rc;
+    }
+    *has = true;
+    return SL_OK;
+  }
+  if (job->cfg.resume_latest && job->coord) {
+    sl_error_t *err = NULL;
+    int rc = sl__ckpt_load_latest(sl__coord_job_dir(job->coord), meta, &err);
+    if (rc == SL_ENOTFOUND) {
+      sl_error_destroy(err);
+      return SL_OK; /* nothing to resume: a fresh start */
+    }
+    if (rc != SL_OK) {
+      if (out_err && *out_err == NULL) *out_err = err;
+      else sl_error_destroy(err);
+      return rc;
+    }
+    sl_log(SL_LOG_INFO, "resuming from checkpoint %llu",
+           (unsigned long long)meta->id);
+    *has = true;
+  }
+  return SL_OK;
+}
+
+int sl_job_run(sl_job_t *job, sl_error_t **out_err) {
+  int expect = SL_JOB_BUILDING;
+  if (!atomic_compare_exchange_strong(&job->state, &expect, SL_JOB_RUNNING))
+    return sl_error_set(out_err, SL_ESTATE, "a job can run only once");
+  if (job->err) {
+    atomic_store(&job->state, SL_JOB_FINISHED);
+    return sl_error_set(out_err, sl_error_code(job->err), "%s",
+                        sl_error_message(job->err));
+  }
+  int rc = SL_OK;
+  if (job->cfg.checkpoint.dir &&
+      (rc = sl__coord_create(&job->cfg.checkpoint, job->name,
+                             job->cfg.max_parallelism, &job->coord,
+                             out_err)) != SL_OK) {
+    atomic_store(&job->state, SL_JOB_FINISHED);
+    return rc;
+  }
+  sl_ckpt_meta_t meta;
+  memset(&meta, 0, sizeof(meta));
+  bool has_meta;
+  if ((rc = initial_restore(job, &meta, &has_meta, out_err)) != SL_OK) {
+    atomic_store(&job->state, SL_JOB_FINISHED);
+    return rc;
+  }
+  const sl_restart_config_t *rs = &job->cfg.restart;
+  for (uint32_t attempt = 0;; attempt++) {
+    sl_error_t *err = NULL;
+    rc = run_attempt(job, has_meta ? &meta : NULL, &err);
+    bool can_restart = rc != SL_OK && rc != SL_ECANCELED &&
+                       job->rt.n_tasks > 0 && rs->kind != SL_RESTART_NONE &&
+                       (rs->max_attempts == 0 || attempt < rs->max_attempts) &&
+                       !atomic_load(&job->rt.is_canceled);
+    if (!can_restart) {
+      if (err) {
+        if (out_err && *out_err == NULL) *out_err = err;
+        else sl_error_destroy(err);
+      }
+      break;
+    }
+    sl_log(SL_LOG_WARN, "job '%s' failed (%s); restart %u%s", job->name,
+           sl_error_message(err), attempt + 1,
+           job->coord ? " from the latest checkpoint" : " from the beginning");
+    sl_error_destroy(err);
+    teardown_attempt(job);
+    atomic_fetch_add(&job->n_restarts, 1);
+    restart_wait(job, restart_delay_ms(rs, attempt + 1));
+    /* Restart from the newest completed checkpoint, if any. */
+    if (job->coord && sl__coord_latest(job->coord) != 0) {
+      sl_ckpt_meta_t latest;
+      sl_error_t *lerr = NULL;
+      if (sl__ckpt_load_latest(sl__coord_job_dir(job->coord), &latest,
+                               &lerr) == SL_OK) {
+        sl__ckpt_meta_clear(&meta);
+        meta = latest;
+        has_meta = true;
+      } else {
+        sl_log(SL_LOG_WARN, "cannot load the latest checkpoint: %s",
+               sl_error_message(lerr));
+      }
+      sl_error_destroy(lerr);
+    }
+    if (atomic_load(&job->rt.is_canceled)) {
+      rc = sl_error_set(out_err, SL_ECANCELED, "the job was cancelled");
+      break;
+    }
+  }
+  sl__ckpt_meta_clear(&meta);
+  atomic_store(&job->state, SL_JOB_FINISHED);
+  return rc;
+}
+
+int sl_job_trigger_checkpoint(sl_job_t *job, uint64_t *out_id,
+                              sl_error_t **out_err) {
+  if (job->coord == NULL)
+    return sl_error_set(out_err, SL_ESTATE,
+                        "checkpoints are off (no checkpoint directory)");
+  return sl__coord_trigger(job->coord, out_id, out_err);
+}
+
+int sl_job_wait_checkpoint(sl_job_t *job, uint64_t id, int64_t timeout_ms,
+                           sl_checkpoint_stats_t *out) {
+  if (job->coord == NULL) return SL_ESTATE;
+  return sl__coord_wait(job->coord, id, timeout_ms, out);
+}
+
+int sl_job_last_checkpoint(sl_job_t *job, sl_checkpoint_stats_t *out) {
+  if (job->coord == NULL) return SL_ENOTFOUND;
+  return sl__coord_last(job->coord, out);
+}
+
+uint32_t sl_job_restarts(const sl_job_t *job) {
+  return atomic_load(&((sl_job_t *)job)->n_restarts);
 }
 
 static void *bg_main(void *arg) {
@@ -455,7 +711,12 @@ int sl_job_wait(sl_job_t *job, sl_error_t **out_err) {
   return job->bg_rc;
 }
 
-void sl_job_cancel(sl_job_t *job) { sl__job_rt_cancel(&job->rt); }
+void sl_job_cancel(sl_job_t *job) {
+  sl__job_rt_cancel(&job->rt);
+  pthread_mutex_lock(&job->rt.lock);
+  pthread_cond_broadcast(&job->cancel_cond); /* a restart delay */
+  pthread_mutex_unlock(&job->rt.lock);
+}
 
 int sl_job_metrics(sl_job_t *job, sl_metrics_t *out) {
   memset(out, 0, sizeof(*out));

@@ -96,9 +96,19 @@ static void process_close(sl_op_t *op, bool is_success) {
   if (c->fns.close) c->fns.close(op, c->user);
 }
 
-const sl_op_vt_t sl__op_process_vt = {"process",         process_open,
-                                      process_process,   process_on_timer,
-                                      process_end_input, process_close};
+static void process_ckpt_complete(sl_op_t *op, uint64_t id) {
+  const sl_op_cfg_t *c = cfg_of(op);
+  if (c->fns.checkpoint_complete) c->fns.checkpoint_complete(op, c->user, id);
+}
+
+static void process_ckpt_aborted(sl_op_t *op, uint64_t id) {
+  const sl_op_cfg_t *c = cfg_of(op);
+  if (c->fns.checkpoint_aborted) c->fns.checkpoint_aborted(op, c->user, id);
+}
+
+const sl_op_vt_t sl__op_process_vt = {
+    "process",         process_open,  process_process,       process_on_timer,
+    process_end_input, process_close, process_ckpt_complete, process_ckpt_aborted};
 
 static int union_process(sl_op_t *op, uint32_t input, const sl_row_t *row) {
   SL_UNUSED(input);

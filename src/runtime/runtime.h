@@ -89,6 +89,9 @@ typedef struct sl_channel_s {
   /* Hash edges: frames are [u32 len][u64 key hash][row], so the receiving
    * keyed operator does not hash the key again.  Set at plan time. */
   bool has_hash;
+  bool is_blocked;    /* aligned checkpoint: barrier seen, waiting for the
+                         other inputs */
+  uint64_t last_barrier; /* newest barrier id received */
 } sl_channel_t;
 
 int sl__channel_create(uint32_t credits, uint32_t buffer_size,
@@ -169,6 +172,9 @@ typedef struct sl_op_vt_s {
   /** Every input has ended. */
   int (*end_input)(sl_op_t *op);
   void (*close)(sl_op_t *op, bool is_success);
+  /** Checkpoint id completed (covers older ones) / was aborted. */
+  void (*checkpoint_complete)(sl_op_t *op, uint64_t id);
+  void (*checkpoint_aborted)(sl_op_t *op, uint64_t id);
 } sl_op_vt_t;
 
 /* Where an operator's output goes: chained operators or writers. */
@@ -226,6 +232,7 @@ struct sl_ctx_s {
   bool is_opening;
   bool is_keyed;
   bool is_open;
+  uint32_t ckpt_op;     /* index of the operator in checkpoint metadata */
 };
 
 /** @brief Emit a row to every target of op. */
@@ -267,6 +274,11 @@ int64_t sl__timers_next(const sl_timers_t *t);
 bool sl__timers_pop(sl_timers_t *t, int64_t now, int64_t *out_ts,
                     sl_bytes_t *out_key);
 size_t sl__timers_size(const sl_timers_t *t);
+/** @brief Call fn for every pending timer (checkpoint sync phase). */
+int sl__timers_export(const sl_timers_t *t,
+                      int (*fn)(void *user, int64_t ts, const uint8_t *key,
+                                uint32_t len),
+                      void *user);
 
 /* ------------------------------------------------------------------ */
 /* Record writers: one per non-chained outgoing edge of an operator. */
@@ -379,10 +391,44 @@ struct sl_task_s {
   sl_op_t **timer_ops;
   uint32_t n_timer_ops;
   sl_bytes_t timer_key;
+  /* Checkpoints: the coordinator writes the atomics, the task reads them. */
+  _Atomic uint64_t ckpt_trigger;  /* sources: newest triggered id */
+  _Atomic uint64_t ckpt_complete; /* newest completed id */
+  _Atomic uint64_t ckpt_abort;    /* newest aborted id */
+  uint64_t ckpt_last;             /* newest id snapshotted or aligning */
+  uint64_t ckpt_notified;         /* newest completion given to operators */
+  uint64_t ckpt_abort_seen;
+  uint64_t align_id;              /* checkpoint being aligned, 0 if none */
+  uint32_t n_aligned;             /* inputs that delivered align_id */
+  int64_t align_first_ns;         /* first barrier of align_id */
   /* Status. */
   sl_task_phase_t phase;
   sl_error_t *err;
 };
+
+/* Timing of one task's part in a checkpoint, for its statistics. */
+typedef struct sl_ckpt_timing_s {
+  int64_t barrier_delay_ns; /* trigger (or first barrier) to alignment end */
+  int64_t alignment_ns;
+  bool is_unaligned;
+} sl_ckpt_timing_t;
+
+/*
+ * Checkpoint hooks, implemented by the checkpoint module and installed in
+ * the job runtime when checkpoints are on.  The runtime aligns barriers;
+ * the hooks take and acknowledge snapshots.
+ */
+typedef struct sl_ckpt_hooks_s {
+  /* Snapshot task t for checkpoint id and acknowledge it (maybe after an
+   * async phase).  An error fails the task. */
+  int (*snapshot)(void *ctx, sl_task_t *t, uint64_t id,
+                  const sl_ckpt_timing_t *timing);
+  /* t finished its input: no later checkpoint can complete. */
+  void (*task_finished)(void *ctx, sl_task_t *t);
+  void *ctx;
+  int mode;                /* sl_ckpt_mode_t */
+  int64_t alignment_timeout_ns;
+} sl_ckpt_hooks_t;
 
 /* Shared between tasks of a job and the job's controlling thread. */
 struct sl_job_rt_s {
@@ -393,6 +439,7 @@ struct sl_job_rt_s {
   sl_sched_t *sched;        /* set while the job runs */
   sl_task_t **tasks;
   uint32_t n_tasks;
+  const sl_ckpt_hooks_t *ckpt; /* NULL: checkpoints off */
 };
 
 /** @brief Run a task for one quantum.  @thread one worker at a time. */

@@ -29,6 +29,7 @@
  *      will ever send on it.
  *  T4. The task reads no clock and never sleeps; it asks the scheduler.
  */
+#include "core/inject.h"
 #include "runtime/runtime.h"
 
 #define QUANTUM_RECORDS 16384u /* source records per run */
@@ -119,6 +120,12 @@ static int task_open(sl_task_t *t) {
       return sl__op_fail_err(op, NULL, rc);
     }
     op->is_open = true;
+    const char *missing = op->kstate ? sl__kstate_undeclared(op->kstate) : NULL;
+    if (missing)
+      return sl__op_fail(op, SL_EINVAL,
+                         "the checkpoint holds state '%s' of operator '%s', "
+                         "which the operator does not declare",
+                         missing, op->uid);
   }
   return SL_OK;
 }
@@ -135,11 +142,11 @@ static void flush_writers(sl_task_t *t) {
 }
 
 /* Fire due timers; returns false when the task must stop (error or
- * backpressure) and sets *rc. */
+ * backpressure) and sets *rc.  The wake-up for the next timer is asked for
+ * by arm_timers() at the end of the run. */
 static bool fire_timers(sl_task_t *t, int *rc) {
   if (t->n_timer_ops == 0) return true;
   int64_t now = sl__task_now(t);
-  int64_t next = INT64_MAX;
   for (uint32_t i = 0; i < t->n_timer_ops; i++) {
     sl_op_t *op = t->timer_ops[i];
     int64_t ts;
@@ -154,14 +161,130 @@ static bool fire_timers(sl_task_t *t, int *rc) {
         return false;
       }
     }
-    int64_t n = sl__timers_next(op->timers);
-    if (n < next) next = n;
   }
-  if (next != INT64_MAX) t->sched->ops->wake_at(t->sched, t, next);
   return t->n_blocked == 0;
 }
 
+/*
+ * Ask the scheduler to run the task when its earliest timer is due.  This
+ * runs after every quantum, not only after firing timers: a timer that a
+ * record or another timer registered during the quantum must get its
+ * wake-up even if no more input ever arrives to run the task again.
+ */
+static void arm_timers(sl_task_t *t) {
+  int64_t next = INT64_MAX;
+  for (uint32_t i = 0; i < t->n_timer_ops; i++) {
+    int64_t n = sl__timers_next(t->timer_ops[i]->timers);
+    if (n < next) next = n;
+  }
+  if (next != INT64_MAX) t->sched->ops->wake_at(t->sched, t, next);
+}
+
+/* ------------------------------------------------------------------ */
+/* Checkpoints: notifications, source triggers, barrier alignment. */
+
+static void unblock_inputs(sl_task_t *t) {
+  for (uint32_t i = 0; i < t->n_inputs; i++) t->inputs[i]->is_blocked = false;
+  t->align_id = 0;
+  t->n_aligned = 0;
+}
+
+/* Deliver completion and abort notifications to the operators. */
+static void ckpt_notify(sl_task_t *t) {
+  uint64_t done = atomic_load_explicit(&t->ckpt_complete, memory_order_acquire);
+  if (done > t->ckpt_notified) {
+    t->ckpt_notified = done;
+    for (uint32_t i = 0; i < t->n_ops; i++) {
+      sl_op_t *op = t->ops[i];
+      if (op->vt->checkpoint_complete && op->is_open)
+        op->vt->checkpoint_complete(op, done);
+      if (op->kstate) sl__kstate_gc(op->kstate);
+    }
+  }
+  uint64_t ab = atomic_load_explicit(&t->ckpt_abort, memory_order_acquire);
+  if (ab > t->ckpt_abort_seen) {
+    t->ckpt_abort_seen = ab;
+    /* An alignment for an aborted checkpoint must not block input. */
+    if (t->align_id && t->align_id <= ab) unblock_inputs(t);
+    for (uint32_t i = 0; i < t->n_ops; i++) {
+      sl_op_t *op = t->ops[i];
+      if (op->vt->checkpoint_aborted && op->is_open)
+        op->vt->checkpoint_aborted(op, ab);
+      if (op->kstate) sl__kstate_gc(op->kstate);
+    }
+  }
+}
+
+/* Snapshot the chain and send barrier id on every output.  The snapshot
+ * comes first: a failed snapshot forwards nothing. */
+static int take_checkpoint(sl_task_t *t, uint64_t id,
+                           const sl_ckpt_timing_t *timing) {
+  const sl_ckpt_hooks_t *h = t->job->ckpt;
+  t->ckpt_last = id;
+  int rc = h->snapshot(h->ctx, t, id, timing);
+  if (rc != SL_OK) return rc;
+  if ((rc = SL_INJECT("task.before_barrier_forward")) != SL_OK)
+    return sl__op_fail(t->ops[0], rc, "injected failure at "
+                       "task.before_barrier_forward");
+  for (uint32_t i = 0; i < t->n_writers; i++)
+    if (sl__writer_send_event(t->writers[i], SL_BUF_BARRIER, (int64_t)id) !=
+        SL_OK)
+      return sl__op_fail(t->ops[0], SL_ENOMEM, "out of memory sending a "
+                         "checkpoint barrier");
+  return SL_INJECT("task.after_barrier_forward") == SL_OK
+             ? SL_OK
+             : sl__op_fail(t->ops[0], SL_EFAILED, "injected failure at "
+                           "task.after_barrier_forward");
+}
+
+/* Alignment is complete when every input is finished or delivered it. */
+static bool is_aligned(const sl_task_t *t) {
+  for (uint32_t i = 0; i < t->n_inputs; i++) {
+    const sl_channel_t *c = t->inputs[i];
+    if (!c->is_finished && c->last_barrier != t->align_id) return false;
+  }
+  return true;
+}
+
+static int finish_alignment(sl_task_t *t) {
+  uint64_t id = t->align_id;
+  sl_ckpt_timing_t timing = {t->align_first_ns,
+                             sl__task_now(t) - t->align_first_ns, false};
+  int rc = take_checkpoint(t, id, &timing);
+  unblock_inputs(t);
+  return rc;
+}
+
+/*
+ * Barrier id arrived on input ch.  Aligned mode (Algorithm 1 of Carbone et
+ * al.): block ch until every other input delivered id, then snapshot,
+ * forward and unblock.  At-least-once: count without blocking.  A barrier
+ * newer than the one being aligned abandons the older alignment (that
+ * checkpoint cannot complete any more); an older one is stale.
+ */
+static int on_barrier(sl_task_t *t, sl_channel_t *ch, uint64_t id) {
+  const sl_ckpt_hooks_t *h = t->job->ckpt;
+  ch->last_barrier = id;
+  if (h == NULL || id <= t->ckpt_abort_seen) return SL_OK;
+  if (id < t->align_id || (t->align_id == 0 && id <= t->ckpt_last))
+    return SL_OK;
+  if (id > t->align_id) {
+    if (t->align_id) unblock_inputs(t);
+    t->align_id = id;
+    t->align_first_ns = sl__task_now(t);
+    ch->last_barrier = id;
+    int rc = SL_INJECT("task.on_first_barrier");
+    if (rc != SL_OK)
+      return sl__op_fail(t->ops[0], rc, "injected failure at "
+                         "task.on_first_barrier");
+  }
+  if (h->mode == SL_CKPT_ALIGNED) ch->is_blocked = true;
+  t->n_aligned++;
+  return is_aligned(t) ? finish_alignment(t) : SL_OK;
+}
+
 static sl_run_result_t task_end_input(sl_task_t *t) {
+  if (t->job->ckpt) t->job->ckpt->task_finished(t->job->ckpt->ctx, t);
   for (uint32_t i = 0; i < t->n_ops; i++) {
     sl_op_t *op = t->ops[i];
     if (op->vt->end_input) {
@@ -183,11 +306,23 @@ static sl_run_result_t task_end_input(sl_task_t *t) {
   return task_done(t);
 }
 
+/* A trigger is handled between two polls: the positions the readers report
+ * and the barrier describe the same record boundary. */
+static int source_trigger(sl_task_t *t) {
+  if (t->job->ckpt == NULL) return SL_OK;
+  uint64_t trig = atomic_load_explicit(&t->ckpt_trigger, memory_order_acquire);
+  if (trig <= t->ckpt_last) return SL_OK;
+  sl_ckpt_timing_t timing = {sl__task_now(t), 0, false};
+  return take_checkpoint(t, trig, &timing);
+}
+
 static sl_run_result_t run_source(sl_task_t *t) {
   sl_source_rt_t *src = t->source;
   sl_source_out_t *out = &t->sout;
   out->budget = QUANTUM_RECORDS;
   for (uint32_t empty = 0;;) {
+    if (source_trigger(t) != SL_OK) return task_fail(t);
+    if (t->n_blocked) return SL_RUN_WAIT_OUTPUT;
     out->wait_until = 0;
     uint32_t before = out->budget;
     sl_error_t *err = NULL;
@@ -257,7 +392,7 @@ static sl_run_result_t run_inputs(sl_task_t *t) {
       sl_channel_t *ch = NULL;
       for (uint32_t k = 0; k < t->n_inputs; k++) {
         sl_channel_t *c = t->inputs[(t->rr + k) % t->n_inputs];
-        if (!c->is_finished && sl__channel_has_data(c)) {
+        if (!c->is_finished && !c->is_blocked && sl__channel_has_data(c)) {
           ch = c;
           t->rr = (t->rr + k + 1) % t->n_inputs;
           break;
@@ -282,16 +417,27 @@ static sl_run_result_t run_inputs(sl_task_t *t) {
     if (b->kind == SL_BUF_EOP) {
       sl__channel_recycle(ch, b);
       ch->is_finished = true;
+      ch->is_blocked = false;
       if (++t->n_finished == t->n_inputs) return task_end_input(t);
+      if (t->align_id && is_aligned(t) && finish_alignment(t) != SL_OK)
+        return task_fail(t);
+      if (t->n_blocked) return SL_RUN_WAIT_OUTPUT;
       continue;
     }
-    /* Barriers and watermarks: not produced yet. */
+    if (b->kind == SL_BUF_BARRIER) {
+      uint64_t id = (uint64_t)b->value;
+      sl__channel_recycle(ch, b);
+      if (on_barrier(t, ch, id) != SL_OK) return task_fail(t);
+      if (t->n_blocked) return SL_RUN_WAIT_OUTPUT;
+      continue;
+    }
+    /* Watermarks: not produced yet. */
     sl__channel_recycle(ch, b);
   }
   return SL_RUN_AGAIN;
 }
 
-sl_run_result_t sl__task_run(sl_task_t *t) {
+static sl_run_result_t task_run_quantum(sl_task_t *t) {
   if (t->phase == SL_PHASE_DONE) return SL_RUN_DONE;
   if (is_canceled(t)) {
     task_finish(t, false);
@@ -301,6 +447,7 @@ sl_run_result_t sl__task_run(sl_task_t *t) {
     if (task_open(t) != SL_OK) return task_fail(t);
     t->phase = SL_PHASE_RUNNING;
   }
+  if (t->job->ckpt) ckpt_notify(t);
   if (!flush_pending(t)) return SL_RUN_WAIT_OUTPUT;
   if (t->phase == SL_PHASE_ENDING) return task_done(t);
   int rc = SL_OK;
@@ -317,6 +464,12 @@ sl_run_result_t sl__task_run(sl_task_t *t) {
     if (process_data(t, &r)) return r;
   }
   return run_inputs(t);
+}
+
+sl_run_result_t sl__task_run(sl_task_t *t) {
+  sl_run_result_t r = task_run_quantum(t);
+  if (r != SL_RUN_DONE && t->n_timer_ops) arm_timers(t);
+  return r;
 }
 
 void sl__task_destroy(sl_task_t *t) {

@@ -22,6 +22,8 @@ struct sl_state_s {
   const sl_cowmap_entry_t *last;
   uint64_t last_key_gen;
   uint64_t last_epoch;
+  bool is_restored;  /* created from a checkpoint */
+  bool is_declared;  /* declared by the operator */
 };
 
 struct sl_kstate_s {
@@ -88,9 +90,31 @@ int sl__kstate_register(sl_kstate_t *be, const sl_state_desc_t *desc,
     return sl_error_set(out_err, SL_EINVAL,
                         "reducing state '%s' needs a reduce function",
                         desc->name);
+  static const char *kinds[] = {"?", "value", "list", "map", "reducing"};
   for (uint32_t i = 0; i < be->n_states; i++) {
     sl_state_t *st = be->states[i];
     if (strcmp(st->desc.name, desc->name) != 0) continue;
+    uint32_t version = desc->version ? desc->version : 1;
+    if (st->is_restored && !st->is_declared) {
+      /* The declaration must match what the checkpoint holds. */
+      if (st->desc.kind != desc->kind)
+        return sl_error_set(out_err, SL_EINVAL,
+                            "state '%s' is a %s state in the checkpoint but "
+                            "is declared as a %s state",
+                            desc->name, kinds[st->desc.kind],
+                            kinds[desc->kind]);
+      if (st->desc.version != version)
+        return sl_error_set(out_err, SL_EINVAL,
+                            "state '%s' has serializer version %u in the "
+                            "checkpoint but the operator declares version %u, "
+                            "and no migration is defined",
+                            desc->name, st->desc.version, version);
+      st->desc.reduce = desc->reduce;
+      st->desc.reduce_user = desc->reduce_user;
+      st->is_declared = true;
+      *out = st;
+      return SL_OK;
+    }
     if (st->desc.kind != desc->kind)
       return sl_error_set(out_err, SL_EINVAL,
                           "state '%s' was declared twice with different kinds",
@@ -121,11 +145,60 @@ int sl__kstate_register(sl_kstate_t *be, const sl_state_desc_t *desc,
     }
   }
   be->states[be->n_states++] = st;
+  st->is_declared = true;
   *out = st;
   return SL_OK;
 nomem:
   return sl_error_set(out_err, SL_ENOMEM, "out of memory declaring state '%s'",
                       desc->name);
+}
+
+int sl__kstate_restore_state(sl_kstate_t *be, const sl_state_desc_t *desc,
+                             sl_state_t **out, sl_error_t **out_err) {
+  for (uint32_t i = 0; i < be->n_states; i++)
+    if (strcmp(be->states[i]->desc.name, desc->name) == 0) {
+      *out = be->states[i];
+      return SL_OK;
+    }
+  if (desc->kind < SL_STATE_VALUE || desc->kind > SL_STATE_REDUCING)
+    return sl_error_set(out_err, SL_ECORRUPT,
+                        "state '%s' has an unknown kind %d in the checkpoint",
+                        desc->name, (int)desc->kind);
+  /* Registered as if declared, then marked as restored only; a reducing
+   * state gets its function from the operator's declaration. */
+  sl_state_desc_t d = *desc;
+  if (d.kind == SL_STATE_REDUCING) d.kind = SL_STATE_VALUE;
+  int rc = sl__kstate_register(be, &d, out, out_err);
+  if (rc != SL_OK) return rc;
+  (*out)->desc.kind = desc->kind;
+  (*out)->desc.version = desc->version ? desc->version : 1;
+  (*out)->is_restored = true;
+  (*out)->is_declared = false;
+  return SL_OK;
+}
+
+int sl__kstate_restore_entry(sl_state_t *st, uint32_t kg, const uint8_t *key,
+                             uint32_t klen, uint32_t nslen, const uint8_t *val,
+                             uint32_t vlen) {
+  sl_kstate_t *be = st->be;
+  if (kg < be->kg_start || kg > be->kg_end || nslen > klen) return SL_ECORRUPT;
+  uint64_t kh = sl__key_hash64(key, klen - nslen);
+  if (sl_key_group_of_hash(sl__key_hash_fold(kh), be->max_parallelism) != kg)
+    return SL_ECORRUPT;
+  uint64_t h = nslen == 0 ? kh : XXH3_64bits(key, klen);
+  sl_cowmap_entry_t *e;
+  bool created;
+  int rc = sl__cowmap_upsert(st->maps[kg - be->kg_start], h, key, klen, nslen,
+                             vlen, &e, &created);
+  if (rc != SL_OK) return rc;
+  return sl__cowmap_entry_set_value(e, val, vlen);
+}
+
+const char *sl__kstate_undeclared(const sl_kstate_t *be) {
+  for (uint32_t i = 0; i < be->n_states; i++)
+    if (be->states[i]->is_restored && !be->states[i]->is_declared)
+      return be->states[i]->desc.name;
+  return NULL;
 }
 
 int sl__kstate_set_key(sl_kstate_t *be, const void *key, uint32_t len,

@@ -56,6 +56,24 @@ typedef int (*sl_state_visit_cb)(void *user, sl_slice_t key, sl_slice_t ns);
 int sl__state_for_each(sl_state_t *st, sl_state_visit_cb fn, void *user);
 
 /*
+ * Restore.  States found in a checkpoint are created before the operator
+ * opens, with the kind and version stored there; the operator's declaration
+ * in open() must then match them.
+ */
+int sl__kstate_restore_state(sl_kstate_t *be, const sl_state_desc_t *desc,
+                             sl_state_t **out_state, sl_error_t **out_err);
+/**
+ * @brief Insert a restored entry (composite key: key bytes then namespace)
+ * of key group kg.  @return SL_OK, SL_ECORRUPT (the key does not belong to
+ * kg, or kg is outside the range), SL_ENOMEM.
+ */
+int sl__kstate_restore_entry(sl_state_t *st, uint32_t kg, const uint8_t *key,
+                             uint32_t klen, uint32_t nslen, const uint8_t *val,
+                             uint32_t vlen);
+/** @brief A restored state the operator did not declare, or NULL. */
+const char *sl__kstate_undeclared(const sl_kstate_t *be);
+
+/*
  * Snapshots: pin every map of every state in O(states * key groups),
  * independent of the amount of state.  The pinned maps can then be read
  * from another thread.

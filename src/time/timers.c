@@ -172,3 +172,16 @@ bool sl__timers_pop(sl_timers_t *t, int64_t now, int64_t *out_ts,
 }
 
 size_t sl__timers_size(const sl_timers_t *t) { return t->n_live; }
+
+int sl__timers_export(const sl_timers_t *t,
+                      int (*fn)(void *user, int64_t ts, const uint8_t *key,
+                                uint32_t len),
+                      void *user) {
+  for (size_t i = 0; i < t->n_heap; i++) {
+    const timer_t_ *x = t->heap[i];
+    if (x->is_deleted) continue;
+    int rc = fn(user, x->ts, x->key, x->len);
+    if (rc != SL_OK) return rc;
+  }
+  return SL_OK;
+}

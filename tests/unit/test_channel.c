@@ -407,7 +407,8 @@ SL_TEST(channel_oversized_buffers_are_freed) {
   frees = atomic_load(&n_frees);
   for (uint32_t i = 0; i < ring + 3; i++) sl__channel_recycle(ch, bufs[i]);
   SL_ASSERT_EQ_INT(atomic_load(&n_frees), frees + 3);
-  SL_ASSERT_EQ_INT(atomic_load(&ch->ret_tail) - atomic_load(&ch->ret_head), ring);
+  SL_ASSERT_EQ_INT(atomic_load(&ch->ret_tail) - atomic_load(&ch->ret_head),
+                   ring);
   /* They come back in order. */
   for (uint32_t i = 0; i < ring; i++)
     SL_ASSERT_EQ_PTR(sl__channel_get_buffer(ch, 0), bufs[i]);

@@ -118,7 +118,8 @@ SL_TEST(keygroup_rescale_3_to_4) {
   /* Rescaling never splits a key group: each old range maps to whole
    * groups of new owners, and every group has one owner at each p. */
   for (uint32_t kg = 0; kg < m; kg++) {
-    uint32_t o3 = sl_key_group_owner(kg, m, 3), o4 = sl_key_group_owner(kg, m, 4);
+    uint32_t o3 = sl_key_group_owner(kg, m, 3);
+    uint32_t o4 = sl_key_group_owner(kg, m, 4);
     SL_ASSERT_TRUE(kg >= sl_key_group_range_start(o3, m, 3) &&
                    kg <= sl_key_group_range_end(o3, m, 3));
     SL_ASSERT_TRUE(kg >= sl_key_group_range_start(o4, m, 4) &&
@@ -153,7 +154,8 @@ SL_TEST(key_hash_composition) {
   /* XXH3-64 of the empty input is the published test vector, so the
    * library behind the reference is the standard xxh3. */
   SL_ASSERT_EQ_INT(XXH3_64bits("", 0), 0x2D06800538D394C2ull);
-  SL_ASSERT_EQ_INT(sl_key_hash("", 0), ref_fmix32(ref_fold(0x2D06800538D394C2ull)));
+  SL_ASSERT_EQ_INT(sl_key_hash("", 0),
+                   ref_fmix32(ref_fold(0x2D06800538D394C2ull)));
   /* fmix32 has known fixed points and values. */
   SL_ASSERT_EQ_INT(ref_fmix32(0), 0);
   SL_ASSERT_EQ_INT(ref_fmix32(1), 0x514e28b7u);
@@ -236,7 +238,8 @@ SL_TEST(key_group_distribution) {
   if (!(chi2 < 250.0)) SL_TEST_FAIL("chi-square %.1f >= 250", chi2);
   /* The same for the subtask of parallelism 8 (16 groups each). */
   uint32_t per[8] = {0};
-  for (int g = 0; g < M; g++) per[sl_key_group_owner((uint32_t)g, M, 8)] += count[g];
+  for (int g = 0; g < M; g++)
+    per[sl_key_group_owner((uint32_t)g, M, 8)] += count[g];
   for (int i = 0; i < 8; i++) {
     SL_ASSERT_TRUE(per[i] > N_KEYS / 8 - 1000);
     SL_ASSERT_TRUE(per[i] < N_KEYS / 8 + 1000);

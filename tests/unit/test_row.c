@@ -710,17 +710,18 @@ SL_TEST(row_builder_nullability) {
   for (uint32_t miss = 0; miss < 8; miss++) {
     for (int how = 0; how < 2; how++) {
       sl_row_builder_reset(&b, SL_ROW_INSERT);
-      fill_all(&b, true);
       if (how == 0) {
-        /* Rebuild from scratch without field miss. */
-        sl_row_builder_reset(&b, SL_ROW_INSERT);
+        /* Never set. */
         for (uint32_t i = 0; i < 8; i++) {
           if (i == miss) continue;
-          if (i == 5 || i == 6) SL_ASSERT_OK(sl_row_builder_set_str(&b, i, "x", 1));
+          if (i == 5 || i == 6)
+            SL_ASSERT_OK(sl_row_builder_set_str(&b, i, "x", 1));
           else if (i == 3) sl_row_builder_set_f64(&b, i, 1.5);
           else sl_row_builder_set_i64(&b, i, 1);
         }
       } else {
+        /* Set, then nulled again. */
+        fill_all(&b, true);
         sl_row_builder_set_null(&b, miss);
       }
       expect_missing(&b, all_fields[miss].name);
@@ -858,7 +859,7 @@ SL_TEST(row_validate_targeted_corruption) {
     case 8: set_u32(p + h + 8 * 5, 4); break;           /* offset in header */
     case 9: set_u32(p + h + 8 * 5, h + 8 * N_ALL - 1); break; /* in slots */
     case 10: set_u32(p + h + 8 * 6 + 4, len); break;    /* length too big */
-    case 11:                                            /* offset + length wraps */
+    case 11: /* offset + length wraps around */
       set_u32(p + h + 8 * 13, len - 1);
       set_u32(p + h + 8 * 13 + 4, UINT32_MAX);
       break;
@@ -931,10 +932,11 @@ SL_TEST(row_validate_every_byte) {
 /* The compact codec. */
 
 static int64_t rnd_i64_edge(void) {
-  static const int64_t edges[] = {0,  1,         -1,        63,        64,
-                                  -64, -65,      127,       128,       INT64_MAX,
-                                  INT64_MIN, INT64_MAX - 1, INT64_MIN + 1,
-                                  INT32_MAX, INT32_MIN};
+  static const int64_t edges[] = {0,         1,         -1,
+                                  63,        64,        -64,
+                                  -65,       127,       128,
+                                  INT64_MAX, INT64_MIN, INT64_MAX - 1,
+                                  INT64_MIN + 1, INT32_MAX, INT32_MIN};
   uint64_t r = rnd();
   switch (r % 4) {
   case 0: return edges[(r >> 8) % (sizeof(edges) / sizeof(edges[0]))];
@@ -973,7 +975,9 @@ static void fill_random(sl_row_builder_t *b, const sl_schema_t *s,
     }
     switch (f->type.id) {
     case SL_TYPE_BOOL: sl_row_builder_set_bool(b, i, rnd() & 1); break;
-    case SL_TYPE_INT32: sl_row_builder_set_i32(b, i, (int32_t)rnd_i64_edge()); break;
+    case SL_TYPE_INT32:
+      sl_row_builder_set_i32(b, i, (int32_t)rnd_i64_edge());
+      break;
     case SL_TYPE_FLOAT64: sl_row_builder_set_f64(b, i, rnd_f64()); break;
     case SL_TYPE_DECIMAL: {
       int64_t lim = 1;
@@ -1003,7 +1007,8 @@ static void assert_rows_equal(const sl_row_t *a, const sl_row_t *b,
   const sl_schema_t *s = a->schema;
   for (uint32_t i = 0; i < sl_schema_n_fields(s); i++) {
     bool na = sl_row_is_null(a, i), nb = sl_row_is_null(b, i);
-    if (na != nb) SL_TEST_FAIL("row %u field %u: null %d != %d", row_no, i, na, nb);
+    if (na != nb)
+      SL_TEST_FAIL("row %u field %u: null %d != %d", row_no, i, na, nb);
     if (na) continue;
     uint8_t id = sl_schema_field(s, i)->type.id;
     if (id == SL_TYPE_STRING || id == SL_TYPE_BYTES) {
@@ -1233,7 +1238,8 @@ static void key_f64(sl_bytes_t *k, double v) {
 }
 
 static bool same_bytes(const sl_bytes_t *a, const sl_bytes_t *b) {
-  return a->len == b->len && (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
+  return a->len == b->len &&
+         (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
 }
 
 SL_TEST(key_bytes_documented_layout) {
@@ -1319,7 +1325,8 @@ SL_TEST(key_bytes_equality) {
     memcpy(&d, &nans[i], 8);
     SL_ASSERT_TRUE(isnan(d));
     key_f64(&b, d);
-    if (!same_bytes(&a, &b)) SL_TEST_FAIL("NaN 0x%016llx differs", (unsigned long long)nans[i]);
+    if (!same_bytes(&a, &b))
+      SL_TEST_FAIL("NaN 0x%016llx differs", (unsigned long long)nans[i]);
   }
   key_f64(&b, NAN);
   SL_ASSERT_TRUE(same_bytes(&a, &b));

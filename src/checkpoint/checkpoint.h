@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Interface of the checkpoint module: checkpoint storage (state files,
+ * metadata, directory layout, retention), the I/O pool of the async phase,
+ * and the coordinator.  The formats are documented in
+ * docs/checkpoint-format.md; the protocol in README.md.
+ */
+#ifndef SL_CHECKPOINT_CHECKPOINT_H
+#define SL_CHECKPOINT_CHECKPOINT_H
+
+#include "core/core.h"
+#include "state/state.h"
+
+/* ------------------------------------------------------------------ */
+/* What one operator subtask contributes to a checkpoint. */
+
+typedef struct sl_ckpt_entry_s {
+  uint32_t key;      /* e.g. a split id */
+  uint8_t *bytes;    /* owned */
+  uint32_t len;
+} sl_ckpt_entry_t;
+
+/* Operator state: small named lists of entries, kept in the metadata. */
+typedef struct sl_ckpt_opstate_s {
+  char *name;                /* "source.positions", "sink.committables" */
+  sl_ckpt_entry_t *entries;
+  uint32_t n_entries;
+} sl_ckpt_opstate_t;
+
+typedef struct sl_ckpt_timer_s {
+  int64_t ts;
+  uint32_t kg;
+  uint32_t len;
+  uint8_t *key; /* owned */
+} sl_ckpt_timer_t;
+
+typedef struct sl_ckpt_subtask_s {
+  uint32_t subtask;
+  uint32_t kg_start, kg_end;   /* keyed operators; kg_end < kg_start: none */
+  char *state_file;            /* relative to the checkpoint dir, or NULL */
+  uint64_t state_size;
+  uint64_t state_checksum;
+  char *channel_file;          /* unaligned channel state, or NULL */
+  uint64_t channel_size;
+  uint64_t channel_checksum;
+  sl_ckpt_opstate_t *opstates;
+  uint32_t n_opstates;
+} sl_ckpt_subtask_t;
+
+typedef struct sl_ckpt_op_s {
+  char *uid;
+  uint32_t parallelism;
+  sl_ckpt_subtask_t *subtasks; /* n_subtasks == parallelism once complete */
+  uint32_t n_subtasks;
+} sl_ckpt_op_t;
+
+typedef enum sl_ckpt_kind_e {
+  SL_CKPT_KIND_CHECKPOINT = 0,
+  SL_CKPT_KIND_SAVEPOINT = 1
+} sl_ckpt_kind_t;
+
+/* The metadata of a completed checkpoint. */
+typedef struct sl_ckpt_meta_s {
+  uint64_t id;
+  int64_t time_ns;
+  uint8_t kind;
+  uint8_t mode;              /* sl_ckpt_mode_t */
+  uint32_t max_parallelism;
+  char *job;
+  sl_ckpt_op_t *ops;
+  uint32_t n_ops;
+  char *dir;                 /* where it was read from (not stored) */
+} sl_ckpt_meta_t;
+
+void sl__ckpt_subtask_clear(sl_ckpt_subtask_t *s);
+void sl__ckpt_meta_clear(sl_ckpt_meta_t *m);
+/** @brief Find an operator by uid, NULL if none. */
+const sl_ckpt_op_t *sl__ckpt_meta_op(const sl_ckpt_meta_t *m, const char *uid);
+/** @brief Find an op state list by name in a subtask. */
+const sl_ckpt_opstate_t *sl__ckpt_opstate(const sl_ckpt_subtask_t *s,
+                                          const char *name);
+
+/* ------------------------------------------------------------------ */
+/* Storage: <dir>/<job>/chk-<id>/{_metadata, <uid>-<subtask>.state, ...}. */
+
+/**
+ * @brief Write the state of a keyed operator subtask (pinned snapshot and
+ * copied timers) to path, key group by key group, with an index and an
+ * xxh3 checksum.  fsyncs the file.
+ * @return SL_OK or a negative errno / SL_ENOMEM with *out_err.
+ * @thread an I/O thread.
+ */
+int sl__ckpt_write_state(const char *path, const sl_kstate_snap_t *snap,
+                         uint32_t kg_start, uint32_t kg_end,
+                         const sl_ckpt_timer_t *timers, uint32_t n_timers,
+                         uint64_t *out_size, uint64_t *out_checksum,
+                         sl_error_t **out_err);
+
+/* Callbacks of sl__ckpt_read_state: one per state entry and per timer. */
+typedef struct sl_ckpt_reader_s {
+  /* The states in the file (names, kinds, versions): called first. */
+  int (*on_states)(void *user, const sl_state_desc_t *descs, uint32_t n);
+  int (*on_entry)(void *user, uint32_t state, uint32_t kg, const uint8_t *key,
+                  uint32_t klen, uint32_t nslen, const uint8_t *val,
+                  uint32_t vlen);
+  int (*on_timer)(void *user, uint32_t kg, int64_t ts, const uint8_t *key,
+                  uint32_t klen);
+  void *user;
+} sl_ckpt_reader_t;
+
+/**
+ * @brief Read the key groups [kg_start, kg_end] of a state file after
+ * checking its size and checksum against the metadata.  Truncated or
+ * corrupt files give SL_ECORRUPT with a message naming the file.
+ */
+int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
+                        uint32_t kg_start, uint32_t kg_end,
+                        const sl_ckpt_reader_t *rd, sl_error_t **out_err);
+
+/** @brief Write raw bytes to path with fsync; returns size and checksum. */
+int sl__ckpt_write_blob(const char *path, const uint8_t *p, size_t len,
+                        uint64_t *out_checksum, sl_error_t **out_err);
+/** @brief Read a whole blob, verifying size and checksum (caller frees). */
+int sl__ckpt_read_blob(const char *path, uint64_t size, uint64_t checksum,
+                       uint8_t **out, sl_error_t **out_err);
+
+/**
+ * @brief Write <ckdir>/_metadata atomically: a temporary file, fsync,
+ * rename, fsync of the directory.  This is the commit point of a
+ * checkpoint.  Injection points: coordinator.before_metadata_write,
+ * coordinator.before_metadata_rename, coordinator.after_metadata_rename.
+ */
+int sl__ckpt_write_meta(const char *ckdir, const sl_ckpt_meta_t *m,
+                        sl_error_t **out_err);
+/**
+ * @brief Read and validate <ckdir>/_metadata.  @return SL_OK,
+ * SL_ENOTFOUND (no metadata: not a completed checkpoint), SL_ECORRUPT.
+ */
+int sl__ckpt_read_meta(const char *ckdir, sl_ckpt_meta_t *out,
+                       sl_error_t **out_err);
+/**
+ * @brief Check that every file the metadata names exists with its size.
+ * (Checksums are verified when the files are read.)
+ */
+int sl__ckpt_check_files(const sl_ckpt_meta_t *m, sl_error_t **out_err);
+
+/** @brief Ids of the chk-N directories under jobdir, ascending. */
+int sl__ckpt_list(const char *jobdir, uint64_t **out_ids, uint32_t *out_n,
+                  sl_error_t **out_err);
+/**
+ * @brief Load the newest usable completed checkpoint of jobdir, falling
+ * back to older ones (with a warning naming what was wrong) when one is
+ * missing, truncated or corrupt.  @return SL_OK, SL_ENOTFOUND (none at
+ * all), SL_ECORRUPT (some exist, none usable).
+ */
+int sl__ckpt_load_latest(const char *jobdir, sl_ckpt_meta_t *out,
+                         sl_error_t **out_err);
+/** @brief Remove a checkpoint directory and its files. */
+int sl__ckpt_remove_dir(const char *ckdir);
+/** @brief mkdir -p. */
+int sl__ckpt_mkdirs(const char *path, sl_error_t **out_err);
+/** @brief A file name for an operator subtask: uid made safe, subtask. */
+char *sl__ckpt_file_name(const char *uid, uint32_t subtask, const char *ext);
+
+/* ------------------------------------------------------------------ */
+/* I/O pool: threads that run the async phase of snapshots. */
+
+typedef struct sl_io_pool_s sl_io_pool_t;
+typedef void (*sl_io_fn)(void *arg);
+
+int sl__io_pool_create(uint32_t n_threads, sl_io_pool_t **out);
+/** @brief Run fn(arg) on an I/O thread.  @thread any. */
+int sl__io_submit(sl_io_pool_t *pool, sl_io_fn fn, void *arg);
+/** @brief Wait for every submitted job, then stop the threads. */
+void sl__io_pool_destroy(sl_io_pool_t *pool);
+
+/* ------------------------------------------------------------------ */
+/* Coordinator. */
+
+typedef struct sl_coord_s sl_coord_t;
+struct sl_task_s;
+
+/* Per-subtask measurements sent with an acknowledgement. */
+typedef struct sl_ckpt_task_stats_s {
+  int64_t barrier_delay_ns;
+  int64_t alignment_ns;
+  int64_t sync_ns;
+  int64_t async_ns;
+  uint64_t bytes;
+  uint64_t channel_bytes;
+  bool is_unaligned;
+} sl_ckpt_task_stats_t;
+
+typedef struct sl_coord_op_s {
+  const char *uid;
+  uint32_t parallelism;
+} sl_coord_op_t;
+
+/**
+ * @brief Create the coordinator of a job; it lives across restarts.  ids
+ * continue after the largest chk-N under the job's directory.
+ */
+int sl__coord_create(const sl_checkpoint_config_t *cfg, const char *job,
+                     uint32_t max_parallelism, sl_coord_t **out,
+                     sl_error_t **out_err);
+void sl__coord_destroy(sl_coord_t *c);
+/** @brief The job's checkpoint directory <dir>/<job>. */
+const char *sl__coord_job_dir(const sl_coord_t *c);
+/**
+ * @brief Start an attempt: the tasks (sources first flagged by
+ * task->source), the operators of the plan, and the scheduler to wake
+ * tasks with.  Starts the trigger thread.
+ */
+int sl__coord_attach(sl_coord_t *c, struct sl_task_s **tasks, uint32_t n_tasks,
+                     const sl_coord_op_t *ops, uint32_t n_ops,
+                     sl_io_pool_t *io);
+/** @brief End an attempt: abort pending checkpoints, stop the thread. */
+void sl__coord_detach(sl_coord_t *c);
+/** @brief Trigger a checkpoint.  @thread any. */
+int sl__coord_trigger(sl_coord_t *c, uint64_t *out_id, sl_error_t **out_err);
+/**
+ * @brief A task's acknowledgement: its operators' subtask entries (moved;
+ * op_index[i] says which operator of the plan entry i belongs to).
+ * @thread any (a task or an I/O thread).
+ */
+void sl__coord_ack(sl_coord_t *c, uint64_t id, uint32_t task,
+                   sl_ckpt_subtask_t *subs, const uint32_t *op_index,
+                   uint32_t n, const sl_ckpt_task_stats_t *stats,
+                   bool is_async);
+/**
+ * @brief A task cannot complete checkpoint id: abort it with err (moved).
+ * is_async: sent by the async phase (pairs with sl__coord_io_begin).
+ */
+void sl__coord_decline(sl_coord_t *c, uint64_t id, sl_error_t *err,
+                       bool is_async);
+/** @brief Async work for checkpoint id started (pairs with ack/decline). */
+void sl__coord_io_begin(sl_coord_t *c, uint64_t id);
+/** @brief A task finished: no more checkpoints can complete this attempt. */
+void sl__coord_task_finished(sl_coord_t *c);
+int sl__coord_wait(sl_coord_t *c, uint64_t id, int64_t timeout_ms,
+                   sl_checkpoint_stats_t *out);
+int sl__coord_last(sl_coord_t *c, sl_checkpoint_stats_t *out);
+/** @brief Id of the newest completed checkpoint (0 if none). */
+uint64_t sl__coord_latest(sl_coord_t *c);
+/** @brief Directory of checkpoint id. */
+char *sl__coord_ckpt_dir(const sl_coord_t *c, uint64_t id);
+/** @brief Whether checkpoint id is still pending (tasks may skip work). */
+bool sl__coord_is_pending(sl_coord_t *c, uint64_t id);
+
+/* ------------------------------------------------------------------ */
+/* Task side (ckpt_task.c). */
+
+struct sl_ckpt_hooks_s;
+struct sl_source_rt_s;
+/** @brief The hooks the runtime calls (snapshot, task finished). */
+int sl__ckpt_hooks_create(sl_coord_t *coord, sl_io_pool_t *io, int mode,
+                          int64_t alignment_timeout_ms,
+                          struct sl_ckpt_hooks_s **out);
+void sl__ckpt_hooks_destroy(struct sl_ckpt_hooks_s *hooks);
+/** @brief Restore op's key groups (any parallelism) from the checkpoint. */
+int sl__ckpt_restore_keyed(const sl_ckpt_meta_t *m, const sl_ckpt_op_t *mop,
+                           struct sl_ctx_s *op, sl_error_t **out_err);
+/** @brief Restore the split positions of a source subtask. */
+int sl__ckpt_restore_positions(const sl_ckpt_op_t *mop,
+                               struct sl_source_rt_s *src,
+                               sl_error_t **out_err);
+
+#endif

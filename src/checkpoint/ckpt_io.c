@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The I/O pool: a few threads that run the asynchronous phase of snapshots
+ * (serializing pinned state to files and fsyncing them) so that tasks go on
+ * processing records meanwhile.  Jobs run in submission order per thread.
+ * See README.md.
+ */
+#include <pthread.h>
+
+#include "checkpoint/checkpoint.h"
+
+typedef struct io_job_s {
+  sl_io_fn fn;
+  void *arg;
+  struct io_job_s *next;
+} io_job_t;
+
+struct sl_io_pool_s {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  io_job_t *head, *tail; /* protected by lock */
+  bool is_stopping;      /* protected by lock */
+  uint32_t n_threads;
+  pthread_t *threads;
+};
+
+static void *io_main(void *arg) {
+  sl_io_pool_t *p = arg;
+  pthread_mutex_lock(&p->lock);
+  for (;;) {
+    while (p->head == NULL && !p->is_stopping)
+      pthread_cond_wait(&p->cond, &p->lock);
+    io_job_t *j = p->head;
+    if (j == NULL) break; /* stopping and drained */
+    p->head = j->next;
+    if (p->head == NULL) p->tail = NULL;
+    pthread_mutex_unlock(&p->lock);
+    j->fn(j->arg);
+    sl_free(j);
+    pthread_mutex_lock(&p->lock);
+  }
+  pthread_mutex_unlock(&p->lock);
+  return NULL;
+}
+
+int sl__io_pool_create(uint32_t n_threads, sl_io_pool_t **out) {
+  sl_io_pool_t *p = sl_calloc(1, sizeof(*p));
+  if (p == NULL) return SL_ENOMEM;
+  if (n_threads == 0) n_threads = 1;
+  p->threads = sl_calloc(n_threads, sizeof(pthread_t));
+  if (p->threads == NULL) {
+    sl_free(p);
+    return SL_ENOMEM;
+  }
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_cond_init(&p->cond, NULL);
+  for (; p->n_threads < n_threads; p->n_threads++)
+    if (pthread_create(&p->threads[p->n_threads], NULL, io_main, p) != 0)
+      break;
+  if (p->n_threads == 0) {
+    sl__io_pool_destroy(p);
+    return SL_ENOMEM;
+  }
+  *out = p;
+  return SL_OK;
+}
+
+int sl__io_submit(sl_io_pool_t *p, sl_io_fn fn, void *arg) {
+  io_job_t *j = sl_calloc(1, sizeof(*j));
+  if (j == NULL) return SL_ENOMEM;
+  j->fn = fn;
+  j->arg = arg;
+  pthread_mutex_lock(&p->lock);
+  if (p->tail) p->tail->next = j;
+  else p->head = j;
+  p->tail = j;
+  pthread_cond_signal(&p->cond);
+  pthread_mutex_unlock(&p->lock);
+  return SL_OK;
+}
+
+void sl__io_pool_destroy(sl_io_pool_t *p) {
+  if (p == NULL) return;
+  pthread_mutex_lock(&p->lock);
+  p->is_stopping = true;
+  pthread_cond_broadcast(&p->cond);
+  pthread_mutex_unlock(&p->lock);
+  for (uint32_t i = 0; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
+  pthread_mutex_destroy(&p->lock);
+  pthread_cond_destroy(&p->cond);
+  sl_free(p->threads);
+  sl_free(p);
+}

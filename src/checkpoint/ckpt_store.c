@@ -1,0 +1,975 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Checkpoint storage: state files, blobs, the metadata file and the
+ * directory layout <dir>/<job>/chk-<id>/.  Formats: docs/checkpoint-format.md.
+ *
+ * DESIGN NOTES
+ *
+ * A checkpoint directory goes through these states:
+ *
+ *   (absent) --task files written--> PARTIAL --_metadata renamed--> COMPLETE
+ *      PARTIAL --abort/cleanup--> (absent)
+ *      COMPLETE --subsumed beyond retention--> (absent)
+ *
+ * Invariants:
+ *  S1. Only a directory whose _metadata reads back with a valid checksum is
+ *      a restore point; state files without metadata are garbage.
+ *  S2. _metadata appears atomically: written to _metadata.tmp, fsynced,
+ *      renamed, and the directory fsynced (the single commit point).
+ *  S3. Every file the metadata names was fsynced before the metadata was
+ *      written, and its size and index checksum are in the metadata, so a
+ *      truncated or replaced file is detected before it is trusted.
+ *  S4. Every length read from a file is checked against the bytes present
+ *      before use.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "checkpoint/checkpoint.h"
+#include "core/inject.h"
+
+#define STATE_MAGIC "SLST"
+#define STATE_VERSION 1
+#define STATE_FOOTER_MAGIC "SLSTEND"
+#define META_MAGIC "SLCM"
+#define META_VERSION 1
+#define META_FOOTER_MAGIC "SLCMEND"
+#define WBUF (1u << 20)
+
+/* ------------------------------------------------------------------ */
+/* Small helpers. */
+
+void sl__ckpt_subtask_clear(sl_ckpt_subtask_t *s) {
+  sl_free(s->state_file);
+  sl_free(s->channel_file);
+  for (uint32_t i = 0; i < s->n_opstates; i++) {
+    sl_ckpt_opstate_t *o = &s->opstates[i];
+    for (uint32_t k = 0; k < o->n_entries; k++) sl_free(o->entries[k].bytes);
+    sl_free(o->entries);
+    sl_free(o->name);
+  }
+  sl_free(s->opstates);
+  memset(s, 0, sizeof(*s));
+}
+
+void sl__ckpt_meta_clear(sl_ckpt_meta_t *m) {
+  for (uint32_t i = 0; i < m->n_ops; i++) {
+    for (uint32_t k = 0; k < m->ops[i].n_subtasks; k++)
+      sl__ckpt_subtask_clear(&m->ops[i].subtasks[k]);
+    sl_free(m->ops[i].subtasks);
+    sl_free(m->ops[i].uid);
+  }
+  sl_free(m->ops);
+  sl_free(m->job);
+  sl_free(m->dir);
+  memset(m, 0, sizeof(*m));
+}
+
+const sl_ckpt_op_t *sl__ckpt_meta_op(const sl_ckpt_meta_t *m,
+                                     const char *uid) {
+  for (uint32_t i = 0; i < m->n_ops; i++)
+    if (strcmp(m->ops[i].uid, uid) == 0) return &m->ops[i];
+  return NULL;
+}
+
+const sl_ckpt_opstate_t *sl__ckpt_opstate(const sl_ckpt_subtask_t *s,
+                                          const char *name) {
+  for (uint32_t i = 0; i < s->n_opstates; i++)
+    if (strcmp(s->opstates[i].name, name) == 0) return &s->opstates[i];
+  return NULL;
+}
+
+char *sl__ckpt_file_name(const char *uid, uint32_t subtask, const char *ext) {
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  for (const char *p = uid; *p; p++) {
+    unsigned char c = (unsigned char)*p;
+    bool is_safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                   (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (is_safe) sl_bytes_append(&b, p, 1);
+    else sl_bytes_printf(&b, "%%%02x", c);
+  }
+  if (sl_bytes_printf(&b, "-%u%s", subtask, ext) != SL_OK ||
+      sl_bytes_append(&b, "", 1) != SL_OK) {
+    sl_bytes_close(&b);
+    return NULL;
+  }
+  return (char *)b.data;
+}
+
+int sl__ckpt_mkdirs(const char *path, sl_error_t **out_err) {
+  char *p = sl_strdup(path);
+  if (p == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  for (char *s = p + 1;; s++) {
+    if (*s != '/' && *s != '\0') continue;
+    char c = *s;
+    *s = '\0';
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+      int e = errno;
+      int rc = sl_error_set(out_err, -e, "cannot create directory '%s': %s",
+                            p, strerror(e));
+      sl_free(p);
+      return rc;
+    }
+    *s = c;
+    if (c == '\0') break;
+  }
+  sl_free(p);
+  return SL_OK;
+}
+
+static int fsync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  int rc = fsync(fd) == 0 ? SL_OK : -errno;
+  close(fd);
+  return rc;
+}
+
+/* Buffered writer that counts bytes. */
+typedef struct wfile_s {
+  int fd;
+  const char *path;
+  sl_bytes_t buf;
+  uint64_t off;
+  int rc;
+} wfile_t;
+
+static int wflush(wfile_t *w) {
+  size_t done = 0;
+  while (w->rc == SL_OK && done < w->buf.len) {
+    ssize_t n = write(w->fd, w->buf.data + done, w->buf.len - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) w->rc = -errno;
+    else done += (size_t)n;
+  }
+  w->buf.len = 0;
+  return w->rc;
+}
+
+/* Appends only; callers flush (state sections hash the buffer first). */
+static int wput(wfile_t *w, const void *p, size_t n) {
+  if (w->rc != SL_OK) return w->rc;
+  if (sl_bytes_append(&w->buf, p, n) != SL_OK) return w->rc = SL_ENOMEM;
+  w->off += n;
+  return SL_OK;
+}
+
+static int wvarint(wfile_t *w, uint64_t v) {
+  uint8_t tmp[10];
+  size_t n = 0;
+  do {
+    uint8_t c = v & 0x7f;
+    v >>= 7;
+    tmp[n++] = (uint8_t)(c | (v ? 0x80 : 0));
+  } while (v);
+  return wput(w, tmp, n);
+}
+
+static int wu64(wfile_t *w, uint64_t v) {
+  uint8_t b[8];
+  sl__put_u64le(b, v);
+  return wput(w, b, 8);
+}
+
+static int wopen(wfile_t *w, const char *path, sl_error_t **out_err) {
+  memset(w, 0, sizeof(*w));
+  sl_bytes_init(&w->buf);
+  w->path = path;
+  w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (w->fd < 0) {
+    int e = errno;
+    return sl_error_set(out_err, -e, "cannot create checkpoint file '%s': %s",
+                        path, strerror(e));
+  }
+  return SL_OK;
+}
+
+/* Flush, fsync and close; after an fsync failure the file is not trusted
+ * (and the caller must not retry and go on). */
+static int wclose(wfile_t *w, sl_error_t **out_err) {
+  int rc = wflush(w);
+  if (rc == SL_OK && fsync(w->fd) != 0) rc = -errno;
+  if (close(w->fd) != 0 && rc == SL_OK) rc = -errno;
+  sl_bytes_close(&w->buf);
+  if (rc != SL_OK)
+    return sl_error_set(out_err, rc, "cannot write checkpoint file '%s': %s",
+                        w->path, sl_strerror(rc));
+  return SL_OK;
+}
+
+/* Read cursor over a byte range; every read is bounds-checked (S4). */
+typedef struct rcur_s {
+  const uint8_t *p, *end;
+  bool is_bad;
+} rcur_t;
+
+static uint64_t rvarint(rcur_t *c) {
+  uint64_t v = 0;
+  size_t k = c->is_bad ? 0 : sl__get_varint(c->p, (size_t)(c->end - c->p), &v);
+  if (k == 0) {
+    c->is_bad = true;
+    return 0;
+  }
+  c->p += k;
+  return v;
+}
+
+static const uint8_t *rbytes(rcur_t *c, uint64_t n) {
+  if (c->is_bad || (uint64_t)(c->end - c->p) < n) {
+    c->is_bad = true;
+    return NULL;
+  }
+  const uint8_t *p = c->p;
+  c->p += n;
+  return p;
+}
+
+static uint32_t ru32(rcur_t *c) {
+  const uint8_t *p = rbytes(c, 4);
+  return p ? sl__get_u32le(p) : 0;
+}
+
+static uint64_t ru64(rcur_t *c) {
+  const uint8_t *p = rbytes(c, 8);
+  return p ? sl__get_u64le(p) : 0;
+}
+
+static char *rstr(rcur_t *c) {
+  uint64_t n = rvarint(c);
+  if (n > 65536) c->is_bad = true;
+  const uint8_t *p = rbytes(c, n);
+  return p ? sl_strndup((const char *)p, (size_t)n) : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* State files. */
+
+static int cmp_timer(const void *a, const void *b) {
+  const sl_ckpt_timer_t *x = a, *y = b;
+  if (x->kg != y->kg) return x->kg < y->kg ? -1 : 1;
+  return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+int sl__ckpt_write_state(const char *path, const sl_kstate_snap_t *snap,
+                         uint32_t kg_start, uint32_t kg_end,
+                         const sl_ckpt_timer_t *timers, uint32_t n_timers,
+                         uint64_t *out_size, uint64_t *out_checksum,
+                         sl_error_t **out_err) {
+  wfile_t w;
+  int rc = wopen(&w, path, out_err);
+  if (rc != SL_OK) return rc;
+  uint32_t n_kg = kg_end - kg_start + 1;
+  uint64_t *idx = sl_calloc((size_t)n_kg * 3, sizeof(uint64_t));
+  sl_ckpt_timer_t *tm = n_timers ? sl_malloc(n_timers * sizeof(*tm)) : NULL;
+  XXH3_state_t *hs = XXH3_createState();
+  sl_bytes_t hdr;
+  sl_bytes_init(&hdr);
+  if (idx == NULL || (n_timers && tm == NULL) || hs == NULL) {
+    rc = SL_ENOMEM;
+    goto out;
+  }
+  if (n_timers) {
+    memcpy(tm, timers, n_timers * sizeof(*tm));
+    qsort(tm, n_timers, sizeof(*tm), cmp_timer);
+  }
+  /* Header: it goes into the index checksum too. */
+  uint32_t n_states = sl__kstate_snap_n_states(snap);
+  uint8_t h4[4];
+  sl_bytes_append(&hdr, STATE_MAGIC, 4);
+  uint8_t ver[4] = {STATE_VERSION, 0, 0, 0};
+  sl_bytes_append(&hdr, ver, 4);
+  sl__put_u32le(h4, kg_start);
+  sl_bytes_append(&hdr, h4, 4);
+  sl__put_u32le(h4, kg_end);
+  sl_bytes_append(&hdr, h4, 4);
+  sl__put_u32le(h4, n_states);
+  sl_bytes_append(&hdr, h4, 4);
+  for (uint32_t i = 0; i < n_states; i++) {
+    const sl_state_desc_t *d = sl__kstate_snap_desc(snap, i);
+    size_t nl = strlen(d->name);
+    sl__bytes_put_varint(&hdr, nl);
+    sl_bytes_append(&hdr, d->name, nl);
+    uint8_t kind = (uint8_t)d->kind;
+    sl_bytes_append(&hdr, &kind, 1);
+    if (sl__bytes_put_varint(&hdr, d->version) != SL_OK) {
+      rc = SL_ENOMEM;
+      goto out;
+    }
+  }
+  wput(&w, hdr.data, hdr.len);
+  uint32_t ti = 0;
+  for (uint32_t kg = kg_start; kg <= kg_end && w.rc == SL_OK; kg++) {
+    uint64_t start = w.off;
+    size_t buf_start = w.buf.len; /* for the section checksum */
+    XXH3_64bits_reset(hs);
+    for (uint32_t s = 0; s < n_states; s++) {
+      const sl_cowmap_snap_t *ms = sl__kstate_snap_map(snap, s, kg);
+      wvarint(&w, ms ? sl__cowmap_snap_size(ms) : 0);
+      if (ms == NULL) continue;
+      sl_cowmap_iter_t it;
+      sl__cowmap_snap_iter(ms, &it);
+      const sl_cowmap_entry_t *e;
+      while ((e = sl__cowmap_next(&it)) != NULL) {
+        wvarint(&w, e->klen);
+        wvarint(&w, e->nslen);
+        wvarint(&w, e->vlen);
+        wput(&w, e->key, e->klen);
+        wput(&w, e->val, e->vlen);
+        /* Hash what is buffered before the flush drops it. */
+        if (w.buf.len >= WBUF) {
+          XXH3_64bits_update(hs, w.buf.data + buf_start, w.buf.len - buf_start);
+          wflush(&w);
+          buf_start = 0;
+        }
+      }
+    }
+    uint32_t tj = ti;
+    while (tj < n_timers && tm[tj].kg == kg) tj++;
+    wvarint(&w, tj - ti);
+    for (; ti < tj; ti++) {
+      wvarint(&w, sl__zigzag(tm[ti].ts));
+      wvarint(&w, tm[ti].len);
+      wput(&w, tm[ti].key, tm[ti].len);
+    }
+    XXH3_64bits_update(hs, w.buf.data + buf_start, w.buf.len - buf_start);
+    uint64_t *x = &idx[(size_t)(kg - kg_start) * 3];
+    x[0] = start;
+    x[1] = w.off - start;
+    x[2] = XXH3_64bits_digest(hs);
+    if (w.buf.len >= WBUF) wflush(&w);
+  }
+  if (ti != n_timers && w.rc == SL_OK) {
+    rc = sl_error_set(out_err, SL_EINVAL,
+                      "checkpoint file '%s': a timer lies outside the key "
+                      "groups %u..%u", path, kg_start, kg_end);
+    goto out;
+  }
+  /* Index, then the footer with the checksum of header and index. */
+  uint64_t index_off = w.off;
+  sl_bytes_t ib;
+  sl_bytes_init(&ib);
+  for (size_t k = 0; k < (size_t)n_kg * 3; k++) {
+    uint8_t b[8];
+    sl__put_u64le(b, idx[k]);
+    if (sl_bytes_append(&ib, b, 8) != SL_OK) rc = SL_ENOMEM;
+  }
+  wput(&w, ib.data, ib.len);
+  XXH3_64bits_reset(hs);
+  XXH3_64bits_update(hs, hdr.data, hdr.len);
+  XXH3_64bits_update(hs, ib.data ? ib.data : (const uint8_t *)"", ib.len);
+  uint64_t ck = XXH3_64bits_digest(hs);
+  sl_bytes_close(&ib);
+  wu64(&w, hdr.len);
+  wu64(&w, index_off);
+  wu64(&w, ck);
+  wput(&w, STATE_FOOTER_MAGIC, 8);
+  if (rc == SL_OK && w.rc == SL_OK) {
+    *out_size = w.off;
+    *out_checksum = ck;
+  }
+out:
+  if (rc == SL_OK) rc = SL_INJECT("task.state_file_before_fsync");
+  {
+    int crc = wclose(&w, rc == SL_OK ? out_err : NULL);
+    if (rc == SL_OK) rc = crc;
+  }
+  if (rc == SL_ENOMEM) sl_error_set(out_err, rc, "out of memory writing '%s'", path);
+  else if (rc != SL_OK) sl_error_set(out_err, rc, "cannot write checkpoint file '%s'", path);
+  sl_free(idx);
+  sl_free(tm);
+  if (hs) XXH3_freeState(hs);
+  sl_bytes_close(&hdr);
+  return rc;
+}
+
+static int pread_all(int fd, uint8_t *p, size_t n, uint64_t off) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t k = pread(fd, p + done, n - done, (off_t)(off + done));
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -errno;
+    if (k == 0) return SL_ECORRUPT; /* shorter than it said */
+    done += (size_t)k;
+  }
+  return SL_OK;
+}
+
+int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
+                        uint32_t kg_start, uint32_t kg_end,
+                        const sl_ckpt_reader_t *rd, sl_error_t **out_err) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    return sl_error_set(out_err, e == ENOENT ? SL_ECORRUPT : -e,
+                        "checkpoint file '%s' cannot be opened: %s", path,
+                        strerror(e));
+  }
+  uint8_t *hdr = NULL, *ib = NULL, *sec = NULL;
+  sl_state_desc_t *descs = NULL;
+  uint32_t n_states = 0;
+  int rc = SL_OK;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != size || size < 32) {
+    rc = sl_error_set(out_err, SL_ECORRUPT,
+                      "checkpoint file '%s' is truncated or was replaced: "
+                      "%lld bytes, expected %llu",
+                      path, (long long)st.st_size, (unsigned long long)size);
+    goto out;
+  }
+  uint8_t foot[32];
+  if ((rc = pread_all(fd, foot, 32, size - 32)) != SL_OK) goto io;
+  uint64_t hdr_len = sl__get_u64le(foot), index_off = sl__get_u64le(foot + 8);
+  uint64_t ck = sl__get_u64le(foot + 16);
+  if (memcmp(foot + 24, STATE_FOOTER_MAGIC, 8) != 0 || ck != checksum ||
+      hdr_len < 16 || hdr_len > index_off || index_off > size - 32) {
+    rc = sl_error_set(out_err, SL_ECORRUPT,
+                      "checkpoint file '%s' is corrupt: bad footer or "
+                      "checksum", path);
+    goto out;
+  }
+  uint64_t ilen = size - 32 - index_off;
+  hdr = sl_malloc(hdr_len);
+  ib = sl_malloc(ilen ? ilen : 1);
+  if (hdr == NULL || ib == NULL) goto nomem;
+  if ((rc = pread_all(fd, hdr, hdr_len, 0)) != SL_OK) goto io;
+  if ((rc = pread_all(fd, ib, ilen, index_off)) != SL_OK) goto io;
+  uint64_t got;
+  {
+    XXH3_state_t *hs = XXH3_createState();
+    if (hs == NULL) goto nomem;
+    XXH3_64bits_reset(hs);
+    XXH3_64bits_update(hs, hdr, hdr_len);
+    XXH3_64bits_update(hs, ib, ilen);
+    got = XXH3_64bits_digest(hs);
+    XXH3_freeState(hs);
+  }
+  if (got != ck) {
+    rc = sl_error_set(out_err, SL_ECORRUPT,
+                      "checkpoint file '%s' is corrupt: checksum mismatch",
+                      path);
+    goto out;
+  }
+  rcur_t c = {hdr, hdr + hdr_len, false};
+  const uint8_t *magic = rbytes(&c, 4);
+  const uint8_t *ver = rbytes(&c, 4);
+  uint32_t f_start = ru32(&c), f_end = ru32(&c);
+  n_states = ru32(&c);
+  if (c.is_bad || memcmp(magic, STATE_MAGIC, 4) != 0) goto corrupt;
+  if (ver[0] != STATE_VERSION) {
+    rc = sl_error_set(out_err, SL_ECORRUPT,
+                      "checkpoint file '%s' has format version %u; this "
+                      "sluice reads version %u", path, ver[0], STATE_VERSION);
+    goto out;
+  }
+  if (f_end < f_start || ilen != (uint64_t)(f_end - f_start + 1) * 24 ||
+      n_states > 4096)
+    goto corrupt;
+  descs = sl_calloc(n_states + 1, sizeof(*descs));
+  if (descs == NULL) goto nomem;
+  for (uint32_t i = 0; i < n_states; i++) {
+    descs[i].name = rstr(&c);
+    const uint8_t *k = rbytes(&c, 1);
+    descs[i].kind = k ? (sl_state_kind_t)k[0] : 0;
+    descs[i].version = (uint32_t)rvarint(&c);
+    if (c.is_bad || descs[i].name == NULL) goto corrupt;
+  }
+  if (rd->on_states && (rc = rd->on_states(rd->user, descs, n_states)) != SL_OK)
+    goto out;
+  for (uint32_t kg = kg_start; kg <= kg_end; kg++) {
+    if (kg < f_start || kg > f_end) continue;
+    const uint8_t *x = ib + (size_t)(kg - f_start) * 24;
+    uint64_t off = sl__get_u64le(x), len = sl__get_u64le(x + 8);
+    uint64_t sck = sl__get_u64le(x + 16);
+    if (off < hdr_len || off > index_off || len > index_off - off) goto corrupt;
+    sl_free(sec);
+    sec = sl_malloc(len ? len : 1);
+    if (sec == NULL) goto nomem;
+    if ((rc = pread_all(fd, sec, len, off)) != SL_OK) goto io;
+    if (XXH3_64bits(sec, len) != sck) {
+      rc = sl_error_set(out_err, SL_ECORRUPT,
+                        "checkpoint file '%s' is corrupt: key group %u fails "
+                        "its checksum", path, kg);
+      goto out;
+    }
+    rcur_t s = {sec, sec + len, false};
+    for (uint32_t i = 0; i < n_states && !s.is_bad; i++) {
+      uint64_t n = rvarint(&s);
+      for (uint64_t k = 0; k < n && !s.is_bad; k++) {
+        uint64_t kl = rvarint(&s), nl = rvarint(&s), vl = rvarint(&s);
+        if (nl > kl || kl > UINT32_MAX / 2 || vl > UINT32_MAX / 2) {
+          s.is_bad = true;
+          break;
+        }
+        const uint8_t *key = rbytes(&s, kl), *val = rbytes(&s, vl);
+        if (s.is_bad) break;
+        if ((rc = rd->on_entry(rd->user, i, kg, key, (uint32_t)kl,
+                               (uint32_t)nl, val, (uint32_t)vl)) != SL_OK)
+          goto out;
+      }
+    }
+    uint64_t nt = rvarint(&s);
+    for (uint64_t k = 0; k < nt && !s.is_bad; k++) {
+      int64_t ts = sl__unzigzag(rvarint(&s));
+      uint64_t kl = rvarint(&s);
+      const uint8_t *key = rbytes(&s, kl);
+      if (s.is_bad) break;
+      if (rd->on_timer &&
+          (rc = rd->on_timer(rd->user, kg, ts, key, (uint32_t)kl)) != SL_OK)
+        goto out;
+    }
+    if (s.is_bad || s.p != s.end) goto corrupt;
+  }
+  goto out;
+corrupt:
+  rc = sl_error_set(out_err, SL_CORRUPT("state file structure"),
+                    "checkpoint file '%s' is corrupt: malformed contents",
+                    path);
+  goto out;
+nomem:
+  rc = sl_error_set(out_err, SL_ENOMEM, "out of memory reading '%s'", path);
+  goto out;
+io:
+  rc = sl_error_set(out_err, rc == SL_ECORRUPT ? rc : rc,
+                    "cannot read checkpoint file '%s': %s", path,
+                    rc == SL_ECORRUPT ? "it is shorter than its index says"
+                                      : sl_strerror(rc));
+out:
+  if (descs)
+    for (uint32_t i = 0; i < n_states; i++) sl_free((char *)descs[i].name);
+  sl_free(descs);
+  sl_free(hdr);
+  sl_free(ib);
+  sl_free(sec);
+  close(fd);
+  return rc;
+}
+
+int sl__ckpt_write_blob(const char *path, const uint8_t *p, size_t len,
+                        uint64_t *out_checksum, sl_error_t **out_err) {
+  wfile_t w;
+  int rc = wopen(&w, path, out_err);
+  if (rc != SL_OK) return rc;
+  wput(&w, p, len);
+  rc = wclose(&w, out_err);
+  if (rc == SL_OK) *out_checksum = XXH3_64bits(p, len);
+  return rc;
+}
+
+int sl__ckpt_read_blob(const char *path, uint64_t size, uint64_t checksum,
+                       uint8_t **out, sl_error_t **out_err) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    return sl_error_set(out_err, SL_ECORRUPT,
+                        "checkpoint file '%s' cannot be opened: %s", path,
+                        strerror(e));
+  }
+  struct stat st;
+  int rc = SL_OK;
+  uint8_t *p = NULL;
+  if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != size) {
+    rc = sl_error_set(out_err, SL_ECORRUPT,
+                      "checkpoint file '%s' is truncated or was replaced",
+                      path);
+    goto out;
+  }
+  p = sl_malloc(size ? size : 1);
+  if (p == NULL) {
+    rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
+    goto out;
+  }
+  if ((rc = pread_all(fd, p, size, 0)) != SL_OK ||
+      XXH3_64bits(p, size) != checksum) {
+    rc = sl_error_set(out_err, SL_ECORRUPT,
+                      "checkpoint file '%s' is corrupt: checksum mismatch",
+                      path);
+    sl_free(p);
+    p = NULL;
+    goto out;
+  }
+  *out = p;
+out:
+  close(fd);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Metadata. */
+
+static void put_str(sl_bytes_t *b, const char *s) {
+  size_t n = s ? strlen(s) : 0;
+  sl__bytes_put_varint(b, n);
+  if (n) sl_bytes_append(b, s, n);
+}
+
+static void put_u64(sl_bytes_t *b, uint64_t v) {
+  uint8_t x[8];
+  sl__put_u64le(x, v);
+  sl_bytes_append(b, x, 8);
+}
+
+static int encode_meta(const sl_ckpt_meta_t *m, sl_bytes_t *b) {
+  sl_bytes_append(b, META_MAGIC, 4);
+  uint8_t v[4] = {META_VERSION, m->kind, m->mode, 0};
+  sl_bytes_append(b, v, 4);
+  put_u64(b, m->id);
+  put_u64(b, (uint64_t)m->time_ns);
+  sl__bytes_put_varint(b, m->max_parallelism);
+  put_str(b, m->job);
+  sl__bytes_put_varint(b, m->n_ops);
+  for (uint32_t i = 0; i < m->n_ops; i++) {
+    const sl_ckpt_op_t *op = &m->ops[i];
+    put_str(b, op->uid);
+    sl__bytes_put_varint(b, op->parallelism);
+    sl__bytes_put_varint(b, op->n_subtasks);
+    for (uint32_t k = 0; k < op->n_subtasks; k++) {
+      const sl_ckpt_subtask_t *s = &op->subtasks[k];
+      sl__bytes_put_varint(b, s->subtask);
+      sl__bytes_put_varint(b, s->kg_start);
+      sl__bytes_put_varint(b, s->kg_end);
+      put_str(b, s->state_file);
+      put_u64(b, s->state_size);
+      put_u64(b, s->state_checksum);
+      put_str(b, s->channel_file);
+      put_u64(b, s->channel_size);
+      put_u64(b, s->channel_checksum);
+      sl__bytes_put_varint(b, s->n_opstates);
+      for (uint32_t o = 0; o < s->n_opstates; o++) {
+        const sl_ckpt_opstate_t *os = &s->opstates[o];
+        put_str(b, os->name);
+        sl__bytes_put_varint(b, os->n_entries);
+        for (uint32_t e = 0; e < os->n_entries; e++) {
+          sl__bytes_put_varint(b, os->entries[e].key);
+          sl__bytes_put_varint(b, os->entries[e].len);
+          sl_bytes_append(b, os->entries[e].bytes, os->entries[e].len);
+        }
+      }
+    }
+  }
+  uint64_t ck = XXH3_64bits(b->data, b->len);
+  put_u64(b, ck);
+  return sl_bytes_append(b, META_FOOTER_MAGIC, 8);
+}
+
+int sl__ckpt_write_meta(const char *ckdir, const sl_ckpt_meta_t *m,
+                        sl_error_t **out_err) {
+  sl_bytes_t b, tmp, fin;
+  sl_bytes_init(&b);
+  sl_bytes_init(&tmp);
+  sl_bytes_init(&fin);
+  int rc = encode_meta(m, &b);
+  if (rc == SL_OK) rc = sl_bytes_printf(&tmp, "%s/_metadata.tmp", ckdir);
+  if (rc == SL_OK) rc = sl_bytes_printf(&fin, "%s/_metadata", ckdir);
+  if (rc != SL_OK) {
+    rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
+    goto out;
+  }
+  if ((rc = SL_INJECT("coordinator.before_metadata_write")) != SL_OK) {
+    sl_error_set(out_err, rc, "injected failure before writing '%s'",
+                 (char *)fin.data);
+    goto out;
+  }
+  uint64_t ck;
+  if ((rc = sl__ckpt_write_blob((char *)tmp.data, b.data, b.len, &ck,
+                                out_err)) != SL_OK)
+    goto out;
+  if ((rc = SL_INJECT("coordinator.before_metadata_rename")) != SL_OK) {
+    sl_error_set(out_err, rc, "injected failure before renaming '%s'",
+                 (char *)tmp.data);
+    goto out;
+  }
+  if (rename((char *)tmp.data, (char *)fin.data) != 0) {
+    int e = errno;
+    rc = sl_error_set(out_err, -e, "cannot rename '%s': %s", (char *)tmp.data,
+                      strerror(e));
+    goto out;
+  }
+  if ((rc = fsync_dir(ckdir)) != SL_OK) {
+    sl_error_set(out_err, rc, "cannot fsync directory '%s': %s", ckdir,
+                 sl_strerror(rc));
+    goto out;
+  }
+  rc = SL_INJECT("coordinator.after_metadata_rename");
+  if (rc != SL_OK)
+    sl_error_set(out_err, rc, "injected failure after renaming '%s'",
+                 (char *)fin.data);
+out:
+  sl_bytes_close(&b);
+  sl_bytes_close(&tmp);
+  sl_bytes_close(&fin);
+  return rc;
+}
+
+static int decode_meta(const uint8_t *p, size_t len, sl_ckpt_meta_t *m) {
+  if (len < 16 + 4 || memcmp(p + len - 8, META_FOOTER_MAGIC, 8) != 0)
+    return SL_CORRUPT("metadata footer");
+  uint64_t ck = sl__get_u64le(p + len - 16);
+  if (XXH3_64bits(p, len - 16) != ck) return SL_CORRUPT("metadata checksum");
+  rcur_t c = {p, p + len - 16, false};
+  const uint8_t *magic = rbytes(&c, 4), *v = rbytes(&c, 4);
+  if (c.is_bad || memcmp(magic, META_MAGIC, 4) != 0) return SL_CORRUPT("magic");
+  if (v[0] != META_VERSION) return SL_ENOTSUP;
+  m->kind = v[1];
+  m->mode = v[2];
+  m->id = ru64(&c);
+  m->time_ns = (int64_t)ru64(&c);
+  m->max_parallelism = (uint32_t)rvarint(&c);
+  m->job = rstr(&c);
+  uint64_t n_ops = rvarint(&c);
+  if (c.is_bad || n_ops > 100000) return SL_CORRUPT("ops");
+  m->ops = sl_calloc(n_ops + 1, sizeof(sl_ckpt_op_t));
+  if (m->ops == NULL) return SL_ENOMEM;
+  for (uint64_t i = 0; i < n_ops && !c.is_bad; i++) {
+    sl_ckpt_op_t *op = &m->ops[m->n_ops++];
+    op->uid = rstr(&c);
+    op->parallelism = (uint32_t)rvarint(&c);
+    uint64_t ns = rvarint(&c);
+    if (c.is_bad || ns > SL_MAX_PARALLELISM_LIMIT) return SL_CORRUPT("subtasks");
+    op->subtasks = sl_calloc(ns + 1, sizeof(sl_ckpt_subtask_t));
+    if (op->subtasks == NULL) return SL_ENOMEM;
+    for (uint64_t k = 0; k < ns && !c.is_bad; k++) {
+      sl_ckpt_subtask_t *s = &op->subtasks[op->n_subtasks++];
+      s->subtask = (uint32_t)rvarint(&c);
+      s->kg_start = (uint32_t)rvarint(&c);
+      s->kg_end = (uint32_t)rvarint(&c);
+      s->state_file = rstr(&c);
+      s->state_size = ru64(&c);
+      s->state_checksum = ru64(&c);
+      s->channel_file = rstr(&c);
+      s->channel_size = ru64(&c);
+      s->channel_checksum = ru64(&c);
+      if (s->state_file && s->state_file[0] == '\0') {
+        sl_free(s->state_file);
+        s->state_file = NULL;
+      }
+      if (s->channel_file && s->channel_file[0] == '\0') {
+        sl_free(s->channel_file);
+        s->channel_file = NULL;
+      }
+      uint64_t no = rvarint(&c);
+      if (c.is_bad || no > 64) return SL_CORRUPT("opstates");
+      s->opstates = sl_calloc(no + 1, sizeof(sl_ckpt_opstate_t));
+      if (s->opstates == NULL) return SL_ENOMEM;
+      for (uint64_t o = 0; o < no && !c.is_bad; o++) {
+        sl_ckpt_opstate_t *os = &s->opstates[s->n_opstates++];
+        os->name = rstr(&c);
+        uint64_t ne = rvarint(&c);
+        if (c.is_bad || ne > (1u << 20)) return SL_CORRUPT("entries");
+        os->entries = sl_calloc(ne + 1, sizeof(sl_ckpt_entry_t));
+        if (os->entries == NULL) return SL_ENOMEM;
+        for (uint64_t e = 0; e < ne && !c.is_bad; e++) {
+          sl_ckpt_entry_t *en = &os->entries[os->n_entries];
+          en->key = (uint32_t)rvarint(&c);
+          uint64_t el = rvarint(&c);
+          const uint8_t *eb = rbytes(&c, el);
+          if (c.is_bad) break;
+          en->bytes = sl_malloc(el ? el : 1);
+          if (en->bytes == NULL) return SL_ENOMEM;
+          if (el) memcpy(en->bytes, eb, el);
+          en->len = (uint32_t)el;
+          os->n_entries++;
+        }
+        if (os->name == NULL) c.is_bad = true;
+      }
+      if (s->kg_end >= m->max_parallelism && s->kg_end >= s->kg_start)
+        c.is_bad = true;
+    }
+    if (op->uid == NULL) c.is_bad = true;
+  }
+  if (c.is_bad || c.p != c.end || m->job == NULL) return SL_CORRUPT("contents");
+  return SL_OK;
+}
+
+int sl__ckpt_read_meta(const char *ckdir, sl_ckpt_meta_t *out,
+                       sl_error_t **out_err) {
+  memset(out, 0, sizeof(*out));
+  sl_bytes_t path;
+  sl_bytes_init(&path);
+  if (sl_bytes_printf(&path, "%s/_metadata", ckdir) != SL_OK)
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  int fd = open((char *)path.data, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    int rc = sl_error_set(out_err, e == ENOENT ? SL_ENOTFOUND : -e,
+                          "checkpoint '%s' has no readable _metadata: %s",
+                          ckdir, strerror(e));
+    sl_bytes_close(&path);
+    return rc;
+  }
+  struct stat st;
+  uint8_t *buf = NULL;
+  int rc;
+  if (fstat(fd, &st) != 0 || st.st_size > (64 << 20)) {
+    rc = sl_error_set(out_err, SL_ECORRUPT, "checkpoint metadata '%s' is "
+                      "unreadable or too large", (char *)path.data);
+    goto out;
+  }
+  buf = sl_malloc((size_t)st.st_size + 1);
+  if (buf == NULL) {
+    rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
+    goto out;
+  }
+  rc = pread_all(fd, buf, (size_t)st.st_size, 0);
+  if (rc == SL_OK) rc = decode_meta(buf, (size_t)st.st_size, out);
+  if (rc == SL_ENOTSUP)
+    rc = sl_error_set(out_err, SL_ECORRUPT, "checkpoint metadata '%s' has a "
+                      "format version this sluice cannot read",
+                      (char *)path.data);
+  else if (rc == SL_ENOMEM)
+    sl_error_set(out_err, rc, "out of memory");
+  else if (rc != SL_OK)
+    rc = sl_error_set(out_err, SL_ECORRUPT, "checkpoint metadata '%s' is "
+                      "truncated or corrupt", (char *)path.data);
+  if (rc == SL_OK) out->dir = sl_strdup(ckdir);
+  else sl__ckpt_meta_clear(out);
+out:
+  sl_free(buf);
+  close(fd);
+  sl_bytes_close(&path);
+  return rc;
+}
+
+static int check_one(const char *dir, const char *file, uint64_t size,
+                     sl_error_t **out_err) {
+  if (file == NULL) return SL_OK;
+  if (strchr(file, '/') || strcmp(file, "..") == 0)
+    return sl_error_set(out_err, SL_ECORRUPT,
+                        "checkpoint '%s' names an invalid file '%s'", dir,
+                        file);
+  sl_bytes_t p;
+  sl_bytes_init(&p);
+  sl_bytes_printf(&p, "%s/%s", dir, file);
+  struct stat st;
+  int rc = SL_OK;
+  if (p.data == NULL || stat((char *)p.data, &st) != 0)
+    rc = sl_error_set(out_err, SL_ECORRUPT,
+                      "checkpoint file '%s/%s' is missing", dir, file);
+  else if ((uint64_t)st.st_size != size)
+    rc = sl_error_set(out_err, SL_ECORRUPT,
+                      "checkpoint file '%s/%s' is truncated: %lld bytes, "
+                      "expected %llu", dir, file, (long long)st.st_size,
+                      (unsigned long long)size);
+  sl_bytes_close(&p);
+  return rc;
+}
+
+int sl__ckpt_check_files(const sl_ckpt_meta_t *m, sl_error_t **out_err) {
+  for (uint32_t i = 0; i < m->n_ops; i++)
+    for (uint32_t k = 0; k < m->ops[i].n_subtasks; k++) {
+      const sl_ckpt_subtask_t *s = &m->ops[i].subtasks[k];
+      int rc = check_one(m->dir, s->state_file, s->state_size, out_err);
+      if (rc == SL_OK)
+        rc = check_one(m->dir, s->channel_file, s->channel_size, out_err);
+      if (rc != SL_OK) return rc;
+    }
+  return SL_OK;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+int sl__ckpt_list(const char *jobdir, uint64_t **out_ids, uint32_t *out_n,
+                  sl_error_t **out_err) {
+  *out_ids = NULL;
+  *out_n = 0;
+  DIR *d = opendir(jobdir);
+  if (d == NULL) {
+    if (errno == ENOENT) return SL_OK;
+    int e = errno;
+    return sl_error_set(out_err, -e, "cannot read checkpoint directory '%s': "
+                        "%s", jobdir, strerror(e));
+  }
+  uint64_t *ids = NULL;
+  uint32_t n = 0, cap = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (strncmp(de->d_name, "chk-", 4) != 0) continue;
+    char *end;
+    unsigned long long id = strtoull(de->d_name + 4, &end, 10);
+    if (*end != '\0' || end == de->d_name + 4) continue;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 16;
+      uint64_t *x = sl_realloc(ids, cap * sizeof(uint64_t));
+      if (x == NULL) {
+        sl_free(ids);
+        closedir(d);
+        return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+      }
+      ids = x;
+    }
+    ids[n++] = id;
+  }
+  closedir(d);
+  if (n) qsort(ids, n, sizeof(uint64_t), cmp_u64);
+  *out_ids = ids;
+  *out_n = n;
+  return SL_OK;
+}
+
+int sl__ckpt_load_latest(const char *jobdir, sl_ckpt_meta_t *out,
+                         sl_error_t **out_err) {
+  uint64_t *ids;
+  uint32_t n;
+  int rc = sl__ckpt_list(jobdir, &ids, &n, out_err);
+  if (rc != SL_OK) return rc;
+  bool saw_any = false;
+  rc = SL_ENOTFOUND;
+  for (uint32_t i = n; i-- > 0;) {
+    sl_bytes_t dir;
+    sl_bytes_init(&dir);
+    sl_bytes_printf(&dir, "%s/chk-%llu", jobdir, (unsigned long long)ids[i]);
+    sl_error_t *err = NULL;
+    int r = sl__ckpt_read_meta((char *)dir.data, out, &err);
+    if (r == SL_OK) r = sl__ckpt_check_files(out, &err);
+    if (r == SL_OK) {
+      sl_bytes_close(&dir);
+      rc = SL_OK;
+      break;
+    }
+    if (r != SL_ENOTFOUND) {
+      /* A checkpoint that looked complete but is damaged: say so. */
+      saw_any = true;
+      sl_log(SL_LOG_WARN, "skipping checkpoint %llu: %s",
+             (unsigned long long)ids[i], sl_error_message(err));
+    }
+    sl__ckpt_meta_clear(out);
+    sl_error_destroy(err);
+    sl_bytes_close(&dir);
+  }
+  sl_free(ids);
+  if (rc == SL_ENOTFOUND && saw_any)
+    return sl_error_set(out_err, SL_ECORRUPT,
+                        "no usable checkpoint in '%s': every completed "
+                        "checkpoint is missing files or corrupt", jobdir);
+  if (rc == SL_ENOTFOUND)
+    return sl_error_set(out_err, SL_ENOTFOUND,
+                        "no completed checkpoint in '%s'", jobdir);
+  return rc;
+}
+
+int sl__ckpt_remove_dir(const char *ckdir) {
+  DIR *d = opendir(ckdir);
+  if (d == NULL) return errno == ENOENT ? SL_OK : -errno;
+  struct dirent *de;
+  sl_bytes_t p;
+  sl_bytes_init(&p);
+  while ((de = readdir(d)) != NULL) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    p.len = 0;
+    if (sl_bytes_printf(&p, "%s/%s", ckdir, de->d_name) == SL_OK)
+      unlink((char *)p.data);
+  }
+  closedir(d);
+  sl_bytes_close(&p);
+  return rmdir(ckdir) == 0 ? SL_OK : -errno;
+}

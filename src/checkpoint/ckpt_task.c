@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The task side of checkpoints: the snapshot hook (sync phase on the task
+ * thread, async phase on the I/O pool) and restoring operators from a
+ * checkpoint's metadata and files.  See README.md.
+ *
+ * Sync phase (task thread, between two records): pin every keyed state
+ * backend (O(states x key groups)), copy the pending timers, read the
+ * source positions.  Async phase (I/O thread): write one state file per
+ * keyed operator subtask, fsync it, acknowledge with the file names, sizes
+ * and checksums.  The async job copies what it needs and never touches the
+ * task, which may be gone (restarted) by the time it runs.
+ */
+#include <stdio.h>
+
+#include "checkpoint/checkpoint.h"
+#include "core/inject.h"
+#include "runtime/runtime.h"
+#include "sluice/sluice.h"
+
+typedef struct keyed_snap_s {
+  uint32_t sub;              /* index into the job's subs */
+  sl_kstate_snap_t *snap;
+  uint32_t kg_start, kg_end;
+  sl_ckpt_timer_t *timers;
+  uint32_t n_timers, cap_timers;
+  char *path;
+} keyed_snap_t;
+
+typedef struct snap_job_s {
+  sl_coord_t *coord;
+  uint64_t id;
+  uint32_t task;
+  sl_ckpt_subtask_t *subs;
+  uint32_t *op_index;
+  uint32_t n_ops;
+  keyed_snap_t *keyed;
+  uint32_t n_keyed;
+  sl_ckpt_task_stats_t stats;
+} snap_job_t;
+
+static void job_free(snap_job_t *j) {
+  if (j == NULL) return;
+  for (uint32_t i = 0; i < j->n_keyed; i++) {
+    keyed_snap_t *k = &j->keyed[i];
+    sl__kstate_snap_release(k->snap);
+    for (uint32_t t = 0; t < k->n_timers; t++) sl_free(k->timers[t].key);
+    sl_free(k->timers);
+    sl_free(k->path);
+  }
+  sl_free(j->keyed);
+  if (j->subs)
+    for (uint32_t i = 0; i < j->n_ops; i++) sl__ckpt_subtask_clear(&j->subs[i]);
+  sl_free(j->subs);
+  sl_free(j->op_index);
+  sl_free(j);
+}
+
+static int add_timer(void *user, int64_t ts, const uint8_t *key,
+                     uint32_t len) {
+  keyed_snap_t *k = user;
+  if (k->n_timers == k->cap_timers) {
+    uint32_t cap = k->cap_timers ? k->cap_timers * 2 : 64;
+    sl_ckpt_timer_t *t = sl_realloc(k->timers, cap * sizeof(*t));
+    if (t == NULL) return SL_ENOMEM;
+    k->timers = t;
+    k->cap_timers = cap;
+  }
+  sl_ckpt_timer_t *t = &k->timers[k->n_timers];
+  t->key = sl_malloc(len ? len : 1);
+  if (t->key == NULL) return SL_ENOMEM;
+  memcpy(t->key, key, len);
+  t->len = len;
+  t->ts = ts;
+  t->kg = 0; /* set by the caller, which knows max_parallelism */
+  k->n_timers++;
+  return SL_OK;
+}
+
+/* Source positions as operator state "source.positions". */
+static int snapshot_positions(sl_task_t *t, sl_ckpt_subtask_t *sub) {
+  sl_source_rt_t *src = t->source;
+  sub->opstates = sl_calloc(1, sizeof(sl_ckpt_opstate_t));
+  if (sub->opstates == NULL) return SL_ENOMEM;
+  sub->n_opstates = 1;
+  sl_ckpt_opstate_t *os = &sub->opstates[0];
+  os->name = sl_strdup("source.positions");
+  os->entries = sl_calloc(src->n_splits + 1, sizeof(sl_ckpt_entry_t));
+  if (os->name == NULL || os->entries == NULL) return SL_ENOMEM;
+  sl_bytes_t pos;
+  sl_bytes_init(&pos);
+  for (uint32_t i = 0; i < src->n_splits; i++) {
+    pos.len = 0;
+    int rc = src->vt->reader_position(src->reader, src->splits[i].split, &pos);
+    if (rc != SL_OK) {
+      sl_bytes_close(&pos);
+      return rc;
+    }
+    sl_ckpt_entry_t *e = &os->entries[os->n_entries];
+    e->key = src->splits[i].split;
+    e->len = (uint32_t)pos.len;
+    e->bytes = sl_malloc(pos.len ? pos.len : 1);
+    if (e->bytes == NULL) {
+      sl_bytes_close(&pos);
+      return SL_ENOMEM;
+    }
+    if (pos.len) memcpy(e->bytes, pos.data, pos.len);
+    os->n_entries++;
+  }
+  sl_bytes_close(&pos);
+  return SL_OK;
+}
+
+static void async_main(void *arg) {
+  snap_job_t *j = arg;
+  int64_t t0 = sl__clock_realtime_ns();
+  sl_error_t *err = NULL;
+  int rc = SL_OK;
+  for (uint32_t i = 0; i < j->n_keyed && rc == SL_OK; i++) {
+    keyed_snap_t *k = &j->keyed[i];
+    sl_ckpt_subtask_t *s = &j->subs[k->sub];
+    rc = sl__ckpt_write_state(k->path, k->snap, k->kg_start, k->kg_end,
+                              k->timers, k->n_timers, &s->state_size,
+                              &s->state_checksum, &err);
+    j->stats.bytes += s->state_size;
+    /* The file is written: the pinned version is no longer needed. */
+    sl__kstate_snap_release(k->snap);
+    k->snap = NULL;
+  }
+  if (rc == SL_OK && (rc = SL_INJECT("task.async_before_ack")) != SL_OK)
+    err = sl_error_create(rc, "injected failure at task.async_before_ack");
+  if (rc != SL_OK) {
+    if (err) sl_error_prefix(err, "checkpoint %llu", (unsigned long long)j->id);
+    sl__coord_decline(j->coord, j->id, err, true);
+    job_free(j);
+    return;
+  }
+  j->stats.async_ns = sl__clock_realtime_ns() - t0;
+  sl__coord_ack(j->coord, j->id, j->task, j->subs, j->op_index, j->n_ops,
+                &j->stats, true);
+  j->subs = NULL; /* moved */
+  job_free(j);
+}
+
+typedef struct hooks_ctx_s {
+  sl_coord_t *coord;
+  sl_io_pool_t *io;
+} hooks_ctx_t;
+
+int sl__ckpt_snapshot_task(void *ctx, sl_task_t *t, uint64_t id,
+                           const sl_ckpt_timing_t *timing) {
+  hooks_ctx_t *h = ctx;
+  int rc = SL_INJECT("task.before_sync_snapshot");
+  if (rc != SL_OK)
+    return sl__op_fail(t->ops[0], rc,
+                       "injected failure at task.before_sync_snapshot");
+  int64_t t0 = sl__task_now(t);
+  snap_job_t *j = sl_calloc(1, sizeof(*j));
+  if (j == NULL) goto nomem;
+  j->coord = h->coord;
+  j->id = id;
+  j->task = t->index;
+  j->n_ops = t->n_ops;
+  j->subs = sl_calloc(t->n_ops, sizeof(sl_ckpt_subtask_t));
+  j->op_index = sl_calloc(t->n_ops, sizeof(uint32_t));
+  j->keyed = sl_calloc(t->n_ops, sizeof(keyed_snap_t));
+  if (!j->subs || !j->op_index || !j->keyed) goto nomem;
+  char *ckdir = sl__coord_ckpt_dir(h->coord, id);
+  if (ckdir == NULL) goto nomem;
+  for (uint32_t i = 0; i < t->n_ops; i++) {
+    sl_op_t *op = t->ops[i];
+    sl_ckpt_subtask_t *s = &j->subs[i];
+    j->op_index[i] = op->ckpt_op;
+    s->subtask = op->subtask;
+    s->kg_start = 1;
+    s->kg_end = 0; /* none */
+    if (i == 0 && t->source && (rc = snapshot_positions(t, s)) != SL_OK) {
+      sl_free(ckdir);
+      job_free(j);
+      return sl__op_fail(op, rc, "cannot read the source positions: %s",
+                         sl_strerror(rc));
+    }
+    if (op->kstate == NULL) continue;
+    keyed_snap_t *k = &j->keyed[j->n_keyed++];
+    k->sub = i;
+    k->kg_start = sl_key_group_range_start(op->subtask, op->max_parallelism,
+                                           op->parallelism);
+    k->kg_end = sl_key_group_range_end(op->subtask, op->max_parallelism,
+                                       op->parallelism);
+    s->kg_start = k->kg_start;
+    s->kg_end = k->kg_end;
+    sl__kstate_gc(op->kstate);
+    s->state_file = sl__ckpt_file_name(op->uid, op->subtask, ".state");
+    sl_bytes_t path;
+    sl_bytes_init(&path);
+    if (s->state_file) sl_bytes_printf(&path, "%s/%s", ckdir, s->state_file);
+    k->path = (char *)path.data;
+    if (s->state_file == NULL || k->path == NULL ||
+        sl__kstate_snapshot(op->kstate, &k->snap) != SL_OK ||
+        (op->timers && sl__timers_export(op->timers, add_timer, k) != SL_OK)) {
+      sl_free(ckdir);
+      goto nomem;
+    }
+    for (uint32_t x = 0; x < k->n_timers; x++)
+      k->timers[x].kg =
+          sl_key_group(k->timers[x].key, k->timers[x].len, op->max_parallelism);
+  }
+  sl_free(ckdir);
+  j->stats.sync_ns = sl__task_now(t) - t0;
+  j->stats.barrier_delay_ns = timing->barrier_delay_ns; /* absolute; see ack */
+  j->stats.alignment_ns = timing->alignment_ns;
+  j->stats.is_unaligned = timing->is_unaligned;
+  if ((rc = SL_INJECT("task.after_sync_snapshot")) != SL_OK) {
+    job_free(j);
+    return sl__op_fail(t->ops[0], rc,
+                       "injected failure at task.after_sync_snapshot");
+  }
+  if (j->n_keyed == 0) {
+    /* Nothing to write: acknowledge from the task thread. */
+    sl__coord_ack(h->coord, id, t->index, j->subs, j->op_index, j->n_ops,
+                  &j->stats, false);
+    j->subs = NULL;
+    job_free(j);
+    return SL_OK;
+  }
+  sl__coord_io_begin(h->coord, id);
+  if (sl__io_submit(h->io, async_main, j) != SL_OK) {
+    sl__coord_decline(h->coord, id,
+                      sl_error_create(SL_ENOMEM, "cannot queue a snapshot"),
+                      true);
+    job_free(j);
+  }
+  return SL_OK;
+nomem:
+  job_free(j);
+  return sl__op_fail(t->ops[0], SL_ENOMEM, "out of memory taking a snapshot");
+}
+
+void sl__ckpt_task_finished(void *ctx, sl_task_t *t) {
+  SL_UNUSED(t);
+  hooks_ctx_t *h = ctx;
+  sl__coord_task_finished(h->coord);
+}
+
+/* ------------------------------------------------------------------ */
+/* Restore. */
+
+typedef struct restore_s {
+  sl_op_t *op;
+  sl_state_t **states; /* file state index -> backend state */
+  uint32_t n_states;
+  sl_error_t **out_err;
+  const char *file;
+} restore_t;
+
+static int r_states(void *user, const sl_state_desc_t *descs, uint32_t n) {
+  restore_t *r = user;
+  sl_free(r->states);
+  r->states = sl_calloc(n + 1, sizeof(sl_state_t *));
+  if (r->states == NULL) return SL_ENOMEM;
+  r->n_states = n;
+  for (uint32_t i = 0; i < n; i++) {
+    int rc = sl__kstate_restore_state(r->op->kstate, &descs[i], &r->states[i],
+                                      r->out_err);
+    if (rc != SL_OK) return rc;
+  }
+  return SL_OK;
+}
+
+static int r_entry(void *user, uint32_t state, uint32_t kg, const uint8_t *key,
+                   uint32_t klen, uint32_t nslen, const uint8_t *val,
+                   uint32_t vlen) {
+  restore_t *r = user;
+  if (state >= r->n_states) return SL_ECORRUPT;
+  int rc = sl__kstate_restore_entry(r->states[state], kg, key, klen, nslen,
+                                    val, vlen);
+  if (rc == SL_ECORRUPT)
+    return sl_error_set(r->out_err, rc,
+                        "checkpoint file '%s' is corrupt: an entry of key "
+                        "group %u does not belong to it", r->file, kg);
+  return rc;
+}
+
+static int r_timer(void *user, uint32_t kg, int64_t ts, const uint8_t *key,
+                   uint32_t klen) {
+  restore_t *r = user;
+  SL_UNUSED(kg);
+  return r->op->timers ? sl__timers_add(r->op->timers, ts, key, klen) : SL_OK;
+}
+
+/* Restore the keyed state of op (its key-group range) from every subtask
+ * of the checkpoint whose range overlaps: this is also rescaling. */
+int sl__ckpt_restore_keyed(const sl_ckpt_meta_t *m, const sl_ckpt_op_t *mop,
+                           sl_op_t *op, sl_error_t **out_err) {
+  uint32_t a = sl_key_group_range_start(op->subtask, op->max_parallelism,
+                                        op->parallelism);
+  uint32_t b = sl_key_group_range_end(op->subtask, op->max_parallelism,
+                                      op->parallelism);
+  for (uint32_t i = 0; i < mop->n_subtasks; i++) {
+    const sl_ckpt_subtask_t *s = &mop->subtasks[i];
+    if (s->state_file == NULL || s->kg_end < s->kg_start) continue;
+    uint32_t lo = SL_MAX(a, s->kg_start), hi = SL_MIN(b, s->kg_end);
+    if (lo > hi) continue;
+    sl_bytes_t path;
+    sl_bytes_init(&path);
+    if (sl_bytes_printf(&path, "%s/%s", m->dir, s->state_file) != SL_OK)
+      return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+    restore_t r = {op, NULL, 0, out_err, (char *)path.data};
+    sl_ckpt_reader_t rd = {r_states, r_entry, r_timer, &r};
+    int rc = sl__ckpt_read_state((char *)path.data, s->state_size,
+                                 s->state_checksum, lo, hi, &rd, out_err);
+    sl_free(r.states);
+    sl_bytes_close(&path);
+    if (rc != SL_OK) {
+      if (out_err && *out_err == NULL)
+        *out_err = sl_error_create(rc, "cannot restore operator '%s': %s",
+                                   op->uid, sl_strerror(rc));
+      return rc;
+    }
+  }
+  return SL_OK;
+}
+
+/* Positions of the splits a source subtask reads, from any old subtask. */
+int sl__ckpt_restore_positions(const sl_ckpt_op_t *mop, sl_source_rt_t *src,
+                               sl_error_t **out_err) {
+  for (uint32_t k = 0; k < src->n_splits; k++) {
+    sl_split_init_t *sp = &src->splits[k];
+    for (uint32_t i = 0; i < mop->n_subtasks && sp->position == NULL; i++) {
+      const sl_ckpt_opstate_t *os =
+          sl__ckpt_opstate(&mop->subtasks[i], "source.positions");
+      for (uint32_t e = 0; os && e < os->n_entries; e++) {
+        if (os->entries[e].key != sp->split) continue;
+        uint8_t *p = sl_malloc(os->entries[e].len ? os->entries[e].len : 1);
+        if (p == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+        memcpy(p, os->entries[e].bytes, os->entries[e].len);
+        sp->position = p;
+        sp->position_len = os->entries[e].len;
+        break;
+      }
+    }
+  }
+  return SL_OK;
+}
+
+static hooks_ctx_t *hooks_ctx_new(sl_coord_t *coord, sl_io_pool_t *io) {
+  hooks_ctx_t *h = sl_calloc(1, sizeof(*h));
+  if (h) {
+    h->coord = coord;
+    h->io = io;
+  }
+  return h;
+}
+
+int sl__ckpt_hooks_create(sl_coord_t *coord, sl_io_pool_t *io, int mode,
+                          int64_t alignment_timeout_ms,
+                          sl_ckpt_hooks_t **out) {
+  sl_ckpt_hooks_t *hk = sl_calloc(1, sizeof(*hk));
+  if (hk == NULL) return SL_ENOMEM;
+  hk->ctx = hooks_ctx_new(coord, io);
+  if (hk->ctx == NULL) {
+    sl_free(hk);
+    return SL_ENOMEM;
+  }
+  hk->snapshot = sl__ckpt_snapshot_task;
+  hk->task_finished = sl__ckpt_task_finished;
+  hk->mode = mode;
+  hk->alignment_timeout_ns = alignment_timeout_ms * 1000000ll;
+  *out = hk;
+  return SL_OK;
+}
+
+void sl__ckpt_hooks_destroy(sl_ckpt_hooks_t *hk) {
+  if (hk == NULL) return;
+  sl_free(hk->ctx);
+  sl_free(hk);
+}

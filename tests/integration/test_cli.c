@@ -1,0 +1,548 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Tests of the sluice command: each runs the built binary with
+ * posix_spawn on a pipeline file that the test writes, and checks its exit
+ * status, standard output and standard error.  Aggregate results are
+ * compared with sums that the test computes from the CSV input it wrote
+ * with its own random function.  The signal tests wait for the "running"
+ * line on standard error (a latch on output, not a sleep) before sending
+ * SIGTERM or SIGINT.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "sl_test.h"
+
+extern char **environ;
+
+/* ------------------------------------------------------------------ */
+/* Running the binary. */
+
+typedef struct buf_s {
+  char *p;
+  size_t len, cap;
+} buf_t;
+
+static void buf_add(buf_t *b, const char *p, size_t n) {
+  if (b->len + n + 1 > b->cap) {
+    b->cap = (b->len + n + 1) * 2;
+    b->p = realloc(b->p, b->cap);
+  }
+  memcpy(b->p + b->len, p, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+}
+
+typedef struct cli_s {
+  pid_t pid;
+  int fd[2]; /* stdout, stderr; -1 after EOF */
+  buf_t out[2];
+  int status;
+} cli_t;
+
+static char *bin_path(void) {
+  size_t n = strlen(sl_test_bin_dir()) + 16;
+  char *p = malloc(n);
+  snprintf(p, n, "%s/sluice", sl_test_bin_dir());
+  return p;
+}
+
+/* Start `sluice args...` (args NULL-terminated). */
+static void cli_start(cli_t *c, const char *const *args) {
+  memset(c, 0, sizeof(*c));
+  int po[2], pe[2];
+  SL_ASSERT_EQ_INT(pipe(po), 0);
+  SL_ASSERT_EQ_INT(pipe(pe), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, po[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
+  posix_spawn_file_actions_addclose(&fa, po[0]);
+  posix_spawn_file_actions_addclose(&fa, pe[0]);
+  posix_spawn_file_actions_addclose(&fa, po[1]);
+  posix_spawn_file_actions_addclose(&fa, pe[1]);
+  /* The child starts with default signal handling and nothing blocked,
+   * whatever the test runner inherited. */
+  posix_spawnattr_t at;
+  posix_spawnattr_init(&at);
+  sigset_t def, none;
+  sigemptyset(&def);
+  sigaddset(&def, SIGINT);
+  sigaddset(&def, SIGTERM);
+  sigaddset(&def, SIGPIPE);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&at, &def);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  int n = 0;
+  while (args[n]) n++;
+  char **argv = calloc((size_t)n + 2, sizeof(char *));
+  char *bin = bin_path();
+  argv[0] = bin;
+  for (int i = 0; i < n; i++) argv[i + 1] = (char *)args[i];
+  int e = posix_spawn(&c->pid, bin, &fa, &at, argv, environ);
+  if (e != 0) SL_TEST_FAIL("cannot run %s: %s", bin, strerror(e));
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  free(argv);
+  free(bin);
+  close(po[1]);
+  close(pe[1]);
+  c->fd[0] = po[0];
+  c->fd[1] = pe[0];
+}
+
+/* Read what is available (blocking until something is); false once both
+ * outputs have ended. */
+static bool cli_pump(cli_t *c) {
+  struct pollfd pf[2];
+  int n = 0, idx[2];
+  for (int i = 0; i < 2; i++)
+    if (c->fd[i] >= 0) {
+      pf[n].fd = c->fd[i];
+      pf[n].events = POLLIN;
+      idx[n++] = i;
+    }
+  if (n == 0) return false;
+  int r = poll(pf, (nfds_t)n, -1);
+  if (r < 0 && errno == EINTR) return true;
+  SL_ASSERT_TRUE(r > 0);
+  for (int k = 0; k < n; k++) {
+    if (!(pf[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    char chunk[4096];
+    ssize_t got = read(pf[k].fd, chunk, sizeof(chunk));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      close(c->fd[idx[k]]);
+      c->fd[idx[k]] = -1;
+    } else {
+      buf_add(&c->out[idx[k]], chunk, (size_t)got);
+    }
+  }
+  return true;
+}
+
+static void cli_finish(cli_t *c) {
+  while (cli_pump(c)) {
+  }
+  pid_t w;
+  do w = waitpid(c->pid, &c->status, 0);
+  while (w < 0 && errno == EINTR);
+  SL_ASSERT_EQ_INT(w, c->pid);
+  if (c->out[0].p == NULL) buf_add(&c->out[0], "", 0);
+  if (c->out[1].p == NULL) buf_add(&c->out[1], "", 0);
+}
+
+static const char *cli_stdout(const cli_t *c) { return c->out[0].p; }
+static const char *cli_stderr(const cli_t *c) { return c->out[1].p; }
+
+static void cli_free(cli_t *c) {
+  free(c->out[0].p);
+  free(c->out[1].p);
+}
+
+/* Run to the end; returns the exit code (fails if killed by a signal). */
+static int cli_run(cli_t *c, const char *const *args) {
+  cli_start(c, args);
+  cli_finish(c);
+  if (!WIFEXITED(c->status))
+    SL_TEST_FAIL("sluice did not exit normally (status 0x%x); stderr:\n%s",
+                 c->status, cli_stderr(c));
+  return WEXITSTATUS(c->status);
+}
+
+#define ASSERT_EXIT(c, args, code)                                       \
+  do {                                                                   \
+    int ex_ = cli_run((c), (args));                                      \
+    if (ex_ != (code))                                                   \
+      SL_TEST_FAIL("exit code %d, expected %d; stderr:\n%s", ex_,        \
+                   (code), cli_stderr(c));                               \
+  } while (0)
+
+#define ASSERT_CONTAINS(hay, needle)                                     \
+  do {                                                                   \
+    if (strstr((hay), (needle)) == NULL)                                 \
+      SL_TEST_FAIL("expected '%s' in:\n%s", (needle), (hay));            \
+  } while (0)
+
+/* A path inside the test directory (caller frees). */
+static char *tpath(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *tpath(const char *fmt, ...) {
+  char name[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(name, sizeof(name), fmt, ap);
+  va_end(ap);
+  size_t n = strlen(sl_test_dir()) + strlen(name) + 2;
+  char *p = malloc(n);
+  snprintf(p, n, "%s/%s", sl_test_dir(), name);
+  return p;
+}
+
+static void write_fmt(const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void write_fmt(const char *path, const char *fmt, ...) {
+  char text[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  SL_ASSERT_TRUE(n > 0 && (size_t)n < sizeof(text));
+  sl_test_write_file(path, text);
+}
+
+static bool file_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Input with known per-key results. */
+
+#define N_FILES 3
+#define N_LINES 3000
+#define N_KEYS 50
+
+static uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+typedef struct expect_s {
+  int64_t n[N_KEYS], total[N_KEYS], lo[N_KEYS], hi[N_KEYS];
+} expect_t;
+
+/* Write N_FILES CSV files (with a header) into <dir>/in and compute the
+ * expected count, sum, min and max per key. */
+static void write_input(expect_t *x) {
+  memset(x, 0, sizeof(*x));
+  char *dir = tpath("in");
+  SL_ASSERT_EQ_INT(mkdir(dir, 0755), 0);
+  for (int f = 0; f < N_FILES; f++) {
+    char *path = tpath("in/part-%d.csv", f);
+    FILE *fp = fopen(path, "w");
+    SL_ASSERT_TRUE(fp != NULL);
+    fputs("key,amount\n", fp);
+    for (int i = 0; i < N_LINES; i++) {
+      uint64_t h = mix(((uint64_t)f << 32) ^ (uint64_t)i ^ 0x5eed);
+      int64_t key = (int64_t)(h % N_KEYS);
+      int64_t amount = (int64_t)((h >> 20) % 2001) - 1000;
+      fprintf(fp, "%lld,%lld\n", (long long)key, (long long)amount);
+      if (x->n[key] == 0 || amount < x->lo[key]) x->lo[key] = amount;
+      if (x->n[key] == 0 || amount > x->hi[key]) x->hi[key] = amount;
+      x->n[key]++;
+      x->total[key] += amount;
+    }
+    SL_ASSERT_EQ_INT(fclose(fp), 0);
+    free(path);
+  }
+  free(dir);
+}
+
+/* The aggregate pipeline: file source -> keyed aggregate -> file sink. */
+static char *write_agg_pipeline(const char *in, const char *out) {
+  char *path = tpath("sums.yaml");
+  write_fmt(path,
+            "name: sums\n"
+            "parallelism: 2\n"
+            "source:\n"
+            "  type: file\n"
+            "  path: '%s'\n"
+            "  format: csv\n"
+            "  header: true\n"
+            "  schema:\n"
+            "    - {name: key, type: int64}\n"
+            "    - {name: amount, type: int64}\n"
+            "transforms:\n"
+            "  - aggregate:\n"
+            "      key: [key]\n"
+            "      values:\n"
+            "        n: count()\n"
+            "        total: sum(amount)\n"
+            "        lo: min(amount)\n"
+            "        hi: max(amount)\n"
+            "      emit: final\n"
+            "sink:\n"
+            "  type: file\n"
+            "  path: '%s'\n"
+            "  format: csv\n",
+            in, out);
+  return path;
+}
+
+/* Check the aggregate's output lines (from one or more files) against x:
+ * every key exactly once. */
+static void check_agg_output(const char *const *files, int n_files,
+                             const expect_t *x) {
+  bool seen[N_KEYS] = {false};
+  int n_rows = 0;
+  for (int f = 0; f < n_files; f++) {
+    size_t len;
+    char *text = sl_test_read_file(files[f], &len);
+    if (text == NULL) SL_TEST_FAIL("no output file %s", files[f]);
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+      long long k, n, total, lo, hi;
+      char extra;
+      if (sscanf(line, "%lld,%lld,%lld,%lld,%lld%c", &k, &n, &total, &lo, &hi,
+                 &extra) != 5)
+        SL_TEST_FAIL("%s: unexpected line '%s'", files[f], line);
+      if (k < 0 || k >= N_KEYS || seen[k])
+        SL_TEST_FAIL("%s: key %lld unexpected or repeated", files[f], k);
+      seen[k] = true;
+      n_rows++;
+      if (n != x->n[k] || total != x->total[k] || lo != x->lo[k] ||
+          hi != x->hi[k])
+        SL_TEST_FAIL("key %lld: got n=%lld total=%lld lo=%lld hi=%lld, "
+                     "expected n=%lld total=%lld lo=%lld hi=%lld",
+                     k, n, total, lo, hi, (long long)x->n[k],
+                     (long long)x->total[k], (long long)x->lo[k],
+                     (long long)x->hi[k]);
+    }
+    free(text);
+  }
+  int n_want = 0;
+  for (int k = 0; k < N_KEYS; k++) n_want += x->n[k] > 0;
+  SL_ASSERT_EQ_INT(n_rows, n_want);
+}
+
+/* ------------------------------------------------------------------ */
+
+SL_TEST(version_and_help) {
+  cli_t c;
+  const char *v[] = {"--version", NULL};
+  ASSERT_EXIT(&c, v, 0);
+  SL_ASSERT_EQ_STR(cli_stdout(&c), "sluice " SL_VERSION_STRING "\n");
+  SL_ASSERT_EQ_STR(cli_stderr(&c), "");
+  cli_free(&c);
+
+  const char *h[] = {"--help", NULL};
+  ASSERT_EXIT(&c, h, 0);
+  SL_ASSERT_TRUE(strncmp(cli_stdout(&c), "usage: sluice run", 17) == 0);
+  ASSERT_CONTAINS(cli_stdout(&c), "sluice validate");
+  SL_ASSERT_EQ_STR(cli_stderr(&c), "");
+  cli_free(&c);
+
+  /* Without a command: usage on stderr, exit 2. */
+  const char *none[] = {NULL};
+  ASSERT_EXIT(&c, none, 2);
+  SL_ASSERT_TRUE(strncmp(cli_stderr(&c), "usage: sluice run", 17) == 0);
+  cli_free(&c);
+}
+
+SL_TEST(validate_valid_and_invalid_files) {
+  char *in = tpath("in"), *out = tpath("out.csv");
+  char *pl = write_agg_pipeline(in, out);
+  cli_t c;
+  const char *args[] = {"validate", pl, NULL};
+  ASSERT_EXIT(&c, args, 0);
+  char want[8192];
+  snprintf(want, sizeof(want), "%s: valid\n", pl);
+  SL_ASSERT_EQ_STR(cli_stdout(&c), want);
+  SL_ASSERT_EQ_STR(cli_stderr(&c), "");
+  cli_free(&c);
+  /* Validating neither reads the input nor writes the output. */
+  SL_ASSERT_TRUE(!file_exists(out));
+
+  /* A misspelt field: exit 2 with the position of the key. */
+  char *bad = tpath("bad.yaml");
+  write_fmt(bad,
+            "name: bad\n"
+            "source:\n"
+            "  type: generator\n"
+            "  cuont: 10\n"
+            "sink:\n"
+            "  type: null\n");
+  const char *bargs[] = {"validate", bad, NULL};
+  ASSERT_EXIT(&c, bargs, 2);
+  snprintf(want, sizeof(want), "sluice: %s:4:3: source.cuont: unknown field",
+           bad);
+  ASSERT_CONTAINS(cli_stderr(&c), want);
+  SL_ASSERT_EQ_STR(cli_stdout(&c), "");
+  cli_free(&c);
+  free(bad);
+  free(in);
+  free(out);
+  free(pl);
+}
+
+static void run_agg(const char *extra_flag, const char *extra_val) {
+  expect_t x;
+  write_input(&x);
+  char *in = tpath("in"), *out = tpath("out.csv");
+  char *pl = write_agg_pipeline(in, out);
+  cli_t c;
+  const char *args[] = {"run", pl, "--quiet", extra_flag, extra_val, NULL};
+  ASSERT_EXIT(&c, args, 0);
+  SL_ASSERT_EQ_STR(cli_stderr(&c), "");
+  const char *files[] = {out};
+  check_agg_output(files, 1, &x);
+  cli_free(&c);
+  free(in);
+  free(out);
+  free(pl);
+}
+
+SL_TEST(run_aggregate_matches_independent_sums) { run_agg(NULL, NULL); }
+
+SL_TEST(run_aggregate_parallelism_3_gives_same_result) {
+  run_agg("--parallelism", "3");
+}
+
+SL_TEST(file_sink_parallelism_2_writes_one_file_per_subtask) {
+  expect_t x;
+  write_input(&x);
+  char *in = tpath("in"), *out = tpath("out.csv");
+  char *pl = write_agg_pipeline(in, out);
+  cli_t c;
+  const char *args[] = {"run", pl, "--quiet", "--set", "sink.parallelism=2",
+                        NULL};
+  ASSERT_EXIT(&c, args, 0);
+  char *o0 = tpath("out-0.csv"), *o1 = tpath("out-1.csv"),
+       *o2 = tpath("out-2.csv");
+  SL_ASSERT_TRUE(!file_exists(out));
+  SL_ASSERT_TRUE(file_exists(o0));
+  SL_ASSERT_TRUE(file_exists(o1));
+  SL_ASSERT_TRUE(!file_exists(o2));
+  const char *files[] = {o0, o1};
+  check_agg_output(files, 2, &x);
+  cli_free(&c);
+  free(o0);
+  free(o1);
+  free(o2);
+  free(in);
+  free(out);
+  free(pl);
+}
+
+SL_TEST(set_overrides_count_and_metrics_json) {
+  char *pl = tpath("gen.yaml"), *mj = tpath("metrics.json");
+  write_fmt(pl,
+            "name: gen\n"
+            "parallelism: 2\n"
+            "source:\n"
+            "  type: generator\n"
+            "  uid: gen\n"
+            "  count: 1000\n"
+            "  keys: 7\n"
+            "sink:\n"
+            "  type: null\n"
+            "  uid: drop\n");
+  cli_t c;
+  const char *args[] = {"run", pl, "--set", "source.count=10",
+                        "--metrics-json", mj, "--progress-interval", "0",
+                        NULL};
+  ASSERT_EXIT(&c, args, 0);
+  json_error_t je;
+  json_t *root = json_load_file(mj, 0, &je);
+  if (root == NULL) SL_TEST_FAIL("%s: %s (line %d)", mj, je.text, je.line);
+  SL_ASSERT_EQ_STR(json_string_value(json_object_get(root, "job")), "gen");
+  json_t *ops = json_object_get(root, "operators");
+  SL_ASSERT_TRUE(json_is_array(ops));
+  json_int_t src_out = 0, sink_in = 0;
+  int n_src = 0;
+  size_t i;
+  json_t *op;
+  json_array_foreach(ops, i, op) {
+    const char *uid = json_string_value(json_object_get(op, "uid"));
+    SL_ASSERT_TRUE(uid != NULL);
+    if (strcmp(uid, "gen") == 0) {
+      n_src++;
+      src_out += json_integer_value(json_object_get(op, "records_out"));
+    } else if (strcmp(uid, "drop") == 0) {
+      sink_in += json_integer_value(json_object_get(op, "records_in"));
+    }
+  }
+  SL_ASSERT_EQ_INT(n_src, 2); /* one entry per subtask */
+  SL_ASSERT_EQ_INT(src_out, 10);
+  SL_ASSERT_EQ_INT(sink_in, 10);
+  json_decref(root);
+  cli_free(&c);
+  free(pl);
+  free(mj);
+}
+
+SL_TEST(missing_input_file_exits_1) {
+  char *in = tpath("missing.csv"), *out = tpath("out.csv");
+  char *pl = write_agg_pipeline(in, out);
+  cli_t c;
+  const char *args[] = {"run", pl, "--progress-interval", "0", NULL};
+  ASSERT_EXIT(&c, args, 1);
+  char want[8192];
+  snprintf(want, sizeof(want),
+           "sluice: job 'sums' failed: source 'source': cannot open input "
+           "'%s': No such file or directory\n",
+           in);
+  ASSERT_CONTAINS(cli_stderr(&c), want);
+  SL_ASSERT_EQ_STR(cli_stdout(&c), "");
+  cli_free(&c);
+  free(in);
+  free(out);
+  free(pl);
+}
+
+/* Start an unbounded run, wait for its "running" line, send sig. */
+static void signal_run(int sig, int want_code, const char *name) {
+  char *pl = tpath("forever.yaml");
+  write_fmt(pl,
+            "name: forever\n"
+            "parallelism: 2\n"
+            "source:\n"
+            "  type: generator\n"
+            "  keys: 100\n"
+            "transforms:\n"
+            "  - filter: amount > 0\n"
+            "sink:\n"
+            "  type: null\n");
+  cli_t c;
+  const char *args[] = {"run", pl, "--progress-interval", "0", NULL};
+  cli_start(&c, args);
+  /* The latch: the CLI prints this line after it has blocked the signals
+   * for its signal thread, just before it runs the job. */
+  const char *latch = "sluice: running 'forever' (unbounded";
+  for (;;) {
+    const char *e = c.out[1].p;
+    const char *hit = e ? strstr(e, latch) : NULL;
+    if (hit && strchr(hit, '\n')) break;
+    if (!cli_pump(&c)) {
+      cli_finish(&c);
+      SL_TEST_FAIL("sluice ended before it was running; stderr:\n%s",
+                   cli_stderr(&c));
+    }
+  }
+  SL_ASSERT_EQ_INT(kill(c.pid, sig), 0);
+  cli_finish(&c);
+  if (!WIFEXITED(c.status))
+    SL_TEST_FAIL("sluice was killed (status 0x%x); stderr:\n%s", c.status,
+                 cli_stderr(&c));
+  if (WEXITSTATUS(c.status) != want_code)
+    SL_TEST_FAIL("exit code %d, expected %d; stderr:\n%s",
+                 WEXITSTATUS(c.status), want_code, cli_stderr(&c));
+  char want[256];
+  snprintf(want, sizeof(want), "sluice: received %s, cancelling the job\n",
+           name);
+  ASSERT_CONTAINS(cli_stderr(&c), want);
+  snprintf(want, sizeof(want), "sluice: job 'forever' cancelled by %s", name);
+  ASSERT_CONTAINS(cli_stderr(&c), want);
+  cli_free(&c);
+  free(pl);
+}
+
+SL_TEST(sigterm_cancels_an_unbounded_run) {
+  signal_run(SIGTERM, 143, "SIGTERM");
+}
+
+SL_TEST(sigint_cancels_an_unbounded_run) { signal_run(SIGINT, 130, "SIGINT"); }
