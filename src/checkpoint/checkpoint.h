@@ -235,8 +235,12 @@ void sl__coord_decline(sl_coord_t *c, uint64_t id, sl_error_t *err,
                        bool is_async);
 /** @brief Async work for checkpoint id started (pairs with ack/decline). */
 void sl__coord_io_begin(sl_coord_t *c, uint64_t id);
-/** @brief A task finished: no more checkpoints can complete this attempt. */
-void sl__coord_task_finished(sl_coord_t *c);
+/**
+ * @brief A task finished after snapshotting checkpoints up to
+ * last_snapshot: later ones cannot complete, and none is triggered again
+ * in this attempt (K4).
+ */
+void sl__coord_task_finished(sl_coord_t *c, uint64_t last_snapshot);
 int sl__coord_wait(sl_coord_t *c, uint64_t id, int64_t timeout_ms,
                    sl_checkpoint_stats_t *out);
 int sl__coord_last(sl_coord_t *c, sl_checkpoint_stats_t *out);

@@ -237,9 +237,8 @@ nomem:
 }
 
 void sl__ckpt_task_finished(void *ctx, sl_task_t *t) {
-  SL_UNUSED(t);
   hooks_ctx_t *h = ctx;
-  sl__coord_task_finished(h->coord);
+  sl__coord_task_finished(h->coord, t->ckpt_last);
 }
 
 /* ------------------------------------------------------------------ */

@@ -243,6 +243,11 @@ static int trigger_locked(sl_coord_t *c, uint64_t *out_id,
     p->meta.ops[i].parallelism = c->ops[i].parallelism;
     p->meta.ops[i].subtasks =
         sl_calloc(c->ops[i].parallelism + 1, sizeof(sl_ckpt_subtask_t));
+    p->meta.ops[i].n_subtasks = c->ops[i].parallelism;
+    for (uint32_t k = 0; p->meta.ops[i].subtasks && k < c->ops[i].parallelism; k++) {
+      p->meta.ops[i].subtasks[k].subtask = k;
+      p->meta.ops[i].subtasks[k].kg_start = 1; /* no key groups until acked */
+    }
     p->meta.n_ops++;
     if (!p->meta.ops[i].uid || !p->meta.ops[i].subtasks) {
       pending_free(p);
@@ -352,14 +357,16 @@ void sl__coord_decline(sl_coord_t *c, uint64_t id, sl_error_t *err,
   sl_error_destroy(err);
 }
 
-void sl__coord_task_finished(sl_coord_t *c) {
+void sl__coord_task_finished(sl_coord_t *c, uint64_t last_snapshot) {
   pthread_mutex_lock(&c->lock);
   c->has_finished_task = true;
+  /* Checkpoints the task already took stay valid (its ack may still be on
+   * its way); later ones can never get its ack. */
   for (pending_t *p = c->pending, *n; p; p = n) {
     n = p->next;
-    if (p->state == P_PENDING)
+    if (p->state == P_PENDING && p->id > last_snapshot)
       abort_locked(c, p, SL_ECANCELED,
-                   "a task finished before acknowledging it");
+                   "a task finished before taking it");
   }
   pthread_mutex_unlock(&c->lock);
 }

@@ -98,6 +98,8 @@ struct sl_job_s {
   sl_coord_t *coord;       /* NULL: checkpoints off */
   sl_ckpt_hooks_t *hooks;
   _Atomic uint32_t n_restarts;
+  _Atomic bool is_user_canceled; /* sl_job_cancel; rt.is_canceled also
+                                    stops an attempt after a failure */
   pthread_cond_t cancel_cond; /* interrupts a restart delay; rt.lock */
   char *ckpt_dir;          /* owned copies of the configuration's strings */
   char *restore_path;

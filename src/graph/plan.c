@@ -473,7 +473,7 @@ static void restart_wait(sl_job_t *job, int64_t ms) {
   ts.tv_sec += (time_t)(ms / 1000 + ns / 1000000000ll);
   ts.tv_nsec = (long)(ns % 1000000000ll);
   pthread_mutex_lock(&job->rt.lock);
-  while (!atomic_load(&job->rt.is_canceled))
+  while (!atomic_load(&job->is_user_canceled))
     if (pthread_cond_timedwait(&job->cancel_cond, &job->rt.lock, &ts) != 0)
       break;
   pthread_mutex_unlock(&job->rt.lock);
@@ -483,6 +483,9 @@ static void restart_wait(sl_job_t *job, int64_t ms) {
  * scheduler.  Returns the attempt's result; the plan stays for metrics. */
 static int run_attempt(sl_job_t *job, const sl_ckpt_meta_t *meta,
                        sl_error_t **out_err) {
+  /* A user cancel before or between attempts stops the job; the internal
+   * flag only ever stops one attempt. */
+  atomic_store(&job->rt.is_canceled, atomic_load(&job->is_user_canceled));
   int rc = sl__plan_build(job, meta, out_err);
   if (rc != SL_OK) return rc;
   sl_sched_t *sched;
@@ -538,7 +541,7 @@ static int run_attempt(sl_job_t *job, const sl_ckpt_meta_t *meta,
     else sl_error_destroy(err);
     return rc;
   }
-  if (atomic_load(&job->rt.is_canceled))
+  if (atomic_load(&job->is_user_canceled))
     return sl_error_set(out_err, SL_ECANCELED, "the job was cancelled");
   return SL_OK;
 }
@@ -619,7 +622,7 @@ int sl_job_run(sl_job_t *job, sl_error_t **out_err) {
     bool can_restart = rc != SL_OK && rc != SL_ECANCELED &&
                        job->rt.n_tasks > 0 && rs->kind != SL_RESTART_NONE &&
                        (rs->max_attempts == 0 || attempt < rs->max_attempts) &&
-                       !atomic_load(&job->rt.is_canceled);
+                       !atomic_load(&job->is_user_canceled);
     if (!can_restart) {
       if (err) {
         if (out_err && *out_err == NULL) *out_err = err;
@@ -649,7 +652,7 @@ int sl_job_run(sl_job_t *job, sl_error_t **out_err) {
       }
       sl_error_destroy(lerr);
     }
-    if (atomic_load(&job->rt.is_canceled)) {
+    if (atomic_load(&job->is_user_canceled)) {
       rc = sl_error_set(out_err, SL_ECANCELED, "the job was cancelled");
       break;
     }
@@ -712,6 +715,7 @@ int sl_job_wait(sl_job_t *job, sl_error_t **out_err) {
 }
 
 void sl_job_cancel(sl_job_t *job) {
+  atomic_store(&job->is_user_canceled, true);
   sl__job_rt_cancel(&job->rt);
   pthread_mutex_lock(&job->rt.lock);
   pthread_cond_broadcast(&job->cancel_cond); /* a restart delay */

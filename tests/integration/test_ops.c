@@ -231,8 +231,8 @@ static void vsrc_init(vsrc_t *s, uint32_t n_splits, uint64_t n_per_split,
   atomic_init(&s->n_close, 0);
 }
 
-/* (key, amount) records; user points at a uint64_t salt and the key range
- * is salt-independent: key in [0, 1000). */
+/* (key, amount) records; user points at a ka_cfg_t.  The salt picks the
+ * data; keys are in [0, n_keys), amounts in [-1000, 1000]. */
 typedef struct ka_cfg_s {
   uint64_t salt;
   uint64_t n_keys;
@@ -893,7 +893,8 @@ static void sum_close(sl_ctx_t *ctx, void *user) {
 static int text_key(void *user, const sl_row_t *row, sl_bytes_t *key) {
   (void)user;
   char buf[32];
-  int n = snprintf(buf, sizeof(buf), "k%lld", (long long)sl_row_get_i64(row, 0));
+  int n = snprintf(buf, sizeof(buf), "k%lld",
+                   (long long)sl_row_get_i64(row, 0));
   return sl_key_add_str(key, buf, (uint32_t)n);
 }
 
@@ -1185,7 +1186,8 @@ SL_TEST(list_map_reducing_state) {
       sl_row_t r = crow(&sink, by_key[k][pos[k]++]);
       char *got_last = slice_dup(sl_row_get_str(&r, 1));
       char *got_subs = slice_dup(sl_row_get_str(&r, 2));
-      if (strcmp(got_last, want_last) != 0 || strcmp(got_subs, want_subs) != 0 ||
+      if (strcmp(got_last, want_last) != 0 ||
+          strcmp(got_subs, want_subs) != 0 ||
           sl_row_get_i64(&r, 3) != m->sum || sl_row_get_i64(&r, 4) != m->max)
         SL_TEST_FAIL("key %lld row %zu: got last=[%s] subs=[%s] sum=%lld "
                      "max=%lld, expected last=[%s] subs=[%s] sum=%lld "
@@ -1240,7 +1242,8 @@ static void ag_record(uint32_t split, uint64_t idx, ag_rec_t *r) {
   r->f = (double)((int64_t)((h2 >> 20) % 4001) - 2000) / 4.0;
   r->d = (int64_t)((h2 >> 35) % 2000001) - 1000000;
   int len = 1 + (int)((h2 >> 56) % 6);
-  for (int j = 0; j < len; j++) r->s[j] = (char)('a' + (mix(h2 + (uint64_t)j) % 26));
+  for (int j = 0; j < len; j++)
+    r->s[j] = (char)('a' + (mix(h2 + (uint64_t)j) % 26));
   r->s[len] = '\0';
 }
 
@@ -1371,8 +1374,10 @@ SL_TEST(aggregate_final_all_types_with_nulls) {
         x->sd += r.d;
       }
       if (!r.s_null) {
-        if (x->ns == 0 || strcmp(r.s, x->mns) < 0) memcpy(x->mns, r.s, sizeof(r.s));
-        if (x->ns == 0 || strcmp(r.s, x->mxs) > 0) memcpy(x->mxs, r.s, sizeof(r.s));
+        if (x->ns == 0 || strcmp(r.s, x->mns) < 0)
+          memcpy(x->mns, r.s, sizeof(r.s));
+        if (x->ns == 0 || strcmp(r.s, x->mxs) > 0)
+          memcpy(x->mxs, r.s, sizeof(r.s));
         x->ns++;
       }
     }
@@ -1475,15 +1480,16 @@ static void run_table_agg(const trow_t *rows, uint64_t n_rows,
   sl_schema_unref(isch);
 }
 
-/* Compare collected rows first.. with want; column j of want is output
- * field j + 1, read as int64 unless is_f64[j]. */
+/* Compare the collected rows from index first on with want; column j of
+ * want is output field j + 1, read as int64 unless is_f64[j]. */
 static void assert_rows_from(const csink_t *sink, size_t first,
                              const want_row_t *want, size_t n_want,
                              uint32_t n_vals, const bool *is_f64) {
   SL_ASSERT_TRUE(first + n_want <= sink->n_rows);
   for (size_t i = 0; i < n_want; i++) {
     sl_row_t r = crow(sink, first + i);
-    if (sl_row_kind(&r) != want[i].kind || !slice_eq(sl_row_get_str(&r, 0), want[i].k))
+    if (sl_row_kind(&r) != want[i].kind ||
+        !slice_eq(sl_row_get_str(&r, 0), want[i].k))
       SL_TEST_FAIL("row %zu: got %s, expected %s %s", i,
                    sl_row_kind_name(sl_row_kind(&r)),
                    sl_row_kind_name(want[i].kind), want[i].k);
@@ -1567,11 +1573,16 @@ SL_TEST(aggregate_emit_updates_exact_sequence) {
 
 SL_TEST(aggregate_retraction_updates) {
   static const trow_t rows[] = {
-      {SL_ROW_INSERT, "a", false, 10},        {SL_ROW_INSERT, "a", false, 20},
-      {SL_ROW_INSERT, "b", false, 5},         {SL_ROW_UPDATE_BEFORE, "a", false, 10},
-      {SL_ROW_UPDATE_AFTER, "a", false, 15},  {SL_ROW_DELETE, "b", false, 5},
-      {SL_ROW_DELETE, "a", false, 20},        {SL_ROW_INSERT, "b", false, 7},
-      {SL_ROW_INSERT, "a", true, 0},          {SL_ROW_DELETE, "a", false, 15},
+      {SL_ROW_INSERT, "a", false, 10},
+      {SL_ROW_INSERT, "a", false, 20},
+      {SL_ROW_INSERT, "b", false, 5},
+      {SL_ROW_UPDATE_BEFORE, "a", false, 10},
+      {SL_ROW_UPDATE_AFTER, "a", false, 15},
+      {SL_ROW_DELETE, "b", false, 5},
+      {SL_ROW_DELETE, "a", false, 20},
+      {SL_ROW_INSERT, "b", false, 7},
+      {SL_ROW_INSERT, "a", true, 0},
+      {SL_ROW_DELETE, "a", false, 15},
       {SL_ROW_DELETE, "a", true, 0}};
   static const sl_agg_t aggs[] = {{"n", SL_AGG_COUNT, NULL},
                                   {"nv", SL_AGG_COUNT, "v"},
@@ -2013,9 +2024,11 @@ static canon_t canon_rows(const csink_t *sink) {
     char buf[256];
     size_t o = (size_t)snprintf(buf, sizeof(buf), "%d", (int)sl_row_kind(&r));
     for (uint32_t f = 0; f < sl_schema_n_fields(sink->schema); f++) {
-      if (sl_row_is_null(&r, f)) o += (size_t)snprintf(buf + o, sizeof(buf) - o, "|null");
-      else o += (size_t)snprintf(buf + o, sizeof(buf) - o, "|%lld",
-                                 (long long)sl_row_get_i64(&r, f));
+      if (sl_row_is_null(&r, f))
+        o += (size_t)snprintf(buf + o, sizeof(buf) - o, "|null");
+      else
+        o += (size_t)snprintf(buf + o, sizeof(buf) - o, "|%lld",
+                              (long long)sl_row_get_i64(&r, f));
     }
     c.lines[i] = strdup(buf);
   }
@@ -2364,10 +2377,18 @@ static void file_round_trip(sl_format_t fmt, uint32_t P) {
   sl_schema_unref(schema);
 }
 
-SL_TEST(file_round_trip_csv_parallelism_1) { file_round_trip(SL_FORMAT_CSV, 1); }
-SL_TEST(file_round_trip_csv_parallelism_3) { file_round_trip(SL_FORMAT_CSV, 3); }
-SL_TEST(file_round_trip_json_parallelism_1) { file_round_trip(SL_FORMAT_JSON, 1); }
-SL_TEST(file_round_trip_json_parallelism_3) { file_round_trip(SL_FORMAT_JSON, 3); }
+SL_TEST(file_round_trip_csv_parallelism_1) {
+  file_round_trip(SL_FORMAT_CSV, 1);
+}
+SL_TEST(file_round_trip_csv_parallelism_3) {
+  file_round_trip(SL_FORMAT_CSV, 3);
+}
+SL_TEST(file_round_trip_json_parallelism_1) {
+  file_round_trip(SL_FORMAT_JSON, 1);
+}
+SL_TEST(file_round_trip_json_parallelism_3) {
+  file_round_trip(SL_FORMAT_JSON, 3);
+}
 
 static char *run_file_job(const char *path, sl_format_t fmt, int *out_rc,
                           csink_t *sink) {
