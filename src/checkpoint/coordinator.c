@@ -349,9 +349,13 @@ void sl__coord_decline(sl_coord_t *c, uint64_t id, sl_error_t *err,
   pending_t *p = find_locked(c, id);
   if (p) {
     if (is_async && p->n_io > 0) p->n_io--;
-    abort_locked(c, p, sl_error_code(err),
-                 err ? sl_error_message(err) : "declined by a task");
-    maybe_reap_locked(c, p);
+    /* abort_locked reaps p when nothing else is in flight (p may be gone
+     * after it); an already aborted p may now be reapable. */
+    if (!p->is_aborted && p->state != P_DONE)
+      abort_locked(c, p, sl_error_code(err),
+                   err ? sl_error_message(err) : "declined by a task");
+    else
+      maybe_reap_locked(c, p);
   }
   pthread_mutex_unlock(&c->lock);
   sl_error_destroy(err);
