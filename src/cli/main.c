@@ -37,6 +37,9 @@ static void usage(FILE *f) {
           "                         e.g. --set source.count=1000 or\n"
           "                         --set transforms[2].aggregate.emit=final\n"
           "  --metrics-json FILE    write the final metrics as JSON to FILE\n"
+          "  --from-checkpoint DIR  start from a checkpoint (a chk-N directory)\n"
+          "  --resume               start from the newest usable checkpoint of\n"
+          "                         the pipeline's checkpoint dir, if any\n"
           "  --progress-interval S  seconds between progress reports\n"
           "                         (default 1 on a terminal, else 5; 0 = off)\n"
           "  --quiet                no progress and no summary\n"
@@ -108,7 +111,8 @@ int main(int argc, char **argv) {
   const char **sets = calloc((size_t)argc, sizeof(char *));
   uint32_t n_sets = 0, parallelism = 0;
   double interval = -1;
-  bool is_quiet = false;
+  bool is_quiet = false, is_resume = false;
+  const char *restore_from = NULL;
   int exit_code = EXIT_USAGE;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
@@ -117,7 +121,8 @@ int main(int argc, char **argv) {
     if (strncmp(a, "--", 2) == 0) {
       const char *eq = strchr(a, '=');
       static const char *with_val[] = {"--parallelism", "--set",
-                                       "--metrics-json", "--progress-interval"};
+                                       "--metrics-json", "--progress-interval",
+                                       "--from-checkpoint"};
       for (size_t k = 0; k < sizeof(with_val) / sizeof(with_val[0]); k++) {
         size_t n = strlen(with_val[k]);
         if (strncmp(a, with_val[k], n) == 0 && (a[n] == '\0' || a[n] == '=')) {
@@ -153,6 +158,10 @@ int main(int argc, char **argv) {
                 "between 0 and 86400, got '%s'\n", val);
         goto out;
       }
+    } else if (has_val && strncmp(a, "--from-checkpoint", 17) == 0) {
+      restore_from = val;
+    } else if (strcmp(a, "--resume") == 0) {
+      is_resume = true;
     } else if (strcmp(a, "--quiet") == 0) {
       is_quiet = true;
     } else if (a[0] == '-' && a[1] != '\0') {
@@ -170,7 +179,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "sluice: %s needs a pipeline file\n", argv[1]);
     goto out;
   }
-  if (!is_run && (parallelism || metrics_json || interval >= 0 || is_quiet)) {
+  if (restore_from && is_resume) {
+    fprintf(stderr, "sluice: give either --from-checkpoint or --resume\n");
+    goto out;
+  }
+  if (!is_run && (parallelism || metrics_json || interval >= 0 || is_quiet ||
+                  restore_from || is_resume)) {
     fprintf(stderr, "sluice: validate takes only --set\n");
     goto out;
   }
@@ -183,7 +197,8 @@ int main(int argc, char **argv) {
     goto out;
   }
   sl_job_t *job = NULL;
-  if (sl_pipeline_build(pl, parallelism, &job, &msg) != SL_OK) {
+  sl_pipeline_run_t run = {parallelism, restore_from, is_resume};
+  if (sl_pipeline_build(pl, &run, &job, &msg) != SL_OK) {
     fprintf(stderr, "sluice: %s\n", msg ? msg : "invalid pipeline");
     free(msg);
     sl_pipeline_destroy(pl);

@@ -1058,13 +1058,69 @@ static int build_sink(build_t *b, int snk) {
   return SL_OK;
 }
 
-int sl_pipeline_build(sl_pipeline_t *pl, uint32_t parallelism,
+static int get_i64_ms(sl_pipeline_t *pl, int map, const char *path,
+                      const char *key, int64_t *out) {
+  uint64_t v = (uint64_t)*out;
+  int rc = get_u64(pl, map, path, key, (uint64_t)INT64_MAX / 1000000, &v);
+  if (rc == SL_OK) *out = (int64_t)v;
+  return rc;
+}
+
+/* The checkpoint: and restart: sections (docs/pipeline.md). */
+static int build_recovery(sl_pipeline_t *pl, int root, sl_job_config_t *cfg) {
+  int rc = SL_OK;
+  int cv = map_get(pl, root, "checkpoint", NULL);
+  if (cv) {
+    static const char *keys[] = {"dir", "interval_ms", "timeout_ms",
+                                 "min_pause_ms", "max_concurrent", "mode",
+                                 "alignment_timeout_ms", "retain", NULL};
+    static const char *modes[] = {"aligned", "unaligned", "at-least-once",
+                                  NULL};
+    sl_checkpoint_config_t *ck = &cfg->checkpoint;
+    int mode = 0;
+    if ((rc = check_keys(pl, cv, "checkpoint", keys)) ||
+        (rc = get_str(pl, cv, "checkpoint", "dir", true, &ck->dir)) ||
+        (rc = get_i64_ms(pl, cv, "checkpoint", "interval_ms", &ck->interval_ms)) ||
+        (rc = get_i64_ms(pl, cv, "checkpoint", "timeout_ms", &ck->timeout_ms)) ||
+        (rc = get_i64_ms(pl, cv, "checkpoint", "min_pause_ms", &ck->min_pause_ms)) ||
+        (rc = get_u32(pl, cv, "checkpoint", "max_concurrent", 1, 64, &ck->max_concurrent)) ||
+        (rc = get_enum(pl, cv, "checkpoint", "mode", modes, &mode)) ||
+        (rc = get_i64_ms(pl, cv, "checkpoint", "alignment_timeout_ms",
+                         &ck->alignment_timeout_ms)) ||
+        (rc = get_u32(pl, cv, "checkpoint", "retain", 1, 1000, &ck->retain)))
+      return rc;
+    ck->mode = (sl_ckpt_mode_t)mode;
+  }
+  int rv = map_get(pl, root, "restart", NULL);
+  if (rv) {
+    static const char *keys[] = {"strategy", "max_attempts", "delay_ms",
+                                 "max_delay_ms", "multiplier", NULL};
+    static const char *kinds[] = {"none", "fixed-delay", "exponential", NULL};
+    sl_restart_config_t *r = &cfg->restart;
+    int kind = 1;
+    double mult = 2;
+    if ((rc = check_keys(pl, rv, "restart", keys)) ||
+        (rc = get_enum(pl, rv, "restart", "strategy", kinds, &kind)) ||
+        (rc = get_u32(pl, rv, "restart", "max_attempts", 0, 1u << 30, &r->max_attempts)) ||
+        (rc = get_i64_ms(pl, rv, "restart", "delay_ms", &r->delay_ms)) ||
+        (rc = get_i64_ms(pl, rv, "restart", "max_delay_ms", &r->max_delay_ms)) ||
+        (rc = get_double(pl, rv, "restart", "multiplier", &mult)))
+      return rc;
+    r->kind = (sl_restart_kind_t)kind;
+    r->multiplier = mult;
+  }
+  return rc;
+}
+
+int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
                       sl_job_t **out_job, char **out_msg) {
   *out_msg = NULL;
   int root = 1;
+  uint32_t parallelism = run ? run->parallelism : 0;
   static const char *keys[] = {"name", "parallelism", "max_parallelism",
-                               "buffer_size", "channel_buffers", "source",
-                               "transforms", "sink", NULL};
+                               "buffer_size", "channel_buffers", "checkpoint",
+                               "restart", "source", "transforms", "sink",
+                               NULL};
   build_t b = {pl, NULL, NULL, NULL, false};
   int rc = check_keys(pl, root, "", keys);
   sl_job_config_t cfg;
@@ -1082,6 +1138,14 @@ int sl_pipeline_build(sl_pipeline_t *pl, uint32_t parallelism,
     rc = get_u32(pl, root, "", "buffer_size", 256, 64u << 20, &cfg.buffer_size);
   if (rc == SL_OK)
     rc = get_u32(pl, root, "", "channel_buffers", 1, 1024, &cfg.channel_buffers);
+  if (rc == SL_OK) rc = build_recovery(pl, root, &cfg);
+  if (rc == SL_OK && run) {
+    cfg.restore_from = run->restore_from;
+    if (run->is_resume && cfg.checkpoint.dir == NULL) {
+      rc = FAIL(pl, root, "", "--resume needs a checkpoint section with a dir");
+    }
+    cfg.resume_latest = run->is_resume;
+  }
   if (rc == SL_OK && parallelism) cfg.parallelism = parallelism;
   if (rc == SL_OK && cfg.parallelism > cfg.max_parallelism) {
     int pv = map_get(pl, root, "parallelism", NULL);

@@ -19,11 +19,15 @@ typedef struct sl_pipeline_s sl_pipeline_t;
  */
 int sl_pipeline_load(const char *path, const char *const *sets,
                      uint32_t n_sets, sl_pipeline_t **out_pl, char **out_msg);
-/**
- * @brief Build the job.  parallelism > 0 overrides the file's.  The job is
- * not started.
- */
-int sl_pipeline_build(sl_pipeline_t *pl, uint32_t parallelism,
+/* Options of `sluice run` that shape the job. */
+typedef struct sl_pipeline_run_s {
+  uint32_t parallelism;     /* > 0 overrides the file */
+  const char *restore_from; /* --from-checkpoint DIR */
+  bool is_resume;           /* --resume: newest usable checkpoint, if any */
+} sl_pipeline_run_t;
+
+/** @brief Build the job (run may be NULL).  The job is not started. */
+int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
                       sl_job_t **out_job, char **out_msg);
 /** @brief True when the source is unbounded (a generator without count). */
 bool sl_pipeline_is_unbounded(const sl_pipeline_t *pl);
