@@ -264,6 +264,9 @@ void sl__ckpt_hooks_destroy(struct sl_ckpt_hooks_s *hooks);
 /** @brief Restore op's key groups (any parallelism) from the checkpoint. */
 int sl__ckpt_restore_keyed(const sl_ckpt_meta_t *m, const sl_ckpt_op_t *mop,
                            struct sl_ctx_s *op, sl_error_t **out_err);
+/** @brief Restore the in-flight records of an unaligned checkpoint. */
+int sl__ckpt_restore_channels(const sl_ckpt_meta_t *m, const sl_ckpt_op_t *mop,
+                              struct sl_task_s *t, sl_error_t **out_err);
 /** @brief Restore the split positions of a source subtask. */
 int sl__ckpt_restore_positions(const sl_ckpt_op_t *mop,
                                struct sl_source_rt_s *src,

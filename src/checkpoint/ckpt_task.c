@@ -29,7 +29,11 @@ typedef struct keyed_snap_s {
 
 typedef struct snap_job_s {
   sl_coord_t *coord;
+  sl_io_pool_t *io;
   uint64_t id;
+  uint8_t *chan;             /* channel state (unaligned), owned */
+  size_t chan_len;
+  char *chan_path;
   uint32_t task;
   sl_ckpt_subtask_t *subs;
   uint32_t *op_index;
@@ -49,6 +53,8 @@ static void job_free(snap_job_t *j) {
     sl_free(k->path);
   }
   sl_free(j->keyed);
+  sl_free(j->chan);
+  sl_free(j->chan_path);
   if (j->subs)
     for (uint32_t i = 0; i < j->n_ops; i++) sl__ckpt_subtask_clear(&j->subs[i]);
   sl_free(j->subs);
@@ -127,6 +133,14 @@ static void async_main(void *arg) {
     sl__kstate_snap_release(k->snap);
     k->snap = NULL;
   }
+  if (rc == SL_OK && j->chan_len) {
+    sl_ckpt_subtask_t *s = &j->subs[0];
+    rc = sl__ckpt_write_blob(j->chan_path, j->chan, j->chan_len,
+                             &s->channel_checksum, &err);
+    s->channel_size = j->chan_len;
+    j->stats.bytes += j->chan_len;
+    j->stats.channel_bytes = j->chan_len;
+  }
   if (rc == SL_OK && (rc = SL_INJECT("task.async_before_ack")) != SL_OK)
     err = sl_error_create(rc, "injected failure at task.async_before_ack");
   if (rc != SL_OK) {
@@ -147,8 +161,8 @@ typedef struct hooks_ctx_s {
   sl_io_pool_t *io;
 } hooks_ctx_t;
 
-int sl__ckpt_snapshot_task(void *ctx, sl_task_t *t, uint64_t id,
-                           const sl_ckpt_timing_t *timing) {
+int sl__ckpt_snapshot_sync(void *ctx, sl_task_t *t, uint64_t id,
+                           const sl_ckpt_timing_t *timing, void **out_snap) {
   hooks_ctx_t *h = ctx;
   int rc = SL_INJECT("task.before_sync_snapshot");
   if (rc != SL_OK)
@@ -158,6 +172,7 @@ int sl__ckpt_snapshot_task(void *ctx, sl_task_t *t, uint64_t id,
   snap_job_t *j = sl_calloc(1, sizeof(*j));
   if (j == NULL) goto nomem;
   j->coord = h->coord;
+  j->io = h->io;
   j->id = id;
   j->task = t->index;
   j->n_ops = t->n_ops;
@@ -205,6 +220,20 @@ int sl__ckpt_snapshot_task(void *ctx, sl_task_t *t, uint64_t id,
       k->timers[x].kg =
           sl_key_group(k->timers[x].key, k->timers[x].len, op->max_parallelism);
   }
+  {
+    /* Where channel state goes if this turns out to be unaligned. */
+    j->subs[0].channel_file = sl__ckpt_file_name(t->ops[0]->uid,
+                                                 t->ops[0]->subtask, ".channel");
+    sl_bytes_t cp;
+    sl_bytes_init(&cp);
+    if (j->subs[0].channel_file)
+      sl_bytes_printf(&cp, "%s/%s", ckdir, j->subs[0].channel_file);
+    j->chan_path = (char *)cp.data;
+    if (j->chan_path == NULL) {
+      sl_free(ckdir);
+      goto nomem;
+    }
+  }
   sl_free(ckdir);
   j->stats.sync_ns = sl__task_now(t) - t0;
   j->stats.barrier_delay_ns = timing->barrier_delay_ns; /* absolute; see ack */
@@ -215,25 +244,52 @@ int sl__ckpt_snapshot_task(void *ctx, sl_task_t *t, uint64_t id,
     return sl__op_fail(t->ops[0], rc,
                        "injected failure at task.after_sync_snapshot");
   }
-  if (j->n_keyed == 0) {
+  *out_snap = j;
+  return SL_OK;
+nomem:
+  job_free(j);
+  return sl__op_fail(t->ops[0], SL_ENOMEM, "out of memory taking a snapshot");
+}
+
+int sl__ckpt_snapshot_submit(void *ctx, void *snap, const uint8_t *chan,
+                             size_t chan_len) {
+  SL_UNUSED(ctx);
+  snap_job_t *j = snap;
+  if (chan_len) {
+    j->chan = sl_malloc(chan_len);
+    if (j->chan == NULL) {
+      sl__coord_decline(j->coord, j->id,
+                        sl_error_create(SL_ENOMEM, "out of memory"), false);
+      job_free(j);
+      return SL_OK; /* the checkpoint fails, not the task */
+    }
+    memcpy(j->chan, chan, chan_len);
+    j->chan_len = chan_len;
+  } else if (j->subs[0].channel_file) {
+    sl_free(j->subs[0].channel_file); /* aligned: no channel state */
+    j->subs[0].channel_file = NULL;
+  }
+  if (j->n_keyed == 0 && j->chan_len == 0) {
     /* Nothing to write: acknowledge from the task thread. */
-    sl__coord_ack(h->coord, id, t->index, j->subs, j->op_index, j->n_ops,
+    sl__coord_ack(j->coord, j->id, j->task, j->subs, j->op_index, j->n_ops,
                   &j->stats, false);
     j->subs = NULL;
     job_free(j);
     return SL_OK;
   }
-  sl__coord_io_begin(h->coord, id);
-  if (sl__io_submit(h->io, async_main, j) != SL_OK) {
-    sl__coord_decline(h->coord, id,
+  sl__coord_io_begin(j->coord, j->id);
+  if (sl__io_submit(j->io, async_main, j) != SL_OK) {
+    sl__coord_decline(j->coord, j->id,
                       sl_error_create(SL_ENOMEM, "cannot queue a snapshot"),
                       true);
     job_free(j);
   }
   return SL_OK;
-nomem:
-  job_free(j);
-  return sl__op_fail(t->ops[0], SL_ENOMEM, "out of memory taking a snapshot");
+}
+
+void sl__ckpt_snapshot_drop(void *ctx, void *snap) {
+  SL_UNUSED(ctx);
+  job_free(snap);
 }
 
 void sl__ckpt_task_finished(void *ctx, sl_task_t *t) {
@@ -342,6 +398,92 @@ int sl__ckpt_restore_positions(const sl_ckpt_op_t *mop, sl_source_rt_t *src,
   return SL_OK;
 }
 
+/* Channel state of an unaligned checkpoint for the task whose head is op:
+ * the records it had received but not processed, replayed first. */
+int sl__ckpt_restore_channels(const sl_ckpt_meta_t *m, const sl_ckpt_op_t *mop,
+                              sl_task_t *t, sl_error_t **out_err) {
+  sl_op_t *op = t->ops[0];
+  bool has_channels = false;
+  for (uint32_t i = 0; i < mop->n_subtasks; i++)
+    if (mop->subtasks[i].channel_file) has_channels = true;
+  if (!has_channels) return SL_OK;
+  if (mop->parallelism != op->parallelism)
+    return sl_error_set(out_err, SL_ENOTSUP,
+                        "checkpoint %llu is unaligned and holds in-flight "
+                        "records of operator '%s' at parallelism %u; it can "
+                        "be restored only at that parallelism (this job has "
+                        "%u); take an aligned checkpoint to rescale",
+                        (unsigned long long)m->id, op->uid, mop->parallelism,
+                        op->parallelism);
+  const sl_ckpt_subtask_t *s = op->subtask < mop->n_subtasks
+                                   ? &mop->subtasks[op->subtask]
+                                   : NULL;
+  if (s == NULL || s->channel_file == NULL || s->channel_size == 0)
+    return SL_OK;
+  sl_bytes_t path;
+  sl_bytes_init(&path);
+  sl_bytes_printf(&path, "%s/%s", m->dir, s->channel_file);
+  uint8_t *blob = NULL;
+  int rc = path.data ? sl__ckpt_read_blob((char *)path.data, s->channel_size,
+                                          s->channel_checksum, &blob, out_err)
+                     : SL_ENOMEM;
+  sl_bytes_close(&path);
+  if (rc != SL_OK) return rc;
+  /* Validate every entry before trusting it (docs/checkpoint-format.md). */
+  size_t off = 0, n = s->channel_size;
+  bool is_bad = false;
+  while (off < n && !is_bad) {
+    uint8_t kind = blob[off];
+    if (kind == 0 && n - off >= 9) {
+      uint32_t input, len;
+      memcpy(&input, blob + off + 1, 4);
+      memcpy(&len, blob + off + 5, 4);
+      if (t->source || input > 1 || op->in_schema[input] == NULL ||
+          len > n - off - 9 ||
+          sl_row_validate(op->in_schema[input], blob + off + 9, len) != SL_OK)
+        is_bad = true;
+      off += 9 + (size_t)len;
+    } else if (kind == 1 && n - off >= 13) {
+      uint32_t hdr[3];
+      memcpy(hdr, blob + off + 1, 12);
+      if (hdr[0] >= t->n_writers || hdr[1] >= t->writers[hdr[0]]->n_chs ||
+          hdr[2] > n - off - 13) {
+        is_bad = true;
+        break;
+      }
+      const sl_writer_t *w = t->writers[hdr[0]];
+      uint32_t hl = w->chs[hdr[1]]->has_hash ? 8 : 0;
+      const uint8_t *b = blob + off + 13;
+      uint32_t bo = 0;
+      while (bo < hdr[2] && !is_bad) {
+        uint32_t len;
+        if (hdr[2] - bo < 4 + hl) {
+          is_bad = true;
+          break;
+        }
+        memcpy(&len, b + bo, 4);
+        if (len > hdr[2] - bo - 4 - hl ||
+            sl_row_validate(w->schema, b + bo + 4 + hl, len) != SL_OK)
+          is_bad = true;
+        bo += 4 + hl + len;
+      }
+      off += 13 + (size_t)hdr[2];
+    } else {
+      is_bad = true;
+    }
+  }
+  if (is_bad || off != n) {
+    sl_free(blob);
+    return sl_error_set(out_err, SL_ECORRUPT,
+                        "checkpoint file '%s/%s' is corrupt: malformed "
+                        "in-flight records", m->dir, s->channel_file);
+  }
+  t->restore_cs = blob;
+  t->restore_cs_len = s->channel_size;
+  t->restore_cs_off = 0;
+  return SL_OK;
+}
+
 static hooks_ctx_t *hooks_ctx_new(sl_coord_t *coord, sl_io_pool_t *io) {
   hooks_ctx_t *h = sl_calloc(1, sizeof(*h));
   if (h) {
@@ -361,7 +503,9 @@ int sl__ckpt_hooks_create(sl_coord_t *coord, sl_io_pool_t *io, int mode,
     sl_free(hk);
     return SL_ENOMEM;
   }
-  hk->snapshot = sl__ckpt_snapshot_task;
+  hk->snapshot_sync = sl__ckpt_snapshot_sync;
+  hk->snapshot_submit = sl__ckpt_snapshot_submit;
+  hk->snapshot_drop = sl__ckpt_snapshot_drop;
   hk->task_finished = sl__ckpt_task_finished;
   hk->mode = mode;
   hk->alignment_timeout_ns = alignment_timeout_ms * 1000000ll;

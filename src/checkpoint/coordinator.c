@@ -189,6 +189,7 @@ static void abort_locked(sl_coord_t *c, pending_t *p, int rc,
   p->is_aborted = true;
   p->abort_rc = rc ? rc : SL_ECANCELED;
   p->stats.result = p->abort_rc;
+  p->stats.duration_ns = now_ns() - p->trigger_ns;
   sl_log(SL_LOG_WARN, "checkpoint %llu aborted: %s",
          (unsigned long long)p->id, why);
   record_history_locked(c, &p->stats);
@@ -272,6 +273,7 @@ static int trigger_locked(sl_coord_t *c, uint64_t *out_id,
   }
   p->next = c->pending;
   c->pending = p;
+  pthread_cond_signal(&c->cond); /* its timeout is the next deadline */
   for (uint32_t i = 0; i < c->n_tasks; i++) {
     sl_task_t *t = c->tasks[i];
     if (t->source == NULL) continue;

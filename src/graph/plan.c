@@ -276,6 +276,8 @@ static int connect_edge(sl_job_t *job, sl_node_t *m, uint32_t k) {
       return SL_ENOMEM;
     }
     w->task = st;
+    w->index = st->n_writers - 1;
+    w->schema = p->schema;
     w->part = part;
     w->keysel = h->keysel;
     w->max_parallelism = job->cfg.max_parallelism;
@@ -365,6 +367,8 @@ static int restore_from(sl_job_t *job, const sl_ckpt_meta_t *m,
     if (op->kstate) rc = sl__ckpt_restore_keyed(m, mop, op, out_err);
     if (rc == SL_OK && op->task->source && op->task->ops[0] == op)
       rc = sl__ckpt_restore_positions(mop, op->task->source, out_err);
+    if (rc == SL_OK && op->task->ops[0] == op)
+      rc = sl__ckpt_restore_channels(m, mop, op->task, out_err);
     if (rc != SL_OK) return rc;
   }
   return SL_OK;

@@ -31,6 +31,7 @@ sl_buf_t *sl__buf_new(uint32_t cap) {
   b->cap = cap;
   b->n_records = 0;
   b->value = 0;
+  b->ts = 0;
   b->next = NULL;
   b->data = (uint8_t *)(b + 1);
   return b;

@@ -208,13 +208,15 @@ void sl__writer_flush(sl_writer_t *w) {
   }
 }
 
-int sl__writer_send_event(sl_writer_t *w, sl_buf_kind_t kind, int64_t value) {
+int sl__writer_send_event(sl_writer_t *w, sl_buf_kind_t kind, int64_t value,
+                          int64_t ts) {
   sl__writer_flush(w);
   for (uint32_t i = 0; i < w->n_chs; i++) {
     sl_buf_t *b = sl__buf_new(0);
     if (b == NULL) return SL_ENOMEM;
     b->kind = (uint8_t)kind;
     b->value = value;
+    b->ts = ts;
     sl__channel_send(w->chs[i], b);
   }
   return SL_OK;

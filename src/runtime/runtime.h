@@ -43,6 +43,7 @@ typedef struct sl_buf_s {
   uint32_t cap;
   uint32_t n_records;
   int64_t value;
+  int64_t ts;            /* barrier: when its checkpoint was triggered */
   struct sl_buf_s *next; /* pending queue of the sender */
   uint8_t *data;
 } sl_buf_t;
@@ -92,6 +93,19 @@ typedef struct sl_channel_s {
   bool is_blocked;    /* aligned checkpoint: barrier seen, waiting for the
                          other inputs */
   uint64_t last_barrier; /* newest barrier id received */
+  /*
+   * Unaligned barriers overtake the queue: the sender stores the cutoff
+   * (buffers with a lower ring index were sent before the barrier) and
+   * then the id, with release; the receiver reads them with acquire.
+   */
+  _Atomic uint64_t prio_id;
+  _Atomic uint32_t prio_cutoff;
+  uint64_t prio_seen;      /* receiver: newest priority id handled */
+  uint32_t uc_cutoff;      /* receiver: cutoff of the current capture */
+  uint32_t uc_captured;    /* receiver: buffers below this index captured
+                              (or processed before the snapshot) */
+  bool uc_has_cutoff;
+  bool uc_done;            /* pre-barrier data of the capture all kept */
 } sl_channel_t;
 
 int sl__channel_create(uint32_t credits, uint32_t buffer_size,
@@ -292,6 +306,8 @@ typedef enum sl_part_e {
 
 struct sl_writer_s {
   sl_task_t *task;
+  uint32_t index;          /* in task->writers */
+  const sl_schema_t *schema; /* of the rows it sends */
   sl_part_t part;
   sl_channel_t **chs; /* indexed by receiving subtask (forward: one) */
   uint32_t n_chs;
@@ -305,7 +321,8 @@ int sl__writer_emit(sl_writer_t *w, const sl_row_t *row);
 /** @brief Send partly filled buffers (idle flush). */
 void sl__writer_flush(sl_writer_t *w);
 /** @brief Send an event buffer on every channel. */
-int sl__writer_send_event(sl_writer_t *w, sl_buf_kind_t kind, int64_t value);
+int sl__writer_send_event(sl_writer_t *w, sl_buf_kind_t kind, int64_t value,
+                          int64_t ts);
 
 /* ------------------------------------------------------------------ */
 /* Tasks. */
@@ -401,6 +418,24 @@ struct sl_task_s {
   uint64_t align_id;              /* checkpoint being aligned, 0 if none */
   uint32_t n_aligned;             /* inputs that delivered align_id */
   int64_t align_first_ns;         /* first barrier of align_id */
+  int64_t align_ts;               /* trigger time of align_id */
+  /* Aligned with a timeout: a snapshot waits until its in-band barriers
+   * leave the pending queues, or is converted when the timeout passes. */
+  uint64_t ob_id;
+  void *ob_snap;
+  int64_t ob_ts;
+  /* Unaligned checkpoint in progress: snapshot taken, capturing the
+   * in-flight records that were sent before the barrier. */
+  uint64_t uc_id;
+  void *uc_snap;
+  sl_bytes_t uc_state;            /* channel state, see task.c */
+  uint32_t n_uc_done;
+  uint32_t cur_idx;               /* ring index of cur_buf in cur_ch */
+  /* Channel state restored from an unaligned checkpoint, replayed first. */
+  uint8_t *restore_cs;
+  size_t restore_cs_len;
+  size_t restore_cs_off;   /* 1 once the output buffers were pushed */
+  size_t restore_cs_pos;   /* replay position of the input records */
   /* Status. */
   sl_task_phase_t phase;
   sl_error_t *err;
@@ -419,10 +454,16 @@ typedef struct sl_ckpt_timing_s {
  * the hooks take and acknowledge snapshots.
  */
 typedef struct sl_ckpt_hooks_s {
-  /* Snapshot task t for checkpoint id and acknowledge it (maybe after an
-   * async phase).  An error fails the task. */
-  int (*snapshot)(void *ctx, sl_task_t *t, uint64_t id,
-                  const sl_ckpt_timing_t *timing);
+  /* Sync phase of task t for checkpoint id: pin state, read positions.
+   * Returns a pending snapshot for submit().  An error fails the task. */
+  int (*snapshot_sync)(void *ctx, sl_task_t *t, uint64_t id,
+                       const sl_ckpt_timing_t *timing, void **out_snap);
+  /* Finish it: write state and the channel state (framed records, may be
+   * empty) and acknowledge, maybe on the I/O pool.  Takes snap. */
+  int (*snapshot_submit)(void *ctx, void *snap, const uint8_t *channel_state,
+                         size_t channel_len);
+  /* Drop a pending snapshot (its checkpoint was abandoned). */
+  void (*snapshot_drop)(void *ctx, void *snap);
   /* t finished its input: no later checkpoint can complete. */
   void (*task_finished)(void *ctx, sl_task_t *t);
   void *ctx;

@@ -105,7 +105,8 @@ SL_TEST(unknown_top_level_field) {
   expect_invalid(GEN SINK "paralelism: 2\n", NULL,
                  "3:1: paralelism: unknown field; expected one of: name, "
                  "parallelism, max_parallelism, buffer_size, "
-                 "channel_buffers, source, transforms, sink");
+                 "channel_buffers, checkpoint, restart, source, transforms, "
+                 "sink");
 }
 
 SL_TEST(unknown_source_type) {
