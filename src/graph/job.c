@@ -75,6 +75,16 @@ int sl_job_create(const sl_job_config_t *cfg_in, sl_job_t **out,
   job->cfg.restore_from = job->restore_path;
   pthread_mutex_init(&job->rt.lock, NULL);
   pthread_cond_init(&job->cancel_cond, NULL);
+  /* The coordinator exists for the job's life, so that any thread may
+   * trigger checkpoints once the job runs. */
+  if (job->ckpt_dir) {
+    int rc = sl__coord_create(&job->cfg.checkpoint, job->name,
+                              job->cfg.max_parallelism, &job->coord, out_err);
+    if (rc != SL_OK) {
+      sl_job_destroy(job);
+      return rc;
+    }
+  }
   atomic_init(&job->rt.is_canceled, false);
   atomic_init(&job->rt.n_live, 0);
   atomic_init(&job->state, SL_JOB_BUILDING);

@@ -605,13 +605,6 @@ int sl_job_run(sl_job_t *job, sl_error_t **out_err) {
                         sl_error_message(job->err));
   }
   int rc = SL_OK;
-  if (job->cfg.checkpoint.dir &&
-      (rc = sl__coord_create(&job->cfg.checkpoint, job->name,
-                             job->cfg.max_parallelism, &job->coord,
-                             out_err)) != SL_OK) {
-    atomic_store(&job->state, SL_JOB_FINISHED);
-    return rc;
-  }
   sl_ckpt_meta_t meta;
   memset(&meta, 0, sizeof(meta));
   bool has_meta;

@@ -257,10 +257,10 @@ static int pool_run(sl_sched_t *s) {
   pool_t *p = (pool_t *)s;
   pthread_mutex_lock(&p->lock);
   p->n_live = p->n_tasks;
-  for (uint32_t i = 0; i < p->n_tasks; i++) {
-    atomic_store(&p->tasks[i]->sched_state, SL_TASK_QUEUED);
-    enqueue_locked(p, p->tasks[i]);
-  }
+  /* A task may already be queued: something woke it (a checkpoint
+   * trigger, a cancel) between create and run.  Queue each task once. */
+  for (uint32_t i = 0; i < p->n_tasks; i++)
+    if (wake_transition(p->tasks[i])) enqueue_locked(p, p->tasks[i]);
   pthread_mutex_unlock(&p->lock);
   uint32_t started = 0;
   int rc = SL_OK;
