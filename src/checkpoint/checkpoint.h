@@ -155,6 +155,9 @@ int sl__ckpt_list(const char *jobdir, uint64_t **out_ids, uint32_t *out_n,
  */
 int sl__ckpt_load_latest(const char *jobdir, sl_ckpt_meta_t *out,
                          sl_error_t **out_err);
+/** @brief Like sl__ckpt_load_latest, among ids below `below`. */
+int sl__ckpt_load_latest_below(const char *jobdir, uint64_t below,
+                               sl_ckpt_meta_t *out, sl_error_t **out_err);
 /** @brief Remove a checkpoint directory and its files. */
 int sl__ckpt_remove_dir(const char *ckdir);
 /** @brief mkdir -p. */

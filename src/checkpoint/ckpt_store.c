@@ -918,6 +918,11 @@ int sl__ckpt_list(const char *jobdir, uint64_t **out_ids, uint32_t *out_n,
 
 int sl__ckpt_load_latest(const char *jobdir, sl_ckpt_meta_t *out,
                          sl_error_t **out_err) {
+  return sl__ckpt_load_latest_below(jobdir, UINT64_MAX, out, out_err);
+}
+
+int sl__ckpt_load_latest_below(const char *jobdir, uint64_t below,
+                               sl_ckpt_meta_t *out, sl_error_t **out_err) {
   uint64_t *ids;
   uint32_t n;
   int rc = sl__ckpt_list(jobdir, &ids, &n, out_err);
@@ -925,6 +930,7 @@ int sl__ckpt_load_latest(const char *jobdir, sl_ckpt_meta_t *out,
   bool saw_any = false;
   rc = SL_ENOTFOUND;
   for (uint32_t i = n; i-- > 0;) {
+    if (ids[i] >= below) continue;
     sl_bytes_t dir;
     sl_bytes_init(&dir);
     sl_bytes_printf(&dir, "%s/chk-%llu", jobdir, (unsigned long long)ids[i]);

@@ -101,6 +101,8 @@ struct sl_job_s {
   _Atomic bool is_user_canceled; /* sl_job_cancel; rt.is_canceled also
                                     stops an attempt after a failure */
   pthread_cond_t cancel_cond; /* interrupts a restart delay; rt.lock */
+  bool is_restore_corrupt; /* the last plan failed reading a checkpoint */
+  bool is_plan_failed;     /* the last attempt failed before running */
   char *ckpt_dir;          /* owned copies of the configuration's strings */
   char *restore_path;
 };

@@ -397,7 +397,11 @@ int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
     for (uint32_t k = 0; k < m->n_inputs; k++)
       if ((rc = connect_edge(job, m, k)) != SL_OK) goto fail;
   }
-  if (meta && (rc = restore_from(job, meta, out_err)) != SL_OK) return rc;
+  job->is_restore_corrupt = false;
+  if (meta && (rc = restore_from(job, meta, out_err)) != SL_OK) {
+    job->is_restore_corrupt = rc == SL_ECORRUPT;
+    return rc;
+  }
   return SL_OK;
 fail:
   if (rc == SL_ENOMEM)
@@ -491,6 +495,7 @@ static int run_attempt(sl_job_t *job, const sl_ckpt_meta_t *meta,
    * flag only ever stops one attempt. */
   atomic_store(&job->rt.is_canceled, atomic_load(&job->is_user_canceled));
   int rc = sl__plan_build(job, meta, out_err);
+  job->is_plan_failed = rc != SL_OK; /* not worth a restart */
   if (rc != SL_OK) return rc;
   sl_sched_t *sched;
   rc = sl__sched_pool_create(job->cfg.n_workers, job->rt.tasks,
@@ -616,8 +621,34 @@ int sl_job_run(sl_job_t *job, sl_error_t **out_err) {
   for (uint32_t attempt = 0;; attempt++) {
     sl_error_t *err = NULL;
     rc = run_attempt(job, has_meta ? &meta : NULL, &err);
+    /* A checkpoint found damaged while restoring (a file's checksum): fall
+     * back to the one before it, unless the user named this one. */
+    while (rc == SL_ECORRUPT && job->is_restore_corrupt && has_meta &&
+           job->coord && (job->cfg.restore_from == NULL || attempt > 0)) {
+      uint64_t bad = meta.id;
+      sl_ckpt_meta_t older;
+      sl_error_t *lerr = NULL;
+      int lrc = sl__ckpt_load_latest_below(sl__coord_job_dir(job->coord), bad,
+                                           &older, &lerr);
+      if (lrc != SL_OK) {
+        sl_error_prefix(err, "checkpoint %llu is corrupt and no older one is "
+                        "usable", (unsigned long long)bad);
+        sl_error_destroy(lerr);
+        break;
+      }
+      sl_log(SL_LOG_WARN, "checkpoint %llu is corrupt (%s); falling back to "
+             "checkpoint %llu", (unsigned long long)bad, sl_error_message(err),
+             (unsigned long long)older.id);
+      sl_error_destroy(err);
+      err = NULL;
+      sl_error_destroy(lerr);
+      teardown_attempt(job);
+      sl__ckpt_meta_clear(&meta);
+      meta = older;
+      rc = run_attempt(job, &meta, &err);
+    }
     bool can_restart = rc != SL_OK && rc != SL_ECANCELED &&
-                       job->rt.n_tasks > 0 && rs->kind != SL_RESTART_NONE &&
+                       !job->is_plan_failed && rs->kind != SL_RESTART_NONE &&
                        (rs->max_attempts == 0 || attempt < rs->max_attempts) &&
                        !atomic_load(&job->is_user_canceled);
     if (!can_restart) {

@@ -117,10 +117,15 @@ static inline void set_gate(int64_t g) {
 
 /* ---- the checked keyed function ---------------------------------------- */
 
+/* What the checker is called and declares (restore tests change them). */
+static const char *checker_uid = "checker";
+static const char *checker_state = "count_and_sum";
+static sl_state_kind_t checker_kind = SL_STATE_VALUE;
+
 static int chk_open(sl_ctx_t *ctx, void *user) {
   (void)user;
   sl_state_t *st;
-  sl_state_desc_t d = {"count_and_sum", SL_STATE_VALUE, 1, NULL, NULL};
+  sl_state_desc_t d = {checker_state, checker_kind, 1, NULL, NULL};
   int rc = sl_ctx_state(ctx, &d, &st);
   sl_ctx_set_local(ctx, st);
   return rc;
@@ -218,7 +223,7 @@ static inline sl_job_t *seq_job(const sl_job_config_t *cfg, uint32_t checker_par
   const char *key[] = {"key"};
   s = sl_stream_key_by_fields(s, key, 1);
   sl_process_fns_t fns = {chk_open, chk_process, NULL, NULL, NULL, NULL};
-  s = sl_stream_process(s, "checker", out_schema, &fns, NULL);
+  s = sl_stream_process(s, checker_uid, out_schema, &fns, NULL);
   if (checker_par) sl_stream_set_parallelism(s, checker_par);
   SL_ASSERT_OK(sl_stream_sink(s, "upsert", &sink_vt, NULL));
   /* The sink keeps the last row per key: it must get a key's rows in
