@@ -11,6 +11,7 @@
 #define SL_TEST_SEQ_JOB_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "core/inject.h"
 #include "sl_test.h"
@@ -22,8 +23,8 @@ static int64_t gate = 0;                 /* records each split may emit */
 static sl_source_waker_t *wakers[N_SPLITS];
 static int64_t out_count[N_KEYS], out_sum[N_KEYS]; /* the sink's view */
 static int violations;                   /* seq != count seen in state */
-static volatile uint64_t slow_spin;      /* busy-loop steps per record */
-static volatile uint64_t slow_sink;
+static _Atomic uint64_t slow_spin;       /* busy-loop steps per record */
+static _Atomic uint64_t slow_sink;       /* keeps the busy loop alive */
 static int64_t n_processed;              /* records the checker applied */
 static int64_t fail_at = -1;             /* fail once at this record */
 static char violation_msg[256];
@@ -135,8 +136,9 @@ static int chk_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
   (void)user;
   sl_state_t *st = sl_ctx_local(ctx);
   uint64_t x = (uint64_t)sl_row_get_i64(row, 1);
-  for (uint64_t i = 0; i < slow_spin; i++) x = x * 6364136223846793005ull + 1;
-  slow_sink += x;
+  uint64_t spin = atomic_load_explicit(&slow_spin, memory_order_relaxed);
+  for (uint64_t i = 0; i < spin; i++) x = x * 6364136223846793005ull + 1;
+  atomic_fetch_add_explicit(&slow_sink, x, memory_order_relaxed);
   pthread_mutex_lock(&lock);
   bool is_fail = n_processed++ == fail_at;
   if (is_fail) fail_at = -1;
