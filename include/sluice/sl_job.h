@@ -239,6 +239,33 @@ int sl_job_wait_checkpoint(sl_job_t *job, uint64_t id, int64_t timeout_ms,
                            sl_checkpoint_stats_t *out_stats);
 /** @brief Stats of the latest completed checkpoint; SL_ENOTFOUND if none. */
 int sl_job_last_checkpoint(sl_job_t *job, sl_checkpoint_stats_t *out_stats);
+/**
+ * @brief The most recent checkpoints (completed or aborted), oldest first,
+ * at most max of them.  @return the number written.
+ */
+uint32_t sl_job_checkpoint_history(sl_job_t *job, sl_checkpoint_stats_t *out,
+                                   uint32_t max);
+
+/* One task's part in a checkpoint. */
+typedef struct sl_checkpoint_task_stats_s {
+  uint32_t task;               /* index into sl_metrics_t.tasks */
+  int64_t barrier_delay_ns;    /* trigger to the task's first barrier */
+  int64_t alignment_ns;
+  int64_t sync_ns;
+  int64_t async_ns;
+  uint64_t bytes;
+  uint64_t channel_bytes;
+  bool is_unaligned;
+  bool has_acked;
+} sl_checkpoint_task_stats_t;
+
+/**
+ * @brief Per-task stats of a recent checkpoint.  @return SL_OK with
+ * *out_stats (free with sl_free) and *out_n, or SL_ENOTFOUND.
+ */
+int sl_job_checkpoint_tasks(sl_job_t *job, uint64_t id,
+                            sl_checkpoint_task_stats_t **out_stats,
+                            uint32_t *out_n);
 /** @brief Number of restarts so far and of completed checkpoints. */
 uint32_t sl_job_restarts(const sl_job_t *job);
 

@@ -247,6 +247,10 @@ void sl__coord_task_finished(sl_coord_t *c, uint64_t last_snapshot);
 int sl__coord_wait(sl_coord_t *c, uint64_t id, int64_t timeout_ms,
                    sl_checkpoint_stats_t *out);
 int sl__coord_last(sl_coord_t *c, sl_checkpoint_stats_t *out);
+uint32_t sl__coord_history(sl_coord_t *c, sl_checkpoint_stats_t *out,
+                           uint32_t max);
+int sl__coord_task_stats(sl_coord_t *c, uint64_t id,
+                         sl_checkpoint_task_stats_t **out, uint32_t *out_n);
 /** @brief Id of the newest completed checkpoint (0 if none). */
 uint64_t sl__coord_latest(sl_coord_t *c);
 /** @brief Directory of checkpoint id. */

@@ -60,6 +60,7 @@ typedef struct pending_s {
   uint32_t n_io;           /* async writes in flight */
   sl_ckpt_meta_t meta;     /* ops[i].subtasks filled by acks */
   sl_checkpoint_stats_t stats;
+  sl_checkpoint_task_stats_t *task_stats; /* per task */
   struct pending_s *next;
 } pending_t;
 
@@ -87,6 +88,8 @@ struct sl_coord_s {
   bool is_stopping;
   bool has_finished_task;
   sl_checkpoint_stats_t history[MAX_HISTORY];
+  sl_checkpoint_task_stats_t *history_tasks[MAX_HISTORY]; /* owned */
+  uint32_t history_n_tasks[MAX_HISTORY];
   uint32_t n_history;
   pthread_t thread;
   bool has_thread;
@@ -152,16 +155,27 @@ int sl__coord_create(const sl_checkpoint_config_t *cfg, const char *job,
 static void pending_free(pending_t *p) {
   sl__ckpt_meta_clear(&p->meta);
   sl_free(p->acked);
+  sl_free(p->task_stats);
   sl_free(p);
 }
 
-static void record_history_locked(sl_coord_t *c, const sl_checkpoint_stats_t *s) {
+/* Keep the stats of p (its per-task stats move to the history). */
+static void record_history_locked(sl_coord_t *c, pending_t *p) {
   if (c->n_history == MAX_HISTORY) {
+    sl_free(c->history_tasks[0]);
     memmove(&c->history[0], &c->history[1],
             (MAX_HISTORY - 1) * sizeof(c->history[0]));
+    memmove(&c->history_tasks[0], &c->history_tasks[1],
+            (MAX_HISTORY - 1) * sizeof(c->history_tasks[0]));
+    memmove(&c->history_n_tasks[0], &c->history_n_tasks[1],
+            (MAX_HISTORY - 1) * sizeof(c->history_n_tasks[0]));
     c->n_history--;
   }
-  c->history[c->n_history++] = *s;
+  c->history[c->n_history] = p->stats;
+  c->history_tasks[c->n_history] = p->task_stats;
+  c->history_n_tasks[c->n_history] = c->n_tasks;
+  p->task_stats = NULL;
+  c->n_history++;
   pthread_cond_broadcast(&c->done_cond);
 }
 
@@ -192,7 +206,7 @@ static void abort_locked(sl_coord_t *c, pending_t *p, int rc,
   p->stats.duration_ns = now_ns() - p->trigger_ns;
   sl_log(SL_LOG_WARN, "checkpoint %llu aborted: %s",
          (unsigned long long)p->id, why);
-  record_history_locked(c, &p->stats);
+  record_history_locked(c, p);
   for (uint32_t i = 0; i < c->n_tasks; i++) {
     sl_task_t *t = c->tasks[i];
     uint64_t cur = atomic_load(&t->ckpt_abort);
@@ -233,9 +247,10 @@ static int trigger_locked(sl_coord_t *c, uint64_t *out_id,
   pending_t *p = sl_calloc(1, sizeof(*p));
   if (p == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   p->acked = sl_calloc(c->n_tasks + 1, sizeof(bool));
+  p->task_stats = sl_calloc(c->n_tasks + 1, sizeof(*p->task_stats));
   p->meta.ops = sl_calloc(c->n_ops + 1, sizeof(sl_ckpt_op_t));
   p->meta.job = sl_strdup(c->job);
-  if (!p->acked || !p->meta.ops || !p->meta.job) {
+  if (!p->acked || !p->task_stats || !p->meta.ops || !p->meta.job) {
     pending_free(p);
     return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   }
@@ -332,7 +347,18 @@ void sl__coord_ack(sl_coord_t *c, uint64_t id, uint32_t task,
     /* Tasks report when their first barrier arrived, on the scheduler's
      * clock (which is the realtime clock of the worker pool). */
     int64_t delay = st->barrier_delay_ns - p->trigger_real_ns;
+    if (delay < 0) delay = 0;
     if (delay > x->max_barrier_delay_ns) x->max_barrier_delay_ns = delay;
+    sl_checkpoint_task_stats_t *ts = &p->task_stats[task];
+    ts->task = task;
+    ts->barrier_delay_ns = delay;
+    ts->alignment_ns = st->alignment_ns;
+    ts->sync_ns = st->sync_ns;
+    ts->async_ns = st->async_ns;
+    ts->bytes = st->bytes;
+    ts->channel_bytes = st->channel_bytes;
+    ts->is_unaligned = st->is_unaligned;
+    ts->has_acked = true;
     if (st->alignment_ns > x->max_alignment_ns)
       x->max_alignment_ns = st->alignment_ns;
     if (st->sync_ns > x->max_sync_ns) x->max_sync_ns = st->sync_ns;
@@ -424,7 +450,7 @@ static void commit_locked(sl_coord_t *c, pending_t *p) {
   p->stats.result = SL_OK;
   p->stats.duration_ns = now_ns() - p->trigger_ns;
   if (p->id > c->latest_completed) c->latest_completed = p->id;
-  record_history_locked(c, &p->stats);
+  record_history_locked(c, p);
   c->last_end_ns = now_ns();
   if (SL_INJECT("coordinator.before_complete_notify") == SL_OK) {
     for (uint32_t i = 0; i < c->n_tasks; i++) {
@@ -545,6 +571,7 @@ void sl__coord_detach(sl_coord_t *c) {
 
 void sl__coord_destroy(sl_coord_t *c) {
   if (c == NULL) return;
+  for (uint32_t i = 0; i < c->n_history; i++) sl_free(c->history_tasks[i]);
   for (pending_t *p = c->pending, *n; p; p = n) {
     n = p->next;
     pending_free(p);
@@ -607,4 +634,35 @@ bool sl__coord_is_pending(sl_coord_t *c, uint64_t id) {
   bool r = p && !p->is_aborted;
   pthread_mutex_unlock(&c->lock);
   return r;
+}
+
+uint32_t sl__coord_history(sl_coord_t *c, sl_checkpoint_stats_t *out,
+                           uint32_t max) {
+  pthread_mutex_lock(&c->lock);
+  uint32_t n = c->n_history < max ? c->n_history : max;
+  memcpy(out, &c->history[c->n_history - n], n * sizeof(*out));
+  pthread_mutex_unlock(&c->lock);
+  return n;
+}
+
+int sl__coord_task_stats(sl_coord_t *c, uint64_t id,
+                         sl_checkpoint_task_stats_t **out, uint32_t *out_n) {
+  pthread_mutex_lock(&c->lock);
+  int rc = SL_ENOTFOUND;
+  for (uint32_t i = 0; i < c->n_history; i++) {
+    if (c->history[i].id != id || c->history_tasks[i] == NULL) continue;
+    uint32_t n = c->history_n_tasks[i];
+    sl_checkpoint_task_stats_t *x = sl_calloc(n + 1, sizeof(*x));
+    if (x == NULL) {
+      rc = SL_ENOMEM;
+      break;
+    }
+    memcpy(x, c->history_tasks[i], n * sizeof(*x));
+    *out = x;
+    *out_n = n;
+    rc = SL_OK;
+    break;
+  }
+  pthread_mutex_unlock(&c->lock);
+  return rc;
 }

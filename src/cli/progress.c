@@ -118,6 +118,16 @@ static void report(sl_progress_t *p) {
                             bp * 100);
     any_bp = true;
   }
+  sl_checkpoint_stats_t ck;
+  if (sl_job_last_checkpoint(p->job, &ck) == SL_OK && len < sizeof(line) - 120)
+    len += (size_t)snprintf(line + len, sizeof(line) - len,
+                            " | checkpoint %llu %.1f ms%s",
+                            (unsigned long long)ck.id, ck.duration_ns / 1e6,
+                            ck.is_unaligned ? " unaligned" : "");
+  uint32_t restarts = sl_job_restarts(p->job);
+  if (restarts && len < sizeof(line) - 40)
+    len += (size_t)snprintf(line + len, sizeof(line) - len, " | restarts %u",
+                            restarts);
   if (p->is_tty) {
     size_t pad = p->last_len > len ? p->last_len - len : 0;
     fprintf(stderr, "\r%s%*s", line, (int)pad, "");
@@ -237,6 +247,28 @@ void sl_progress_summary(sl_job_t *job, const char *name, FILE *f) {
   free(ops);
   free(tasks);
   sl_metrics_close(&m);
+  sl_checkpoint_stats_t hist[64];
+  uint32_t nh = sl_job_checkpoint_history(job, hist, 64);
+  if (nh) {
+    uint32_t n_ok = 0;
+    for (uint32_t i = 0; i < nh; i++) n_ok += hist[i].result == SL_OK;
+    fprintf(f, "  checkpoints (last %u): %u completed, %u aborted\n", nh,
+            n_ok, nh - n_ok);
+    sl_checkpoint_stats_t last;
+    if (sl_job_last_checkpoint(job, &last) == SL_OK)
+      fprintf(f,
+              "  checkpoint %llu: %.1f ms, %llu bytes (%llu of channel "
+              "state)%s; max barrier delay %.1f ms, alignment %.1f ms, sync "
+              "%.2f ms, async %.1f ms\n",
+              (unsigned long long)last.id, last.duration_ns / 1e6,
+              (unsigned long long)last.bytes,
+              (unsigned long long)last.channel_bytes,
+              last.is_unaligned ? ", unaligned" : "",
+              last.max_barrier_delay_ns / 1e6, last.max_alignment_ns / 1e6,
+              last.max_sync_ns / 1e6, last.max_async_ns / 1e6);
+  }
+  if (sl_job_restarts(job))
+    fprintf(f, "  restarts: %u\n", sl_job_restarts(job));
 }
 
 int sl_progress_write_json(sl_job_t *job, const char *name, int result,
@@ -271,6 +303,44 @@ int sl_progress_write_json(sl_job_t *job, const char *name, int result,
     json_array_append_new(tasks, o);
   }
   json_object_set_new(root, "tasks", tasks);
+  json_object_set_new(root, "restarts", json_integer(sl_job_restarts(job)));
+  sl_checkpoint_stats_t hist[64];
+  uint32_t nh = sl_job_checkpoint_history(job, hist, 64);
+  json_t *cks = json_array();
+  for (uint32_t i = 0; i < nh; i++) {
+    const sl_checkpoint_stats_t *h = &hist[i];
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_integer((json_int_t)h->id));
+    json_object_set_new(o, "result", json_string(sl_errname(h->result)));
+    json_object_set_new(o, "duration_ns", json_integer(h->duration_ns));
+    json_object_set_new(o, "bytes", json_integer((json_int_t)h->bytes));
+    json_object_set_new(o, "channel_bytes",
+                        json_integer((json_int_t)h->channel_bytes));
+    json_object_set_new(o, "unaligned", json_boolean(h->is_unaligned));
+    sl_checkpoint_task_stats_t *ts = NULL;
+    uint32_t nt = 0;
+    json_t *arr = json_array();
+    if (sl_job_checkpoint_tasks(job, h->id, &ts, &nt) == SL_OK) {
+      for (uint32_t k = 0; k < nt; k++) {
+        if (!ts[k].has_acked) continue;
+        json_t *x = json_object();
+        json_object_set_new(x, "task", json_integer(ts[k].task));
+        json_object_set_new(x, "barrier_delay_ns",
+                            json_integer(ts[k].barrier_delay_ns));
+        json_object_set_new(x, "alignment_ns", json_integer(ts[k].alignment_ns));
+        json_object_set_new(x, "sync_ns", json_integer(ts[k].sync_ns));
+        json_object_set_new(x, "async_ns", json_integer(ts[k].async_ns));
+        json_object_set_new(x, "bytes", json_integer((json_int_t)ts[k].bytes));
+        json_object_set_new(x, "channel_bytes",
+                            json_integer((json_int_t)ts[k].channel_bytes));
+        json_array_append_new(arr, x);
+      }
+      sl_free(ts);
+    }
+    json_object_set_new(o, "tasks", arr);
+    json_array_append_new(cks, o);
+  }
+  json_object_set_new(root, "checkpoints", cks);
   sl_metrics_close(&m);
   rc = SL_OK;
   if (json_dump_file(root, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {

@@ -709,6 +709,17 @@ int sl_job_last_checkpoint(sl_job_t *job, sl_checkpoint_stats_t *out) {
   return sl__coord_last(job->coord, out);
 }
 
+uint32_t sl_job_checkpoint_history(sl_job_t *job, sl_checkpoint_stats_t *out,
+                                   uint32_t max) {
+  return job->coord ? sl__coord_history(job->coord, out, max) : 0;
+}
+
+int sl_job_checkpoint_tasks(sl_job_t *job, uint64_t id,
+                            sl_checkpoint_task_stats_t **out, uint32_t *out_n) {
+  if (job->coord == NULL) return SL_ENOTFOUND;
+  return sl__coord_task_stats(job->coord, id, out, out_n);
+}
+
 uint32_t sl_job_restarts(const sl_job_t *job) {
   return atomic_load(&((sl_job_t *)job)->n_restarts);
 }
