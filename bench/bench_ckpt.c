@@ -1,0 +1,381 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Checkpoint benchmarks (issue: checkpoints).  Each runs in forked
+ * processes through bench/harness.c.
+ *
+ *   overhead   keyed count over 10,000 keys, 30 M records, checkpoint every
+ *              second (aligned) versus none: records/s of each, and the
+ *              ratio with its 95% interval (A/B forks interleaved).
+ *   sync       duration of the sync phase (pinning every state map of a
+ *              subtask) versus the amount of heap state, 10 MB .. 4 GB.
+ *   backpressure  duration of one checkpoint while a slow operator keeps
+ *              every channel full: aligned versus unaligned.
+ *   recovery   time to restore a keyed operator from a checkpoint versus
+ *              its state size.
+ *
+ * usage: sluice-bench-ckpt overhead|sync|backpressure|recovery
+ *          [--forks F] [--iterations I] [--warmup W] [--sizes-mb a,b,...]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "sluice/sluice.h"
+#include "checkpoint/checkpoint.h"
+#include "state/state.h"
+
+static int forks = 5, iterations = 5, warmup = 1;
+static char tmpdir[256];
+
+/* ---- a keyed counter with value state ---------------------------------- */
+
+static int cnt_open(sl_ctx_t *ctx, void *user) {
+  (void)user;
+  sl_state_t *st;
+  sl_state_desc_t d = {"count", SL_STATE_VALUE, 1, NULL, NULL};
+  int rc = sl_ctx_state(ctx, &d, &st);
+  sl_ctx_set_local(ctx, st);
+  return rc;
+}
+
+static int spin_per_record;
+
+static int cnt_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
+  (void)user;
+  sl_state_t *st = sl_ctx_local(ctx);
+  uint64_t x = (uint64_t)sl_row_get_i64(row, 0);
+  for (int i = 0; i < spin_per_record; i++) x = x * 6364136223846793005ull + 1;
+  int64_t n = (int64_t)(x & 0);
+  int rc = sl_value_get_i64(st, &n);
+  if (rc != SL_OK && rc != SL_ENOTFOUND) return rc;
+  return sl_value_put_i64(st, n + 1);
+}
+
+typedef struct job_opts_s {
+  uint64_t records;
+  uint64_t keys;
+  uint32_t payload;     /* bytes of state value padding via payload column */
+  int64_t interval_ms;  /* 0: no checkpoints */
+  sl_ckpt_mode_t mode;
+  const char *dir;
+  uint32_t parallelism;
+  uint32_t buffer_size, channel_buffers;
+  const char *restore;
+} job_opts_t;
+
+static sl_job_t *make_job(const job_opts_t *o) {
+  sl_job_config_t cfg;
+  sl_job_config_init(&cfg);
+  cfg.name = "bench";
+  cfg.parallelism = o->parallelism ? o->parallelism : 1;
+  if (o->buffer_size) cfg.buffer_size = o->buffer_size;
+  if (o->channel_buffers) cfg.channel_buffers = o->channel_buffers;
+  if (o->dir) {
+    cfg.checkpoint.dir = o->dir;
+    cfg.checkpoint.interval_ms = o->interval_ms;
+    cfg.checkpoint.mode = o->mode;
+  }
+  cfg.restore_from = o->restore;
+  sl_job_t *job;
+  if (sl_job_create(&cfg, &job, NULL) != SL_OK) return NULL;
+  sl_gen_config_t g;
+  sl_gen_config_init(&g);
+  g.count = o->records;
+  g.keys = o->keys;
+  g.columns = SL_GEN_COL_KEY | SL_GEN_COL_AMOUNT;
+  const sl_source_vt_t *vt;
+  void *ctx;
+  sl_schema_t *schema;
+  sl_gen_source_create(&g, &vt, &ctx, &schema, NULL);
+  sl_stream_t *s = sl_job_source(job, "gen", vt, ctx, schema);
+  const char *key[] = {"key"};
+  s = sl_stream_key_by_fields(s, key, 1);
+  sl_process_fns_t fns = {cnt_open, cnt_process, NULL, NULL, NULL, NULL};
+  s = sl_stream_process(s, "count", schema, &fns, NULL);
+  const sl_sink_vt_t *kvt;
+  void *kctx;
+  sl_null_sink_create(&kvt, &kctx);
+  sl_stream_sink(s, "sink", kvt, kctx);
+  sl_schema_unref(schema);
+  return job;
+}
+
+/* ---- overhead ---------------------------------------------------------- */
+
+static int overhead_iter(void *arg, sl_bench_ctx_t *ctx, double *out) {
+  int64_t interval = *(int64_t *)arg;
+  char dir[512];
+  snprintf(dir, sizeof(dir), "%s/overhead-%d-%d", tmpdir, ctx->fork,
+           ctx->iteration);
+  job_opts_t o = {30000000, 10000, 0, interval, SL_CKPT_ALIGNED,
+                  interval ? dir : NULL, 1, 0, 0, NULL};
+  sl_job_t *job = make_job(&o);
+  int64_t t0 = sl_bench_now_ns();
+  int rc = sl_job_run(job, NULL);
+  double secs = (double)(sl_bench_now_ns() - t0) / 1e9;
+  if (interval) {
+    sl_checkpoint_stats_t st[64];
+    uint32_t n = sl_job_checkpoint_history(job, st, 64);
+    uint32_t ok = 0;
+    for (uint32_t i = 0; i < n; i++) ok += st[i].result == SL_OK;
+    if (ctx->iteration == 0)
+      fprintf(stderr, "  fork %d: %u checkpoints completed in %.1f s\n",
+              ctx->fork, ok, secs);
+  }
+  sl_job_destroy(job);
+  *out = 30000000.0 / secs;
+  return rc == SL_OK ? 0 : -1;
+}
+
+static int run_overhead(void) {
+  static int64_t none = 0, every_second = 1000;
+  sl_bench_opts_t o;
+  sl_bench_opts_init(&o);
+  o.name = "keyed-count-checkpoint-overhead";
+  o.unit = "records/s";
+  o.n_forks = forks;
+  o.n_warmup = warmup;
+  o.n_iterations = iterations;
+  o.summary = stdout;
+  sl_bench_fn_t a = {"no checkpoints", NULL, overhead_iter, NULL, &none, NULL};
+  sl_bench_fn_t b = {"checkpoint every 1 s", NULL, overhead_iter, NULL,
+                     &every_second, NULL};
+  sl_bench_cmp_t *cmp = NULL;
+  if (sl_bench_compare(&o, &a, &b, &cmp) != 0) return 1;
+  sl_bench_cmp_print(cmp, stdout);
+  sl_bench_cmp_destroy(cmp);
+  return 0;
+}
+
+/* ---- sync phase versus state size -------------------------------------- */
+
+typedef struct sync_state_s {
+  size_t mb;
+  sl_kstate_t *be;
+} sync_state_t;
+
+static int sync_setup(void *arg, sl_bench_ctx_t *ctx) {
+  sync_state_t *s = arg;
+  /* One subtask owning every key group of 128; values of 100 bytes. */
+  if (sl__kstate_create(128, 0, 127, &s->be) != SL_OK) return -1;
+  sl_state_desc_t d = {"v", SL_STATE_VALUE, 1, NULL, NULL};
+  sl_state_t *st;
+  if (sl__kstate_register(s->be, &d, &st, NULL) != SL_OK) return -1;
+  uint8_t val[100];
+  memset(val, 7, sizeof(val));
+  /* About 160 bytes of memory per entry: key, value, entry and trie. */
+  uint64_t n = (uint64_t)s->mb * 1000000 / 160;
+  sl_bytes_t key;
+  sl_bytes_init(&key);
+  for (uint64_t i = 0; i < n; i++) {
+    key.len = 0;
+    sl_key_add_i64(&key, (int64_t)i);
+    sl__kstate_set_key(s->be, key.data, (uint32_t)key.len,
+                       sl__key_hash64(key.data, key.len));
+    sl_value_put(st, val, sizeof(val));
+  }
+  sl_bytes_close(&key);
+  ctx->state = s;
+  return 0;
+}
+
+static int sync_iter(void *arg, sl_bench_ctx_t *ctx, double *out) {
+  sync_state_t *s = arg;
+  (void)ctx;
+  sl_kstate_snap_t *snap;
+  int64_t t0 = sl_bench_now_ns();
+  int rc = sl__kstate_snapshot(s->be, &snap);
+  int64_t t1 = sl_bench_now_ns();
+  if (rc != SL_OK) return -1;
+  sl__kstate_snap_release(snap);
+  sl__kstate_gc(s->be);
+  *out = (double)(t1 - t0) / 1e3; /* microseconds */
+  return 0;
+}
+
+static int run_sync(const char *sizes) {
+  char buf[256];
+  snprintf(buf, sizeof(buf), "%s", sizes ? sizes : "10,100,1000,4000");
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    sync_state_t s = {(size_t)strtoul(tok, NULL, 10), NULL};
+    char name[64];
+    snprintf(name, sizeof(name), "sync-phase-%zuMB", s.mb);
+    sl_bench_opts_t o;
+    sl_bench_opts_init(&o);
+    o.name = name;
+    o.unit = "us";
+    o.larger_is_better = false;
+    o.n_forks = forks;
+    o.n_warmup = warmup;
+    o.n_iterations = iterations;
+    o.summary = stdout;
+    sl_bench_fn_t fn = {name, sync_setup, sync_iter, NULL, &s, NULL};
+    sl_bench_result_t *res = NULL;
+    if (sl_bench_run(&o, &fn, &res) != 0 || res->n_failed) return 1;
+    printf("%s: median %.1f us, min %.1f, max %.1f (mean %.1f, 95%% CI "
+           "[%.1f, %.1f]) over %zu forks\n", name, res->median, res->min,
+           res->max, res->mean_ci.estimate, res->mean_ci.lo, res->mean_ci.hi,
+           res->n_ok);
+    sl_bench_result_destroy(res);
+  }
+  return 0;
+}
+
+/* ---- checkpoint duration under backpressure ---------------------------- */
+
+static int bp_iter(void *arg, sl_bench_ctx_t *ctx, double *out) {
+  sl_ckpt_mode_t mode = *(sl_ckpt_mode_t *)arg;
+  char dir[512];
+  snprintf(dir, sizeof(dir), "%s/bp-%d-%d-%d", tmpdir, (int)mode, ctx->fork,
+           ctx->iteration);
+  spin_per_record = 20000; /* a slow counter: ~25 us per record */
+  job_opts_t o = {UINT64_C(1) << 40, 10000, 0, 0, mode, dir, 2, 4096, 16,
+                  NULL};
+  sl_job_t *job = make_job(&o);
+  if (sl_job_start(job, NULL) != SL_OK) return -1;
+  uint64_t id = 0;
+  while (sl_job_trigger_checkpoint(job, &id, NULL) != SL_OK) usleep(1000);
+  /* The first one lets the channels fill; measure the second. */
+  sl_job_wait_checkpoint(job, id, 60000, NULL);
+  while (sl_job_trigger_checkpoint(job, &id, NULL) != SL_OK) usleep(1000);
+  sl_checkpoint_stats_t st;
+  int rc = sl_job_wait_checkpoint(job, id, 120000, &st);
+  sl_job_cancel(job);
+  sl_job_wait(job, NULL);
+  sl_job_destroy(job);
+  *out = (double)st.duration_ns / 1e6;
+  return rc == SL_OK ? 0 : -1;
+}
+
+static int run_backpressure(void) {
+  static sl_ckpt_mode_t aligned = SL_CKPT_ALIGNED, unaligned = SL_CKPT_UNALIGNED;
+  sl_bench_opts_t o;
+  sl_bench_opts_init(&o);
+  o.name = "checkpoint-duration-under-backpressure";
+  o.unit = "ms";
+  o.larger_is_better = false;
+  o.n_forks = forks;
+  o.n_warmup = warmup;
+  o.n_iterations = iterations;
+  o.summary = stdout;
+  sl_bench_fn_t a = {"aligned", NULL, bp_iter, NULL, &aligned, NULL};
+  sl_bench_fn_t b = {"unaligned", NULL, bp_iter, NULL, &unaligned, NULL};
+  sl_bench_cmp_t *cmp = NULL;
+  if (sl_bench_compare(&o, &a, &b, &cmp) != 0) return 1;
+  sl_bench_cmp_print(cmp, stdout);
+  sl_bench_cmp_destroy(cmp);
+  return 0;
+}
+
+/* ---- recovery time versus state size ----------------------------------- */
+
+/* The generator position stored in a checkpoint (its one split). */
+static uint64_t stored_position(const char *chk) {
+  sl_ckpt_meta_t m;
+  if (sl__ckpt_read_meta(chk, &m, NULL) != SL_OK) return 0;
+  uint64_t pos = 0;
+  const sl_ckpt_op_t *op = sl__ckpt_meta_op(&m, "gen");
+  if (op && op->n_subtasks && op->subtasks[0].n_opstates &&
+      op->subtasks[0].opstates[0].n_entries)
+    memcpy(&pos, op->subtasks[0].opstates[0].entries[0].bytes, 8);
+  sl__ckpt_meta_clear(&m);
+  return pos;
+}
+
+static int run_recovery(const char *sizes) {
+  char buf[256];
+  snprintf(buf, sizeof(buf), "%s", sizes ? sizes : "10,100,1000");
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    size_t mb = (size_t)strtoul(tok, NULL, 10);
+    /* Fill: an unbounded generator over `keys` keys, checkpoint once all
+     * keys exist, cancel. */
+    uint64_t keys = (uint64_t)mb * 1000000 / 60; /* ~60 B per entry on disk */
+    char dir[512];
+    snprintf(dir, sizeof(dir), "%s/rec-%zu", tmpdir, mb);
+    job_opts_t o = {keys * 3, keys, 0, 0, SL_CKPT_ALIGNED, dir, 1, 0, 0, NULL};
+    sl_job_t *job = make_job(&o);
+    sl_job_start(job, NULL);
+    uint64_t id = 0;
+    /* Wait until the job has processed two thirds of its input. */
+    for (;;) {
+      sl_metrics_t m;
+      sl_job_metrics(job, &m);
+      uint64_t in = 0;
+      for (uint32_t i = 0; i < m.n_ops; i++)
+        if (strcmp(m.ops[i].uid, "count") == 0) in += m.ops[i].records_in;
+      sl_metrics_close(&m);
+      if (in >= keys * 2) break;
+      usleep(10000);
+    }
+    while (sl_job_trigger_checkpoint(job, &id, NULL) != SL_OK) usleep(1000);
+    sl_checkpoint_stats_t st;
+    sl_job_wait_checkpoint(job, id, 600000, &st);
+    sl_job_cancel(job);
+    sl_job_wait(job, NULL);
+    sl_job_destroy(job);
+    char chk[700];
+    snprintf(chk, sizeof(chk), "%s/bench/chk-%llu", dir,
+             (unsigned long long)id);
+    uint64_t pos = stored_position(chk);
+    printf("recovery-%zuMB: checkpoint %llu has %llu bytes of state, source "
+           "at record %llu\n", mb, (unsigned long long)id,
+           (unsigned long long)st.bytes, (unsigned long long)pos);
+    /* Measure: restore into a job whose source ends at that position, so
+     * the run is restore, open, and end: the recovery time. */
+    double samples[64];
+    int n = 0;
+    for (int f = 0; f < forks * iterations && n < 64; f++) {
+      job_opts_t ro = {pos, keys, 0, 0, SL_CKPT_ALIGNED, NULL, 1, 0, 0, chk};
+      sl_job_t *rj = make_job(&ro);
+      int64_t t0 = sl_bench_now_ns();
+      int rc = sl_job_run(rj, NULL);
+      double secs = (double)(sl_bench_now_ns() - t0) / 1e9;
+      sl_job_destroy(rj);
+      if (rc != SL_OK) {
+        fprintf(stderr, "restore failed\n");
+        return 1;
+      }
+      samples[n++] = secs * 1e3;
+    }
+    sl_bench_interval_t ci;
+    double med = 0;
+    sl_bench_t_interval(samples, (size_t)n, 0.95, &ci);
+    sl_bench_median(samples, (size_t)n, &med);
+    printf("recovery-%zuMB: restore, open and end: mean %.1f ms, 95%% CI "
+           "[%.1f, %.1f], median %.1f over %d runs\n", mb, ci.estimate, ci.lo,
+           ci.hi, med, n);
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s overhead|sync|backpressure|recovery [--forks F] "
+            "[--iterations I] [--warmup W] [--sizes-mb a,b,...]\n", argv[0]);
+    return 2;
+  }
+  const char *sizes = NULL;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--forks") == 0) forks = (int)strtol(argv[i + 1], NULL, 10);
+    else if (strcmp(argv[i], "--iterations") == 0)
+      iterations = (int)strtol(argv[i + 1], NULL, 10);
+    else if (strcmp(argv[i], "--warmup") == 0)
+      warmup = (int)strtol(argv[i + 1], NULL, 10);
+    else if (strcmp(argv[i], "--sizes-mb") == 0) sizes = argv[i + 1];
+  }
+  snprintf(tmpdir, sizeof(tmpdir), "/tmp/sluice-bench-ckpt-%d", (int)getpid());
+  mkdir(tmpdir, 0755);
+  sl_log_set_level(SL_LOG_ERROR);
+  int rc = 2;
+  if (strcmp(argv[1], "overhead") == 0) rc = run_overhead();
+  else if (strcmp(argv[1], "sync") == 0) rc = run_sync(sizes);
+  else if (strcmp(argv[1], "backpressure") == 0) rc = run_backpressure();
+  else if (strcmp(argv[1], "recovery") == 0) rc = run_recovery(sizes);
+  char cmd[600];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tmpdir);
+  return rc;
+}
