@@ -252,8 +252,21 @@ typedef struct sl_row_builder_s {
 /** @brief Initialise a builder.  The schema is borrowed and must outlive it. */
 int sl_row_builder_init(sl_row_builder_t *b, const sl_schema_t *schema);
 void sl_row_builder_close(sl_row_builder_t *b);
+void sl__row_builder_reset_slow(sl_row_builder_t *b, sl_row_kind_t kind);
 /** @brief Start a new row of the given kind with every field null. */
-void sl_row_builder_reset(sl_row_builder_t *b, sl_row_kind_t kind);
+static inline void sl_row_builder_reset(sl_row_builder_t *b,
+                                        sl_row_kind_t kind) {
+  /* Up to 32 fields the header is 8 bytes: one move from the template. */
+  if (__builtin_expect(b->fixed_off == 8 && b->err == NULL, 1)) {
+    memcpy(b->buf, b->hdr, 8);
+    b->buf[0] = (uint8_t)kind;
+    b->len = 8u + 8u * b->n_fields;
+    b->nulls = b->n_fields >= 64 ? ~(uint64_t)0
+                                 : (((uint64_t)1 << b->n_fields) - 1);
+    return;
+  }
+  sl__row_builder_reset_slow(b, kind);
+}
 /** @brief Start a new row as a copy of row (same schema layout). */
 int sl_row_builder_copy(sl_row_builder_t *b, const sl_row_t *row);
 void sl_row_builder_set_kind(sl_row_builder_t *b, sl_row_kind_t kind);
@@ -297,8 +310,23 @@ int sl_row_builder_set_value(sl_row_builder_t *b, uint32_t i,
  * @return SL_OK, or SL_ETYPE when a non-nullable field is still null (the
  * message names the field) or a setter failed.
  */
-int sl_row_builder_finish(sl_row_builder_t *b, sl_row_t *out_row,
-                          sl_error_t **out_err);
+int sl__row_builder_finish_slow(sl_row_builder_t *b, sl_row_t *out_row,
+                                sl_error_t **out_err);
+static inline int sl_row_builder_finish(sl_row_builder_t *b, sl_row_t *out_row,
+                                        sl_error_t **out_err) {
+  /* The common row: up to 32 fields, none null, no setter error. */
+  if (__builtin_expect(b->nulls == 0 && b->n_fields <= 32 && b->err == NULL,
+                       1)) {
+    uint32_t zero = 0;
+    memcpy(b->buf + 4, &zero, 4);
+    out_row->schema = b->schema;
+    out_row->data = b->buf;
+    out_row->len = b->len;
+    out_row->fixed_off = b->fixed_off;
+    return SL_OK;
+  }
+  return sl__row_builder_finish_slow(b, out_row, out_err);
+}
 
 /*
  * Compact codec, for storage: a null bitmap, then each non-null field as a

@@ -60,18 +60,17 @@ void sl_row_builder_close(sl_row_builder_t *b) {
   memset(b, 0, sizeof(*b));
 }
 
-void sl_row_builder_reset(sl_row_builder_t *b, sl_row_kind_t kind) {
-  /* Header from the template, then zeroed slots: 8-byte stores, since
-   * both sizes are multiples of 8.  Locals, because stores through the
-   * byte pointer could alias the builder's fields. */
+void sl__row_builder_reset_slow(sl_row_builder_t *b, sl_row_kind_t kind) {
+  /* The header comes from the template (8-byte moves; locals because
+   * stores through the byte pointer could alias the builder's fields).
+   * Slots are not cleared: a slot is read only when its field is not
+   * null, and finish() zeroes the slots of null fields. */
   const uint32_t fixed_off = b->fixed_off, n = b->n_fields;
-  const uint32_t fixed_end = fixed_off + 8u * n;
   uint8_t *p = b->buf;
   const uint8_t *hdr = b->hdr;
   for (uint32_t i = 0; i < fixed_off; i += 8) memcpy(p + i, hdr + i, 8);
   p[0] = (uint8_t)kind;
-  memset(p + fixed_off, 0, 8u * n);
-  b->len = fixed_end;
+  b->len = fixed_off + 8u * n;
   b->nulls = n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1);
   if (SL_UNLIKELY(b->err != NULL)) {
     sl_error_destroy(b->err);
@@ -229,8 +228,8 @@ int sl_row_builder_set_value(sl_row_builder_t *b, uint32_t i,
   return SL_EINVAL;
 }
 
-int sl_row_builder_finish(sl_row_builder_t *b, sl_row_t *out,
-                          sl_error_t **out_err) {
+int sl__row_builder_finish_slow(sl_row_builder_t *b, sl_row_t *out,
+                                sl_error_t **out_err) {
   if (SL_UNLIKELY(b->err != NULL)) {
     int code = sl_error_code(b->err);
     if (out_err && *out_err == NULL) {
@@ -248,6 +247,15 @@ int sl_row_builder_finish(sl_row_builder_t *b, sl_row_t *out,
     memcpy(b->buf + 4, &lo, 4);
   } else {
     memcpy(b->buf + 4, &b->nulls, 8);
+  }
+  /* Rows are deterministic bytes: the slots of null fields are zero. */
+  if (SL_UNLIKELY(b->nulls != 0)) {
+    uint64_t z = 0, nl = b->nulls;
+    while (nl) {
+      uint32_t i = (uint32_t)__builtin_ctzll(nl);
+      memcpy(b->buf + b->fixed_off + 8u * i, &z, 8);
+      nl &= nl - 1;
+    }
   }
   /* Every non-nullable field must have its null bit cleared. */
   if (SL_LIKELY(b->n_fields <= 64)) {
