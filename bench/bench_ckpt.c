@@ -42,13 +42,18 @@ static int cnt_open(sl_ctx_t *ctx, void *user) {
 }
 
 static int spin_per_record;
+static volatile uint64_t spin_sink; /* keeps the spin loop from being elided */
 
 static int cnt_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
   (void)user;
   sl_state_t *st = sl_ctx_local(ctx);
   uint64_t x = (uint64_t)sl_row_get_i64(row, 0);
-  for (int i = 0; i < spin_per_record; i++) x = x * 6364136223846793005ull + 1;
-  int64_t n = (int64_t)(x & 0);
+  if (spin_per_record) {
+    for (int i = 0; i < spin_per_record; i++)
+      x = x * 6364136223846793005ull + 1;
+    spin_sink = x;
+  }
+  int64_t n = 0;
   int rc = sl_value_get_i64(st, &n);
   if (rc != SL_OK && rc != SL_ENOTFOUND) return rc;
   return sl_value_put_i64(st, n + 1);
@@ -199,7 +204,9 @@ static int sync_iter(void *arg, sl_bench_ctx_t *ctx, double *out) {
 static int run_sync(const char *sizes) {
   char buf[256];
   snprintf(buf, sizeof(buf), "%s", sizes ? sizes : "10,100,1000,4000");
-  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok;
+       tok = strtok_r(NULL, ",", &save)) {
     sync_state_t s = {(size_t)strtoul(tok, NULL, 10), NULL};
     char name[64];
     snprintf(name, sizeof(name), "sync-phase-%zuMB", s.mb);
@@ -243,6 +250,14 @@ static int bp_iter(void *arg, sl_bench_ctx_t *ctx, double *out) {
   while (sl_job_trigger_checkpoint(job, &id, NULL) != SL_OK) usleep(1000);
   sl_checkpoint_stats_t st;
   int rc = sl_job_wait_checkpoint(job, id, 120000, &st);
+  if (getenv("SL_BENCH_VERBOSE"))
+    fprintf(stderr, "  %s: %.1f ms: barrier delay %.1f, alignment %.1f, "
+            "sync %.1f, async %.1f ms, %llu channel bytes of %llu\n",
+            mode == SL_CKPT_ALIGNED ? "aligned" : "unaligned",
+            (double)st.duration_ns / 1e6, (double)st.max_barrier_delay_ns / 1e6,
+            (double)st.max_alignment_ns / 1e6, (double)st.max_sync_ns / 1e6,
+            (double)st.max_async_ns / 1e6, (unsigned long long)st.channel_bytes,
+            (unsigned long long)st.bytes);
   sl_job_cancel(job);
   sl_job_wait(job, NULL);
   sl_job_destroy(job);
@@ -288,14 +303,19 @@ static uint64_t stored_position(const char *chk) {
 static int run_recovery(const char *sizes) {
   char buf[256];
   snprintf(buf, sizeof(buf), "%s", sizes ? sizes : "10,100,1000");
-  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok;
+       tok = strtok_r(NULL, ",", &save)) {
     size_t mb = (size_t)strtoul(tok, NULL, 10);
     /* Fill: an unbounded generator over `keys` keys, checkpoint once all
      * keys exist, cancel. */
-    uint64_t keys = (uint64_t)mb * 1000000 / 60; /* ~60 B per entry on disk */
+    uint64_t keys = (uint64_t)mb * 1000000 / 18; /* ~18 B per entry on disk */
     char dir[512];
     snprintf(dir, sizeof(dir), "%s/rec-%zu", tmpdir, mb);
-    job_opts_t o = {keys * 3, keys, 0, 0, SL_CKPT_ALIGNED, dir, 1, 0, 0, NULL};
+    /* Far more input than is read before the checkpoint: the job is still
+     * running when it is triggered. */
+    job_opts_t o = {keys * 1000, keys, 0, 0, SL_CKPT_ALIGNED, dir, 1, 0, 0,
+                    NULL};
     sl_job_t *job = make_job(&o);
     sl_job_start(job, NULL);
     uint64_t id = 0;
@@ -312,17 +332,23 @@ static int run_recovery(const char *sizes) {
     }
     while (sl_job_trigger_checkpoint(job, &id, NULL) != SL_OK) usleep(1000);
     sl_checkpoint_stats_t st;
-    sl_job_wait_checkpoint(job, id, 600000, &st);
+    int wrc = sl_job_wait_checkpoint(job, id, 600000, &st);
     sl_job_cancel(job);
     sl_job_wait(job, NULL);
     sl_job_destroy(job);
+    if (wrc != SL_OK) {
+      fprintf(stderr, "recovery-%zuMB: checkpoint %llu failed: %s\n", mb,
+              (unsigned long long)id, sl_strerror(wrc));
+      return 1;
+    }
     char chk[700];
     snprintf(chk, sizeof(chk), "%s/bench/chk-%llu", dir,
              (unsigned long long)id);
     uint64_t pos = stored_position(chk);
-    printf("recovery-%zuMB: checkpoint %llu has %llu bytes of state, source "
-           "at record %llu\n", mb, (unsigned long long)id,
-           (unsigned long long)st.bytes, (unsigned long long)pos);
+    printf("recovery-%zuMB: %llu keys, checkpoint %llu has %llu bytes of "
+           "state, source at record %llu\n", mb, (unsigned long long)keys,
+           (unsigned long long)id, (unsigned long long)st.bytes,
+           (unsigned long long)pos);
     /* Measure: restore into a job whose source ends at that position, so
      * the run is restore, open, and end: the recovery time. */
     double samples[64];
@@ -358,13 +384,30 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *sizes = NULL;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    if (strcmp(argv[i], "--forks") == 0) forks = (int)strtol(argv[i + 1], NULL, 10);
-    else if (strcmp(argv[i], "--iterations") == 0)
-      iterations = (int)strtol(argv[i + 1], NULL, 10);
-    else if (strcmp(argv[i], "--warmup") == 0)
-      warmup = (int)strtol(argv[i + 1], NULL, 10);
+  for (int i = 2; i < argc; i += 2) {
+    if (i + 1 >= argc) {
+      fprintf(stderr, "%s: %s needs a value\n", argv[0], argv[i]);
+      return 2;
+    }
+    int *num = NULL;
+    if (strcmp(argv[i], "--forks") == 0) num = &forks;
+    else if (strcmp(argv[i], "--iterations") == 0) num = &iterations;
+    else if (strcmp(argv[i], "--warmup") == 0) num = &warmup;
     else if (strcmp(argv[i], "--sizes-mb") == 0) sizes = argv[i + 1];
+    else {
+      fprintf(stderr, "%s: unknown option %s\n", argv[0], argv[i]);
+      return 2;
+    }
+    if (num) {
+      char *end = NULL;
+      long v = strtol(argv[i + 1], &end, 10);
+      if (end == argv[i + 1] || *end || v < 0 || v > 1000) {
+        fprintf(stderr, "%s: %s wants a number 0..1000, not '%s'\n", argv[0],
+                argv[i], argv[i + 1]);
+        return 2;
+      }
+      *num = (int)v;
+    }
   }
   snprintf(tmpdir, sizeof(tmpdir), "/tmp/sluice-bench-ckpt-%d", (int)getpid());
   mkdir(tmpdir, 0755);

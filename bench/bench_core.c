@@ -20,6 +20,7 @@
  *          [--records N] [--keys K] [--forks F] [--warmup W]
  *          [--iterations I] [--json PATH] [--verbose]
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,17 @@ static int iter(void *arg, sl_bench_ctx_t *ctx, double *out) {
   return 0;
 }
 
+/* A whole decimal number, nothing else. */
+static bool parse_u64(const char *s, uint64_t *out) {
+  if (*s < '0' || *s > '9') return false;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end) return false;
+  *out = v;
+  return true;
+}
+
 int main(int argc, char **argv) {
   const char *shape = "all", *json = NULL;
   const char *size = "all";
@@ -155,13 +167,18 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    uint64_t n = 0;
+    bool is_num = v && parse_u64(v, &n);
     if (strcmp(a, "--shape") == 0 && v) shape = argv[++i];
     else if (strcmp(a, "--size") == 0 && v) size = argv[++i];
-    else if (strcmp(a, "--records") == 0 && v) records = strtoull(argv[++i], NULL, 10);
-    else if (strcmp(a, "--keys") == 0 && v) keys = strtoull(argv[++i], NULL, 10);
-    else if (strcmp(a, "--forks") == 0 && v) forks = atoi(argv[++i]);
-    else if (strcmp(a, "--warmup") == 0 && v) warmup = atoi(argv[++i]);
-    else if (strcmp(a, "--iterations") == 0 && v) iterations = atoi(argv[++i]);
+    else if (strcmp(a, "--records") == 0 && is_num && n) records = n, i++;
+    else if (strcmp(a, "--keys") == 0 && is_num && n) keys = n, i++;
+    else if (strcmp(a, "--forks") == 0 && is_num && n && n <= 1000)
+      forks = (int)n, i++;
+    else if (strcmp(a, "--warmup") == 0 && is_num && n <= 1000)
+      warmup = (int)n, i++;
+    else if (strcmp(a, "--iterations") == 0 && is_num && n && n <= 1000)
+      iterations = (int)n, i++;
     else if (strcmp(a, "--json") == 0 && v) json = argv[++i];
     else if (strcmp(a, "--verbose") == 0) is_verbose = true;
     else {
@@ -178,7 +195,12 @@ int main(int argc, char **argv) {
   FILE *jf = NULL;
   if (json) {
     jf = fopen(json, "w");
-    if (jf) fputs("[\n", jf);
+    if (jf == NULL) {
+      fprintf(stderr, "%s: cannot write %s: %s\n", argv[0], json,
+              strerror(errno));
+      return 1;
+    }
+    fputs("[\n", jf);
   }
   bool is_first = true;
   for (int si = 0; si < 2; si++) {

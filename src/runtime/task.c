@@ -34,6 +34,10 @@
 
 #define QUANTUM_RECORDS 16384u /* source records per run */
 #define QUANTUM_BUFFERS 64u    /* input buffers per run */
+/* A run also ends after this much scheduler time, checked between input
+ * buffers: a slow operator must not hold a worker for 64 buffers while a
+ * source waits to take its checkpoint or other tasks wait to run. */
+#define QUANTUM_NS 2000000
 #define MAX_EMPTY_POLLS 8u     /* polls that return MORE without records */
 
 void sl__task_note_blocked(sl_task_t *t, sl_channel_t *ch) {
@@ -811,7 +815,9 @@ static bool process_data(sl_task_t *t, sl_run_result_t *out_result) {
 }
 
 static sl_run_result_t run_inputs(sl_task_t *t) {
+  int64_t start = sl__task_now(t);
   for (uint32_t n_buf = 0; n_buf < QUANTUM_BUFFERS; n_buf++) {
+    if (n_buf && sl__task_now(t) - start >= QUANTUM_NS) break;
     if (t->cur_buf == NULL) {
       sl_channel_t *ch = NULL;
       for (uint32_t k = 0; k < t->n_inputs; k++) {
