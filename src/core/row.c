@@ -108,10 +108,15 @@ int sl_row_builder_copy(sl_row_builder_t *b, const sl_row_t *row) {
   for (uint32_t i = 0; i < n8; i += 8) memcpy(b->buf + i, row->data + i, 8);
   for (uint32_t i = n8; i < row->len; i++) b->buf[i] = row->data[i];
   b->len = row->len;
+  /* The null bits of the first 64 fields, gathered in a register: a
+   * narrow copy into b->nulls followed by a wide read of it would stall
+   * on store forwarding. */
   uint32_t nb = (b->n_fields + 7) >> 3;
-  b->nulls = 0;
-  memcpy(&b->nulls, b->buf + 4, nb < 8 ? nb : 8);
-  if (b->n_fields < 64) b->nulls &= ((uint64_t)1 << b->n_fields) - 1;
+  uint64_t nulls = 0;
+  for (uint32_t k = 0; k < nb && k < 8; k++)
+    nulls |= (uint64_t)row->data[4 + k] << (8 * k);
+  if (b->n_fields < 64) nulls &= ((uint64_t)1 << b->n_fields) - 1;
+  b->nulls = nulls;
   return SL_OK;
 }
 

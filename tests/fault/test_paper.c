@@ -34,6 +34,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static int gate[2];                 /* records each input may emit */
 static bool is_b_latched;           /* B waits before its record 1 */
+static bool is_b_at_latch;          /* B's reader is waiting there */
 static sl_source_waker_t *waker[2];
 static int seen[2][3];              /* balance function saw record (input, i) */
 static bool has_failed;             /* the one injected failure happened */
@@ -77,8 +78,13 @@ static int src_poll(void *rd, sl_source_out_t *out, sl_error_t **e) {
   reader_t *r = rd;
   pthread_mutex_lock(&lock);
   /* In the second phase (gate 2), B waits here before -20 bob. */
-  while (r->split == 1 && r->next == 1 && is_b_latched && gate[1] >= 2)
+  while (r->split == 1 && r->next == 1 && is_b_latched && gate[1] >= 2) {
+    if (!is_b_at_latch) {
+      is_b_at_latch = true;
+      pthread_cond_broadcast(&cond);
+    }
     pthread_cond_wait(&cond, &lock);
+  }
   bool is_open = (int)r->next < gate[r->split];
   pthread_mutex_unlock(&lock);
   if (r->next >= 3) return SL_POLL_END;
@@ -245,6 +251,7 @@ static void run_paper(sl_ckpt_mode_t mode, int64_t want_alice_42,
   memset(seen, 0, sizeof(seen));
   has_failed = false;
   is_b_latched = true;
+  is_b_at_latch = false;
   sl_inject_reset();
 
   char jobdir[4200];
@@ -310,6 +317,11 @@ static void run_paper(sl_ckpt_mode_t mode, int64_t want_alice_42,
   open_gate(0, 2);
   open_gate(1, 2);
   wait_seen(0, 1);
+  /* B's reader must be inside its poll, before -20 bob: a trigger that
+   * reached B earlier would put barrier 42 before -20 bob. */
+  pthread_mutex_lock(&lock);
+  while (!is_b_at_latch) pthread_cond_wait(&cond, &lock);
+  pthread_mutex_unlock(&lock);
   SL_ASSERT_OK(sl_inject_arm("task.on_first_barrier", SL_INJECT_PAUSE, 1,
                              false));
   SL_ASSERT_OK(sl_job_trigger_checkpoint(job, &id, NULL));
