@@ -80,6 +80,14 @@ bool sl_source_emit(sl_source_out_t *out, const sl_row_t *row);
 sl_row_builder_t *sl_source_builder(sl_source_out_t *out);
 /** @brief Finish the builder and emit; false on a builder error too. */
 bool sl_source_emit_builder(sl_source_out_t *out, sl_error_t **out_err);
+/**
+ * @brief The rows emitted next belong to assigned split `split`.  A reader
+ * of several splits calls it when it switches, so that watermarks can be
+ * tracked per split; a reader of one split need not.
+ */
+void sl_source_set_split(sl_source_out_t *out, uint32_t split);
+/** @brief Split `split` has no more rows: it no longer holds the watermark. */
+void sl_source_split_finished(sl_source_out_t *out, uint32_t split);
 /** @brief Processing time in ns since the epoch (the scheduler's clock). */
 int64_t sl_source_now(const sl_source_out_t *out);
 /** @brief With SL_POLL_WAIT: poll again at or after t_ns. */

@@ -130,6 +130,8 @@ typedef struct sl_process_fns_s {
   void (*checkpoint_complete)(sl_ctx_t *ctx, void *user, uint64_t id);
   /** Optional: checkpoint id was aborted. */
   void (*checkpoint_aborted)(sl_ctx_t *ctx, void *user, uint64_t id);
+  /** An event-time timer fired (sl_time.h); the timer's key is current. */
+  int (*on_event_timer)(sl_ctx_t *ctx, void *user, int64_t timestamp_us);
 } sl_process_fns_t;
 
 /* ------------------------------------------------------------------ */

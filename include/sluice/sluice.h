@@ -15,5 +15,7 @@
 #include "sl_format.h"
 #include "sl_metrics.h"
 #include "sl_ops.h"
+#include "sl_time.h"
+#include "sl_window.h"
 
 #endif

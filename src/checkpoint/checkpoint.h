@@ -31,7 +31,8 @@ typedef struct sl_ckpt_timer_s {
   int64_t ts;
   uint32_t kg;
   uint32_t len;
-  uint8_t *key; /* owned */
+  uint8_t domain; /* 0 processing time (ns), 1 event time (us) */
+  uint8_t *key;   /* owned */
 } sl_ckpt_timer_t;
 
 typedef struct sl_ckpt_subtask_s {
@@ -103,7 +104,8 @@ typedef struct sl_ckpt_reader_s {
   int (*on_entry)(void *user, uint32_t state, uint32_t kg, const uint8_t *key,
                   uint32_t klen, uint32_t nslen, const uint8_t *val,
                   uint32_t vlen);
-  int (*on_timer)(void *user, uint32_t kg, int64_t ts, const uint8_t *key,
+  int (*on_timer)(void *user, uint32_t kg, uint8_t domain, int64_t ts,
+                  const uint8_t *key,
                   uint32_t klen);
   void *user;
 } sl_ckpt_reader_t;

@@ -36,7 +36,7 @@
 #include "core/inject.h"
 
 #define STATE_MAGIC "SLST"
-#define STATE_VERSION 1
+#define STATE_VERSION 2 /* 2: timers carry their time domain */
 #define STATE_FOOTER_MAGIC "SLSTEND"
 #define META_MAGIC "SLCM"
 #define META_VERSION 1
@@ -336,7 +336,7 @@ int sl__ckpt_write_state(const char *path, const sl_kstate_snap_t *snap,
     wvarint(&w, tj - ti);
     for (; ti < tj; ti++) {
       wvarint(&w, sl__zigzag(tm[ti].ts));
-      wvarint(&w, tm[ti].len);
+      wvarint(&w, ((uint64_t)tm[ti].len << 1) | (tm[ti].domain & 1));
       wput(&w, tm[ti].key, tm[ti].len);
     }
     XXH3_64bits_update(hs, w.buf.data + buf_start, w.buf.len - buf_start);
@@ -415,6 +415,7 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
   uint8_t *hdr = NULL, *ib = NULL, *sec = NULL;
   sl_state_desc_t *descs = NULL;
   uint32_t n_states = 0;
+  bool is_v2 = false;
   int rc = SL_OK;
   struct stat st;
   if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != size || size < 32) {
@@ -463,12 +464,14 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
   uint32_t f_start = ru32(&c), f_end = ru32(&c);
   n_states = ru32(&c);
   if (c.is_bad || memcmp(magic, STATE_MAGIC, 4) != 0) goto corrupt;
-  if (ver[0] != STATE_VERSION) {
+  if (ver[0] != STATE_VERSION && ver[0] != 1) {
     rc = sl_error_set(out_err, SL_ECORRUPT,
                       "checkpoint file '%s' has format version %u; this "
-                      "sluice reads version %u", path, ver[0], STATE_VERSION);
+                      "sluice reads versions 1 and %u", path, ver[0],
+                      STATE_VERSION);
     goto out;
   }
+  is_v2 = ver[0] >= 2;
   if (f_end < f_start || ilen != (uint64_t)(f_end - f_start + 1) * 24 ||
       n_states > 4096)
     goto corrupt;
@@ -519,10 +522,15 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
     for (uint64_t k = 0; k < nt && !s.is_bad; k++) {
       int64_t ts = sl__unzigzag(rvarint(&s));
       uint64_t kl = rvarint(&s);
+      uint8_t domain = 0; /* version 1: processing time only */
+      if (is_v2) {
+        domain = (uint8_t)(kl & 1);
+        kl >>= 1;
+      }
       const uint8_t *key = rbytes(&s, kl);
       if (s.is_bad) break;
-      if (rd->on_timer &&
-          (rc = rd->on_timer(rd->user, kg, ts, key, (uint32_t)kl)) != SL_OK)
+      if (rd->on_timer && (rc = rd->on_timer(rd->user, kg, domain, ts, key,
+                                             (uint32_t)kl)) != SL_OK)
         goto out;
     }
     if (s.is_bad || s.p != s.end) goto corrupt;

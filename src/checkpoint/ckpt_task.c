@@ -62,9 +62,8 @@ static void job_free(snap_job_t *j) {
   sl_free(j);
 }
 
-static int add_timer(void *user, int64_t ts, const uint8_t *key,
-                     uint32_t len) {
-  keyed_snap_t *k = user;
+static int add_timer_in(keyed_snap_t *k, uint8_t domain, int64_t ts,
+                        const uint8_t *key, uint32_t len) {
   if (k->n_timers == k->cap_timers) {
     uint32_t cap = k->cap_timers ? k->cap_timers * 2 : 64;
     sl_ckpt_timer_t *t = sl_realloc(k->timers, cap * sizeof(*t));
@@ -78,9 +77,20 @@ static int add_timer(void *user, int64_t ts, const uint8_t *key,
   memcpy(t->key, key, len);
   t->len = len;
   t->ts = ts;
+  t->domain = domain;
   t->kg = 0; /* set by the caller, which knows max_parallelism */
   k->n_timers++;
   return SL_OK;
+}
+
+static int add_timer(void *user, int64_t ts, const uint8_t *key,
+                     uint32_t len) {
+  return add_timer_in(user, 0, ts, key, len);
+}
+
+static int add_event_timer(void *user, int64_t ts, const uint8_t *key,
+                           uint32_t len) {
+  return add_timer_in(user, 1, ts, key, len);
 }
 
 /* Source positions as operator state "source.positions". */
@@ -212,7 +222,9 @@ int sl__ckpt_snapshot_sync(void *ctx, sl_task_t *t, uint64_t id,
     k->path = (char *)path.data;
     if (s->state_file == NULL || k->path == NULL ||
         sl__kstate_snapshot(op->kstate, &k->snap) != SL_OK ||
-        (op->timers && sl__timers_export(op->timers, add_timer, k) != SL_OK)) {
+        (op->timers && sl__timers_export(op->timers, add_timer, k) != SL_OK) ||
+        (op->etimers &&
+         sl__timers_export(op->etimers, add_event_timer, k) != SL_OK)) {
       sl_free(ckdir);
       goto nomem;
     }
@@ -336,11 +348,12 @@ static int r_entry(void *user, uint32_t state, uint32_t kg, const uint8_t *key,
   return rc;
 }
 
-static int r_timer(void *user, uint32_t kg, int64_t ts, const uint8_t *key,
-                   uint32_t klen) {
+static int r_timer(void *user, uint32_t kg, uint8_t domain, int64_t ts,
+                   const uint8_t *key, uint32_t klen) {
   restore_t *r = user;
   SL_UNUSED(kg);
-  return r->op->timers ? sl__timers_add(r->op->timers, ts, key, klen) : SL_OK;
+  sl_timers_t *tm = domain ? r->op->etimers : r->op->timers;
+  return tm ? sl__timers_add(tm, ts, key, klen) : SL_OK;
 }
 
 /* Restore the keyed state of op (its key-group range) from every subtask

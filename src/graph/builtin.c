@@ -28,7 +28,7 @@ sl_stream_t *sl_stream_aggregate(sl_stream_t *keyed, const char *uid,
   void *cfg;
   sl_schema_t *out;
   sl_error_t *err = NULL;
-  int rc = sl__agg_config_create(keyed->node->schema, keyed->keysel->fields,
+  int rc = sl__agg_config_create(sl__stream_schema(keyed), keyed->keysel->fields,
                                  keyed->keysel->n_fields, aggs, n_aggs, emit,
                                  uid, &cfg, &out, &err);
   if (rc != SL_OK) {
@@ -73,7 +73,7 @@ sl_stream_t *sl_stream_filter_expr(sl_stream_t *in, const char *uid,
     return NULL;
   }
   n->vt = &sl__op_xfilter_vt;
-  n->schema = sl_schema_ref(in->node->schema);
+  n->schema = sl_schema_ref(sl__stream_schema(in));
   sl__xcfg_install(&n->cfg, cfg);
   return sl__job_new_handle(job, n);
 }
@@ -120,4 +120,117 @@ nomem:
   sl_schema_unref(schema);
   sl__job_set_error(job, SL_ENOMEM, "out of memory building the job");
   return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Windows (sl_window.h). */
+
+static sl_stream_t *add_window(sl_stream_t *keyed, const char *uid,
+                               const sl_window_spec_t *spec,
+                               const sl_agg_t *aggs, uint32_t n_aggs,
+                               sl_schema_t *user_schema,
+                               const sl_window_agg_fns_t *fns,
+                               sl_window_process_fn fn, void *user) {
+  if (keyed == NULL) return NULL;
+  sl_job_t *job = keyed->job;
+  const char *u = uid ? uid : "";
+  if (keyed->part != SL_PART_HASH || keyed->keysel == NULL ||
+      (aggs && keyed->keysel->fn != NULL)) {
+    sl__job_set_error(job, SL_EINVAL,
+                      "window '%s' needs a keyed stream%s", u,
+                      aggs ? " (keyed by fields)" : "");
+    return NULL;
+  }
+  if (spec == NULL || (aggs && n_aggs == 0) ||
+      (!aggs && user_schema == NULL) ||
+      (fns && (fns->add == NULL || fns->result == NULL))) {
+    sl__job_set_error(job, SL_EINVAL,
+                      "window '%s': missing %s", u,
+                      spec == NULL ? "window spec"
+                      : aggs       ? "aggregates"
+                      : user_schema == NULL ? "output schema"
+                                            : "add or result function");
+    return NULL;
+  }
+  if (fns && spec->kind == SL_WINDOW_SESSION && fns->merge == NULL) {
+    sl__job_set_error(job, SL_EINVAL,
+                      "window '%s': session windows need a merge function", u);
+    return NULL;
+  }
+  void *cfg;
+  sl_schema_t *out = NULL;
+  sl_error_t *err = NULL;
+  const sl_keysel_t *ks = keyed->keysel;
+  int rc = sl__window_config_create(sl__stream_schema(keyed), ks->fields,
+                                    ks->fn ? 0 : ks->n_fields, spec, aggs,
+                                    n_aggs, uid, &cfg, &out, &err);
+  if (rc != SL_OK) {
+    sl__job_set_error(job, rc, "window '%s': %s", u, sl_error_message(err));
+    sl_error_destroy(err);
+    return NULL;
+  }
+  if (!aggs) {
+    sl__window_config_set_user(cfg, fns, fn, user);
+    out = sl_schema_ref(user_schema);
+  }
+  sl_stream_t *s = sl_stream_process(keyed, uid, out, &sl__window_fns, cfg);
+  sl_schema_unref(out);
+  if (s == NULL) {
+    sl__window_config_destroy(cfg);
+    return NULL;
+  }
+  s->node->cfg.impl_cfg = cfg;
+  s->node->cfg.cfg_destroy = sl__window_config_destroy;
+  s->node->side_schema = sl_schema_ref(sl__stream_schema(keyed));
+  return s;
+}
+
+sl_stream_t *sl_stream_window_aggregate(sl_stream_t *keyed, const char *uid,
+                                        const sl_window_spec_t *spec,
+                                        const sl_agg_t *aggs,
+                                        uint32_t n_aggs) {
+  if (keyed && aggs == NULL) {
+    sl__job_set_error(keyed->job, SL_EINVAL, "window '%s' has no aggregates",
+                      uid ? uid : "");
+    return NULL;
+  }
+  return add_window(keyed, uid, spec, aggs, n_aggs, NULL, NULL, NULL, NULL);
+}
+
+sl_stream_t *sl_stream_window_reduce(sl_stream_t *keyed, const char *uid,
+                                     const sl_window_spec_t *spec,
+                                     sl_schema_t *out_schema,
+                                     const sl_window_agg_fns_t *fns,
+                                     void *user) {
+  if (keyed && fns == NULL) {
+    sl__job_set_error(keyed->job, SL_EINVAL,
+                      "window '%s' has no aggregate functions", uid ? uid : "");
+    return NULL;
+  }
+  return add_window(keyed, uid, spec, NULL, 0, out_schema, fns, NULL, user);
+}
+
+sl_stream_t *sl_stream_window_process(sl_stream_t *keyed, const char *uid,
+                                      const sl_window_spec_t *spec,
+                                      sl_schema_t *out_schema,
+                                      sl_window_process_fn fn, void *user) {
+  if (keyed && fn == NULL) {
+    sl__job_set_error(keyed->job, SL_EINVAL,
+                      "window '%s' has no process function", uid ? uid : "");
+    return NULL;
+  }
+  return add_window(keyed, uid, spec, NULL, 0, out_schema, NULL, fn, user);
+}
+
+sl_stream_t *sl_stream_late_rows(sl_stream_t *windowed) {
+  if (windowed == NULL) return NULL;
+  if (windowed->node->side_schema == NULL || windowed->port != 0) {
+    sl__job_set_error(windowed->job, SL_EINVAL,
+                      "'%s' has no late rows: it is not a window operator",
+                      windowed->node->uid);
+    return NULL;
+  }
+  sl_stream_t *s = sl__job_new_handle(windowed->job, windowed->node);
+  if (s) s->port = 1;
+  return s;
 }

@@ -35,6 +35,7 @@ struct sl_stream_s {
   sl_part_t part;        /* FORWARD: not set explicitly */
   bool is_explicit;
   sl_keysel_t *keysel;   /* HASH only; owned by the job */
+  uint32_t port;         /* 0: the main output; 1: the side output */
 };
 
 struct sl_node_s {
@@ -43,6 +44,8 @@ struct sl_node_s {
   char *uid;
   uint32_t parallelism;   /* 0 = job default */
   sl_schema_t *schema;    /* output schema (sink: input schema) */
+  sl_schema_t *side_schema; /* side output (port 1), or NULL */
+  sl_watermark_config_t *wm_cfg; /* sources: watermark strategy, or NULL */
   const sl_op_vt_t *vt;
   sl_op_cfg_t cfg;
   const sl_source_vt_t *src_vt;
@@ -106,6 +109,11 @@ struct sl_job_s {
   char *ckpt_dir;          /* owned copies of the configuration's strings */
   char *restore_path;
 };
+
+/** @brief Schema of the rows of a stream handle (its port's schema). */
+static inline sl_schema_t *sl__stream_schema(const sl_stream_t *s) {
+  return s->port ? s->node->side_schema : s->node->schema;
+}
 
 /** @brief Record a builder error (the first one is kept). */
 void sl__job_set_error(sl_job_t *job, int code, const char *fmt, ...)

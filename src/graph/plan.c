@@ -68,7 +68,8 @@ static int build_chains(sl_job_t *job) {
     const sl_node_t *up = n->n_inputs == 1 ? n->inputs[0].node : NULL;
     n->is_chained = n->kind != SL_NODE_SOURCE && n->kind != SL_NODE_UNION &&
                     n->kind != SL_NODE_CONNECT && n->n_inputs == 1 &&
-                    !n->inputs[0].is_explicit && up->par == n->par &&
+                    !n->inputs[0].is_explicit && n->inputs[0].port == 0 &&
+                    up->par == n->par &&
                     up->kind != SL_NODE_SINK;
     sl_chain_t *c;
     if (n->is_chained) {
@@ -124,6 +125,23 @@ static bool add_target(sl_op_t *op, sl_op_t *to, uint32_t input,
   return true;
 }
 
+static bool add_side_target(sl_op_t *op, uint32_t port, uint32_t input,
+                            sl_writer_t *w) {
+  uint32_t k = op->n_side_targets;
+  sl_out_target_t *t = sl_realloc(op->side_targets, (k + 1) * sizeof(*t));
+  if (t == NULL) return false;
+  op->side_targets = t;
+  uint32_t *ports = sl_realloc(op->side_ports, (k + 1) * sizeof(uint32_t));
+  if (ports == NULL) return false;
+  op->side_ports = ports;
+  t[k].op = NULL;
+  t[k].input = input;
+  t[k].w = w;
+  ports[k] = port;
+  op->n_side_targets++;
+  return true;
+}
+
 static int create_op(sl_job_t *job, sl_task_t *t, const sl_node_t *n,
                      uint32_t subtask, sl_op_t **out) {
   sl_op_t *op = sl_calloc(1, sizeof(*op));
@@ -147,7 +165,7 @@ static int create_op(sl_job_t *job, sl_task_t *t, const sl_node_t *n,
   }
   if (sl_row_builder_init(&op->out_b, n->schema) != SL_OK) return SL_ENOMEM;
   for (uint32_t k = 0; k < n->n_inputs && k < 2; k++)
-    op->in_schema[k] = node_input(n, k)->node->schema;
+    op->in_schema[k] = sl__stream_schema(node_input(n, k));
   if (n->kind == SL_NODE_UNION) op->in_schema[0] = n->schema;
   bool is_keyed = (n->kind == SL_NODE_PROCESS || n->kind == SL_NODE_CONNECT) &&
                   n->inputs[0].part == SL_PART_HASH;
@@ -157,7 +175,9 @@ static int create_op(sl_job_t *job, sl_task_t *t, const sl_node_t *n,
     uint32_t end = sl_key_group_range_end(subtask, m, n->par);
     int rc = sl__kstate_create(m, start, end, &op->kstate);
     if (rc != SL_OK) return rc;
-    if ((rc = sl__timers_create(&op->timers)) != SL_OK) return rc;
+    if ((rc = sl__timers_create(&op->timers)) != SL_OK ||
+        (rc = sl__timers_create(&op->etimers)) != SL_OK)
+      return rc;
     for (uint32_t k = 0; k < n->n_inputs; k++) op->keysel[k] = n->inputs[k].keysel;
     op->is_keyed = true;
     if (!push_ptr((void ***)&t->timer_ops, &t->n_timer_ops, op))
@@ -216,6 +236,8 @@ static int create_tasks(sl_job_t *job, sl_error_t **out_err) {
       atomic_init(&t->ckpt_trigger, 0);
       atomic_init(&t->ckpt_complete, 0);
       atomic_init(&t->ckpt_abort, 0);
+      t->wm = SL_WATERMARK_MIN;
+      atomic_init(&t->wm_metric, SL_WATERMARK_MIN);
       sl_bytes_init(&t->timer_key);
       t->waker.task = t;
       sl_bytes_t name;
@@ -244,6 +266,20 @@ static int create_tasks(sl_job_t *job, sl_error_t **out_err) {
           src->splits[src->n_splits++].split = sp;
         t->sout.task = t;
         t->sout.op = t->ops[0];
+        if (head->wm_cfg) {
+          sl_wmgen_t *g = sl_calloc(1, sizeof(*g));
+          if (g == NULL) return SL_ENOMEM;
+          src->wm = g;
+          g->cfg = head->wm_cfg;
+          g->field = (uint32_t)sl_schema_index(head->schema,
+                                               head->wm_cfg->time_field);
+          g->splits = sl_calloc(src->n_splits + 1, sizeof(sl_wm_split_t));
+          if (g->splits == NULL) return SL_ENOMEM;
+          for (uint32_t k = 0; k < src->n_splits; k++)
+            g->splits[k].max_ts = SL_WATERMARK_MIN;
+          t->sout.wm = g;
+          job->rt.has_event_time = true;
+        }
       }
     }
   }
@@ -277,7 +313,7 @@ static int connect_edge(sl_job_t *job, sl_node_t *m, uint32_t k) {
     }
     w->task = st;
     w->index = st->n_writers - 1;
-    w->schema = p->schema;
+    w->schema = sl__stream_schema(h);
     w->part = part;
     w->keysel = h->keysel;
     w->max_parallelism = job->cfg.max_parallelism;
@@ -306,7 +342,10 @@ static int connect_edge(sl_job_t *job, sl_node_t *m, uint32_t k) {
           !push_ptr((void ***)&st->out_chs, &st->n_out_chs, ch))
         return SL_ENOMEM;
     }
-    if (!add_target(task_op(job, st, p->id), NULL, input, w)) return SL_ENOMEM;
+    sl_op_t *pop = task_op(job, st, p->id);
+    if (h->port ? !add_side_target(pop, h->port, input, w)
+                : !add_target(pop, NULL, input, w))
+      return SL_ENOMEM;
   }
   return SL_OK;
 }
@@ -418,7 +457,10 @@ void sl__plan_destroy(sl_job_t *job) {
     sl_bytes_close(&op->keybuf);
     sl__kstate_destroy(op->kstate);
     sl__timers_destroy(op->timers);
+    sl__timers_destroy(op->etimers);
     sl_free(op->targets);
+    sl_free(op->side_targets);
+    sl_free(op->side_ports);
     sl_free(op);
   }
   sl_free(job->ops);
@@ -437,6 +479,8 @@ void sl__plan_destroy(sl_job_t *job) {
       for (uint32_t k = 0; k < t->source->n_splits; k++)
         sl_free((void *)t->source->splits[k].position);
       sl_free(t->source->splits);
+      if (t->source->wm) sl_free(t->source->wm->splits);
+      sl_free(t->source->wm);
       sl_free(t->source);
     }
     sl__task_destroy(t);

@@ -84,6 +84,13 @@ static int process_on_timer(sl_op_t *op, int64_t ts) {
   return user_rc(op, c->fns.on_timer(op, c->user, ts), "on_timer()");
 }
 
+static int process_on_event_timer(sl_op_t *op, int64_t ts) {
+  const sl_op_cfg_t *c = cfg_of(op);
+  if (c->fns.on_event_timer == NULL) return SL_OK;
+  return user_rc(op, c->fns.on_event_timer(op, c->user, ts),
+                 "on_event_timer()");
+}
+
 static int process_end_input(sl_op_t *op) {
   const sl_op_cfg_t *c = cfg_of(op);
   if (c->fns.end_input == NULL) return SL_OK;
@@ -107,8 +114,9 @@ static void process_ckpt_aborted(sl_op_t *op, uint64_t id) {
 }
 
 const sl_op_vt_t sl__op_process_vt = {
-    "process",         process_open,  process_process,       process_on_timer,
-    process_end_input, process_close, process_ckpt_complete, process_ckpt_aborted};
+    "process",         process_open,          process_process,
+    process_on_timer,  process_end_input,     process_close,
+    process_ckpt_complete, process_ckpt_aborted, process_on_event_timer};
 
 static int union_process(sl_op_t *op, uint32_t input, const sl_row_t *row) {
   SL_UNUSED(input);

@@ -42,6 +42,19 @@ int sl__agg_config_create(const sl_schema_t *in, const uint32_t *key_fields,
 void sl__agg_config_destroy(void *cfg);
 extern const sl_process_fns_t sl__agg_fns;
 
+/* Windows (window.c): config for sl__window_fns.  aggs NULL: a user
+ * aggregate or process function, set with sl__window_config_set_user. */
+#include "sluice/sl_window.h"
+int sl__window_config_create(const sl_schema_t *in, const uint32_t *key_fields,
+                             uint32_t n_keys, const sl_window_spec_t *spec,
+                             const sl_agg_t *aggs, uint32_t n_aggs,
+                             const char *uid, void **out_cfg,
+                             sl_schema_t **out_schema, sl_error_t **out_err);
+void sl__window_config_set_user(void *cfg, const sl_window_agg_fns_t *fns,
+                                sl_window_process_fn fn, void *user);
+void sl__window_config_destroy(void *cfg);
+extern const sl_process_fns_t sl__window_fns;
+
 /* Expression operators (expr_ops.c). */
 struct sl_expr_s;
 int sl__xcfg_create(struct sl_expr_s **exprs, uint32_t n, void **out_cfg);

@@ -129,6 +129,17 @@ int sl__op_emit(sl_op_t *op, const sl_row_t *row) {
   return SL_OK;
 }
 
+int sl__op_emit_side(sl_op_t *op, uint32_t port, const sl_row_t *row) {
+  for (uint32_t i = 0; i < op->n_side_targets; i++) {
+    if (op->side_ports[i] != port) continue;
+    sl_out_target_t *t = &op->side_targets[i];
+    int rc = t->op ? sl__op_push(t->op, t->input, row)
+                   : sl__writer_emit(t->w, row);
+    if (rc != SL_OK) return rc;
+  }
+  return SL_OK;
+}
+
 static int append_row_hashed(sl_channel_t *ch, const sl_row_t *row,
                              uint64_t hash) {
   uint32_t need = 12 + row->len;
@@ -302,6 +313,20 @@ int sl_ctx_timer_delete(sl_ctx_t *ctx, int64_t ts) {
   if (ctx->timers == NULL || ctx->kstate == NULL) return SL_ESTATE;
   sl_slice_t k = sl__kstate_current_key(ctx->kstate);
   return sl__timers_delete(ctx->timers, ts, k.ptr, k.len);
+}
+
+int64_t sl_ctx_watermark(const sl_ctx_t *ctx) { return ctx->task->wm; }
+
+int sl_ctx_event_timer_register(sl_ctx_t *ctx, int64_t ts) {
+  if (ctx->etimers == NULL || ctx->kstate == NULL) return SL_ESTATE;
+  sl_slice_t k = sl__kstate_current_key(ctx->kstate);
+  return sl__timers_add(ctx->etimers, ts, k.ptr, k.len);
+}
+
+int sl_ctx_event_timer_delete(sl_ctx_t *ctx, int64_t ts) {
+  if (ctx->etimers == NULL || ctx->kstate == NULL) return SL_ESTATE;
+  sl_slice_t k = sl__kstate_current_key(ctx->kstate);
+  return sl__timers_delete(ctx->etimers, ts, k.ptr, k.len);
 }
 
 int sl_ctx_state(sl_ctx_t *ctx, const sl_state_desc_t *desc,

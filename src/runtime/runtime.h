@@ -14,6 +14,7 @@
 #include "core/core.h"
 #include "sluice/sl_connector.h"
 #include "sluice/sl_job.h"
+#include "sluice/sl_time.h"
 #include "state/state.h"
 
 typedef struct sl_task_s sl_task_t;
@@ -29,8 +30,13 @@ typedef enum sl_buf_kind_e {
   SL_BUF_DATA = 0,
   SL_BUF_EOP = 1,       /* end of partition: the sender has finished */
   SL_BUF_BARRIER = 2,   /* checkpoint barrier, value = checkpoint id */
-  SL_BUF_WATERMARK = 3  /* value = event-time watermark */
+  SL_BUF_WATERMARK = 3  /* value = event-time watermark, ts = SL_WM_* */
 } sl_buf_kind_t;
+
+/* The ts field of a watermark buffer. */
+#define SL_WM_ADVANCE 0 /* value is the sender's new watermark */
+#define SL_WM_IDLE 1    /* the sender is idle: leave it out of the minimum */
+#define SL_WM_ACTIVE 2  /* the sender is active again */
 
 /*
  * Data buffers hold frames [u32 len][row bytes].  The header and the data
@@ -106,6 +112,9 @@ typedef struct sl_channel_s {
                               (or processed before the snapshot) */
   bool uc_has_cutoff;
   bool uc_done;            /* pre-barrier data of the capture all kept */
+  /* Receiver: event time of this input. */
+  int64_t wm;              /* newest watermark received, INT64_MIN first */
+  bool is_idle;            /* the sender said it is idle */
 } sl_channel_t;
 
 int sl__channel_create(uint32_t credits, uint32_t buffer_size,
@@ -189,6 +198,8 @@ typedef struct sl_op_vt_s {
   /** Checkpoint id completed (covers older ones) / was aborted. */
   void (*checkpoint_complete)(sl_op_t *op, uint64_t id);
   void (*checkpoint_aborted)(sl_op_t *op, uint64_t id);
+  /** An event-time timer (ts in microseconds); its key is current. */
+  int (*on_event_timer)(sl_op_t *op, int64_t ts);
 } sl_op_vt_t;
 
 /* Where an operator's output goes: chained operators or writers. */
@@ -242,7 +253,12 @@ struct sl_ctx_s {
   sl_kstate_t *kstate;
   const sl_keysel_t *keysel[2]; /* per logical input */
   sl_bytes_t keybuf;
-  sl_timers_t *timers;
+  sl_timers_t *timers;   /* processing time (ns) */
+  sl_timers_t *etimers;  /* event time (us) */
+  /* Side outputs (e.g. late records of a window): targets per port. */
+  sl_out_target_t *side_targets;
+  uint32_t *side_ports;  /* port of each side target */
+  uint32_t n_side_targets;
   bool is_opening;
   bool is_keyed;
   bool is_open;
@@ -251,6 +267,8 @@ struct sl_ctx_s {
 
 /** @brief Emit a row to every target of op. */
 int sl__op_emit(sl_op_t *op, const sl_row_t *row);
+/** @brief Emit a row to the targets of side output `port` (>= 1). */
+int sl__op_emit_side(sl_op_t *op, uint32_t port, const sl_row_t *row);
 
 /** @brief Dispatch a row into an operator (counts it). */
 static inline int sl__op_push(sl_op_t *op, uint32_t input,
@@ -336,12 +354,31 @@ typedef enum sl_task_phase_e {
   SL_PHASE_DONE
 } sl_task_phase_t;
 
+/* Watermark generation of a source subtask (task.c, "Event time"). */
+typedef struct sl_wm_split_s {
+  int64_t max_ts;      /* largest event time seen, INT64_MIN first */
+  uint64_t n_records;  /* records so far */
+  uint64_t n_seen;     /* n_records at the last activity check */
+  int64_t active_ns;   /* processing time of the last activity seen */
+  bool is_idle;
+  bool is_finished;
+} sl_wm_split_t;
+
+typedef struct sl_wmgen_s {
+  const sl_watermark_config_t *cfg; /* owned by the job */
+  uint32_t field;       /* event-time field of the source schema */
+  sl_wm_split_t *splits; /* per assigned split, like sl_source_rt_t.splits */
+  uint32_t cur;         /* index of the split being read */
+  int64_t next_ns;      /* next periodic emission */
+} sl_wmgen_t;
+
 typedef struct sl_source_rt_s {
   const sl_source_vt_t *vt;
   void *ctx;
   void *reader;
   sl_split_init_t *splits;
   uint32_t n_splits;
+  sl_wmgen_t *wm;       /* NULL: this source has no watermarks */
 } sl_source_rt_t;
 
 struct sl_source_out_s {
@@ -350,6 +387,7 @@ struct sl_source_out_s {
   uint32_t budget;
   int64_t wait_until;
   bool is_failed;
+  sl_wmgen_t *wm;
 };
 
 struct sl_source_waker_s {
@@ -408,6 +446,11 @@ struct sl_task_s {
   sl_op_t **timer_ops;
   uint32_t n_timer_ops;
   sl_bytes_t timer_key;
+  /* Event time: the watermark of the task (every operator of the chain
+   * sees it) and whether downstream was told the task is idle. */
+  int64_t wm;
+  bool is_wm_idle;
+  _Atomic int64_t wm_metric; /* wm, for the progress line */
   /* Checkpoints: the coordinator writes the atomics, the task reads them. */
   _Atomic uint64_t ckpt_trigger;  /* sources: newest triggered id */
   _Atomic uint64_t ckpt_complete; /* newest completed id */
@@ -481,6 +524,7 @@ struct sl_job_rt_s {
   sl_task_t **tasks;
   uint32_t n_tasks;
   const sl_ckpt_hooks_t *ckpt; /* NULL: checkpoints off */
+  bool has_event_time;      /* some source generates watermarks */
 };
 
 /** @brief Run a task for one quantum.  @thread one worker at a time. */
@@ -490,6 +534,12 @@ void sl__job_rt_cancel(sl_job_rt_t *rt);
 /** @brief Note a sender became blocked on ch. */
 void sl__task_note_blocked(sl_task_t *task, sl_channel_t *ch);
 void sl__task_destroy(sl_task_t *task);
+
+/**
+ * @brief Advance the task's watermark to wm (no-op if not larger): fire the
+ * event-time timers of the chain in order, then send it downstream.
+ */
+int sl__task_advance_wm(sl_task_t *task, int64_t wm);
 
 static inline int64_t sl__task_now(const sl_task_t *task) {
   return task->sched->ops->now(task->sched);

@@ -189,6 +189,186 @@ static void arm_timers(sl_task_t *t) {
 }
 
 /* ------------------------------------------------------------------ */
+/* Event time.
+ *
+ * A source with a watermark strategy tracks, per assigned split, the
+ * largest event time seen and whether the split is idle or finished; its
+ * watermark is the minimum over the active splits of (largest - delay - 1).
+ * Other tasks keep the newest watermark of each input channel and take the
+ * minimum over the inputs that are neither idle nor finished.  When every
+ * input (split) is idle the task tells its receivers it is idle, so that it
+ * does not hold them back; the first watermark or record makes it active
+ * again.  Advancing the task's watermark fires the event-time timers of
+ * the chain in chain order (records a timer emits reach the next operator
+ * before the watermark does), then sends the watermark on every output.
+ * At the end of the input the watermark becomes SL_WATERMARK_MAX.
+ * Watermarks are not part of checkpoints: after a restore they start again
+ * from SL_WATERMARK_MIN and the sources regenerate them.
+ */
+
+static int fire_event_timers(sl_task_t *t, sl_op_t *op, int64_t wm) {
+  int64_t ts;
+  while (sl__timers_pop(op->etimers, wm, &ts, &t->timer_key)) {
+    uint64_t h = sl__key_hash64(t->timer_key.data, t->timer_key.len);
+    int r = sl__kstate_set_key(op->kstate, t->timer_key.data,
+                               (uint32_t)t->timer_key.len, h);
+    if (r == SL_OK && op->vt->on_event_timer) r = op->vt->on_event_timer(op, ts);
+    if (r != SL_OK) return sl__op_fail_err(op, NULL, r);
+  }
+  return SL_OK;
+}
+
+static int send_wm_event(sl_task_t *t, int64_t value, int64_t what) {
+  if (!t->job->has_event_time) return SL_OK;
+  for (uint32_t i = 0; i < t->n_writers; i++)
+    if (sl__writer_send_event(t->writers[i], SL_BUF_WATERMARK, value, what) !=
+        SL_OK)
+      return sl__op_fail(t->ops[0], SL_ENOMEM, "out of memory sending a "
+                         "watermark");
+  return SL_OK;
+}
+
+int sl__task_advance_wm(sl_task_t *t, int64_t wm) {
+  if (wm <= t->wm) return SL_OK;
+  t->wm = wm;
+  atomic_store_explicit(&t->wm_metric, wm, memory_order_relaxed);
+  for (uint32_t i = 0; i < t->n_timer_ops; i++) {
+    sl_op_t *op = t->timer_ops[i];
+    if (op->etimers && op->is_open) {
+      int rc = fire_event_timers(t, op, wm);
+      if (rc != SL_OK) return rc;
+    }
+  }
+  return send_wm_event(t, wm, SL_WM_ADVANCE);
+}
+
+/* Tell receivers the task is idle or active again. */
+static int set_wm_idle(sl_task_t *t, bool is_idle) {
+  if (t->is_wm_idle == is_idle) return SL_OK;
+  t->is_wm_idle = is_idle;
+  return send_wm_event(t, t->wm, is_idle ? SL_WM_IDLE : SL_WM_ACTIVE);
+}
+
+/* The inputs' watermarks changed: recompute the task's. */
+static int input_wm_update(sl_task_t *t) {
+  int64_t m = SL_WATERMARK_MAX;
+  uint32_t n_active = 0;
+  for (uint32_t i = 0; i < t->n_inputs; i++) {
+    const sl_channel_t *c = t->inputs[i];
+    if (c->is_finished || c->is_idle) continue;
+    n_active++;
+    if (c->wm < m) m = c->wm;
+  }
+  if (n_active == 0) {
+    if (t->n_finished == t->n_inputs) return SL_OK;
+    /* Every input is idle: none will advance, so flush the largest of
+     * their watermarks (as Flink does), then go idle. */
+    m = SL_WATERMARK_MIN;
+    for (uint32_t i = 0; i < t->n_inputs; i++)
+      if (!t->inputs[i]->is_finished && t->inputs[i]->wm > m)
+        m = t->inputs[i]->wm;
+    int rc = sl__task_advance_wm(t, m);
+    return rc == SL_OK ? set_wm_idle(t, true) : rc;
+  }
+  int rc = set_wm_idle(t, false);
+  return rc == SL_OK ? sl__task_advance_wm(t, m) : rc;
+}
+
+static int on_watermark(sl_task_t *t, sl_channel_t *ch, int64_t value,
+                        int64_t what) {
+  if (what == SL_WM_IDLE) {
+    ch->is_idle = true;
+  } else {
+    ch->is_idle = false;
+    if (what == SL_WM_ADVANCE && value > ch->wm) ch->wm = value;
+  }
+  return input_wm_update(t);
+}
+
+/* The source's watermark over its splits; *out_n_active splits count.
+ * With none active: the largest over the unfinished splits. */
+static int64_t wmgen_value(const sl_task_t *t, uint32_t *out_n_active) {
+  const sl_wmgen_t *g = t->source->wm;
+  int64_t delay = g->cfg->strategy == SL_WM_MONOTONOUS
+                      ? 0 : g->cfg->max_out_of_orderness_us;
+  int64_t m = SL_WATERMARK_MAX, idle_max = SL_WATERMARK_MIN;
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < t->source->n_splits; k++) {
+    const sl_wm_split_t *sp = &g->splits[k];
+    if (sp->is_finished) continue;
+    int64_t v = sp->max_ts;
+    if (v != SL_WATERMARK_MIN) {
+      if (__builtin_sub_overflow(v, delay, &v) ||
+          __builtin_sub_overflow(v, 1, &v))
+        v = SL_WATERMARK_MIN;
+    }
+    if (v > idle_max) idle_max = v;
+    if (sp->is_idle) continue;
+    n++;
+    if (v < m) m = v;
+  }
+  *out_n_active = n;
+  return n ? m : idle_max;
+}
+
+static int wmgen_emit(sl_task_t *t) {
+  uint32_t n_active;
+  int64_t wm = wmgen_value(t, &n_active);
+  if (n_active == 0) {
+    int rc = sl__task_advance_wm(t, wm);
+    return rc == SL_OK ? set_wm_idle(t, true) : rc;
+  }
+  int rc = set_wm_idle(t, false);
+  return rc == SL_OK ? sl__task_advance_wm(t, wm) : rc;
+}
+
+/* Periodic emission and idleness, between two polls. */
+static int wmgen_tick(sl_task_t *t, int64_t now) {
+  sl_wmgen_t *g = t->source->wm;
+  if (now < g->next_ns) return SL_OK;
+  const sl_watermark_config_t *c = g->cfg;
+  for (uint32_t k = 0; k < t->source->n_splits; k++) {
+    sl_wm_split_t *sp = &g->splits[k];
+    if (sp->n_records != sp->n_seen || sp->active_ns == 0) {
+      sp->n_seen = sp->n_records;
+      sp->active_ns = now;
+      sp->is_idle = false;
+    } else if (c->idle_timeout_ms > 0 &&
+               now - sp->active_ns >= c->idle_timeout_ms * 1000000) {
+      sp->is_idle = true;
+    }
+  }
+  g->next_ns = now + (c->interval_ms > 0 ? c->interval_ms : 200) * 1000000;
+  return wmgen_emit(t);
+}
+
+/* A record of the current split was emitted (sl_source_emit). */
+static bool wmgen_on_record(sl_source_out_t *out, const sl_row_t *row) {
+  sl_wmgen_t *g = out->wm;
+  sl_task_t *t = out->task;
+  if (t->source->n_splits == 0) return true;
+  sl_wm_split_t *sp = &g->splits[g->cur];
+  if (SL_UNLIKELY(sl_row_is_null(row, g->field))) {
+    sl__op_fail(out->op, SL_EINVAL,
+                "a record of split %u has a null event time in field '%s'",
+                t->source->splits[g->cur].split, g->cfg->time_field);
+    out->is_failed = true;
+    return false;
+  }
+  int64_t ts = sl_row_get_i64(row, g->field);
+  if (ts > sp->max_ts) sp->max_ts = ts;
+  sp->n_records++;
+  if (g->cfg->per_record) {
+    sp->is_idle = false;
+    if (wmgen_emit(t) != SL_OK) {
+      out->is_failed = true;
+      return false;
+    }
+  }
+  return true;
+}
+
+/* ------------------------------------------------------------------ */
 /* Checkpoints: notifications, triggers, aligned and unaligned barriers.
  *
  * Aligned (Algorithm 1 of Carbone et al.): a barrier blocks its input until
@@ -695,6 +875,10 @@ static bool replay_channel_state(sl_task_t *t, sl_run_result_t *out) {
 
 static sl_run_result_t task_end_input(sl_task_t *t) {
   if (t->job->ckpt) t->job->ckpt->task_finished(t->job->ckpt->ctx, t);
+  /* End of input: every pending event-time timer is due. */
+  if (set_wm_idle(t, false) != SL_OK ||
+      sl__task_advance_wm(t, SL_WATERMARK_MAX) != SL_OK)
+    return task_fail(t);
   for (uint32_t i = 0; i < t->n_ops; i++) {
     sl_op_t *op = t->ops[i];
     if (op->vt->end_input) {
@@ -746,9 +930,14 @@ static sl_run_result_t run_source(sl_task_t *t) {
     }
     if (t->n_blocked) return SL_RUN_WAIT_OUTPUT;
     if (rc == SL_POLL_END) return task_end_input(t);
+    if (src->wm && wmgen_tick(t, sl__task_now(t)) != SL_OK)
+      return task_fail(t);
     if (rc == SL_POLL_WAIT) {
       flush_writers(t);
-      if (out->wait_until) t->sched->ops->wake_at(t->sched, t, out->wait_until);
+      int64_t wake = out->wait_until;
+      if (src->wm && (wake == 0 || src->wm->next_ns < wake))
+        wake = src->wm->next_ns;
+      if (wake) t->sched->ops->wake_at(t->sched, t, wake);
       return t->n_blocked ? SL_RUN_WAIT_OUTPUT : SL_RUN_WAIT_INPUT;
     }
     if (out->budget == 0 || is_canceled(t)) return SL_RUN_AGAIN;
@@ -867,6 +1056,8 @@ static sl_run_result_t run_inputs(sl_task_t *t) {
       if (++t->n_finished == t->n_inputs) return task_end_input(t);
       if (t->align_id && is_aligned(t) && finish_alignment(t) != SL_OK)
         return task_fail(t);
+      if (t->job->has_event_time && input_wm_update(t) != SL_OK)
+        return task_fail(t);
       if (t->n_blocked) return SL_RUN_WAIT_OUTPUT;
       continue;
     }
@@ -878,8 +1069,11 @@ static sl_run_result_t run_inputs(sl_task_t *t) {
       if (t->n_blocked) return SL_RUN_WAIT_OUTPUT;
       continue;
     }
-    /* Watermarks: not produced yet. */
+    /* A watermark or a watermark status. */
+    int64_t value = b->value, what = b->ts;
     sl__channel_recycle(ch, b);
+    if (on_watermark(t, ch, value, what) != SL_OK) return task_fail(t);
+    if (t->n_blocked) return SL_RUN_WAIT_OUTPUT;
   }
   return SL_RUN_AGAIN;
 }
@@ -967,6 +1161,7 @@ bool sl_source_emit(sl_source_out_t *out, const sl_row_t *row) {
     out->is_failed = true;
     return false;
   }
+  if (SL_UNLIKELY(out->wm != NULL) && !wmgen_on_record(out, row)) return false;
   if (out->budget) out->budget--;
   return out->budget != 0 && out->task->n_blocked == 0;
 }
@@ -984,6 +1179,23 @@ bool sl_source_emit_builder(sl_source_out_t *out, sl_error_t **out_err) {
     return false;
   }
   return sl_source_emit(out, &row);
+}
+
+void sl_source_set_split(sl_source_out_t *out, uint32_t split) {
+  sl_wmgen_t *g = out->wm;
+  const sl_source_rt_t *src = out->task->source;
+  if (g == NULL || src->n_splits == 0 || src->splits[g->cur].split == split)
+    return;
+  for (uint32_t k = 0; k < src->n_splits; k++)
+    if (src->splits[k].split == split) g->cur = k;
+}
+
+void sl_source_split_finished(sl_source_out_t *out, uint32_t split) {
+  sl_wmgen_t *g = out->wm;
+  const sl_source_rt_t *src = out->task->source;
+  if (g == NULL) return;
+  for (uint32_t k = 0; k < src->n_splits; k++)
+    if (src->splits[k].split == split) g->splits[k].is_finished = true;
 }
 
 int64_t sl_source_now(const sl_source_out_t *out) {

@@ -268,6 +268,7 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
   const fsrc_t *s = rd->src;
   while (rd->cur < rd->n_splits) {
     fsplit_t *sp = &rd->splits[rd->cur];
+    sl_source_set_split(out, sp->id);
     char *nl = memchr(rd->buf + rd->pos, '\n', rd->len - rd->pos);
     size_t line_len;
     size_t consumed;
@@ -281,6 +282,7 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
     } else if (rd->pos < rd->len) {
       line_len = consumed = rd->len - rd->pos; /* last line without "\n" */
     } else {
+      sl_source_split_finished(out, sp->id);
       next_split(rd);
       continue;
     }

@@ -198,9 +198,11 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
   for (uint32_t k = 0; k < rd->n_splits; k++) {
     split_t *sp = &rd->splits[(rd->cur + k) % rd->n_splits];
     if (sp->next >= sp->end) {
+      sl_source_split_finished(out, sp->id);
       n_done++;
       continue;
     }
+    sl_source_set_split(out, sp->id);
     uint64_t limit = sp->end;
     if (rd->rate_split > 0) {
       if (sp->t0 == 0) {

@@ -1,0 +1,901 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Window operators (sl_window.h) as keyed process functions on event-time
+ * timers.  Per (key, window) the state "window.acc" (namespace: the window
+ * as 16 big-endian bytes start, end) holds a header and a payload:
+ *
+ *   header   i64 rows, i64 largest event time, u8 fired, 7 bytes padding
+ *   payload  built-in aggregates: per column i64 count and 8 bytes value,
+ *            then the key fields as a row; user aggregates: their bytes;
+ *            process functions: nothing (the rows are in "window.rows").
+ *
+ * Session windows keep, per key, the sorted list of their windows in
+ * "window.sessions" (pairs of i64 start, end).  A window's timer at end - 1
+ * fires it; with allowed lateness the state stays until end - 1 +
+ * lateness, when a second timer clears it.  Timers are (time, key): the
+ * window is found again from the time (tumbling, sliding: end = time + 1)
+ * or in the session list.  See docs/windows.md.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "ops/ops.h"
+#include "sluice/sl_state.h"
+#include "sluice/sl_time.h"
+#include "sluice/sl_window.h"
+#include "state/state.h"
+
+#define HDR 24u
+
+typedef enum wmode_e { WM_AGG = 0, WM_REDUCE = 1, WM_PROCESS = 2 } wmode_t;
+
+typedef struct wcol_s {
+  sl_agg_fn_t fn;
+  int in_field;    /* -1: count() */
+  uint8_t in_type;
+  uint8_t scale;
+  bool is_float;   /* value kept as double */
+  char *name;
+} wcol_t;
+
+typedef struct wcfg_s {
+  sl_window_spec_t spec;
+  uint32_t time_field;
+  wmode_t mode;
+  /* Built-in aggregates. */
+  uint32_t *key_fields;
+  uint32_t n_keys;
+  wcol_t *cols;
+  uint32_t n_cols;
+  sl_schema_t *key_schema;
+  /* User functions. */
+  sl_window_agg_fns_t fns;
+  sl_window_process_fn fn;
+  void *user;
+  const sl_schema_t *in_schema;
+  char *uid;
+} wcfg_t;
+
+typedef struct wlocal_s {
+  sl_ctx_t *ctx;
+  sl_state_t *acc, *rows, *sessions;
+  sl_bytes_t a, b, m;   /* accumulators: current, old/other, merged */
+  sl_bytes_t u;         /* user payload */
+  sl_bytes_t sess;      /* session list */
+  sl_bytes_t moved;     /* rows moved between session windows */
+  sl_row_builder_t kb;  /* key row */
+} wlocal_t;
+
+struct sl_window_rows_s {
+  sl_list_iter_t it;
+  const sl_schema_t *schema;
+};
+
+void sl_window_spec_init(sl_window_spec_t *spec) {
+  memset(spec, 0, sizeof(*spec));
+  spec->kind = SL_WINDOW_TUMBLING;
+}
+
+bool sl_window_rows_next(sl_window_rows_t *rows, sl_row_t *out) {
+  sl_slice_t s;
+  if (!sl_list_next(&rows->it, &s)) return false;
+  sl_row_view(out, rows->schema, s.ptr, s.len);
+  return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* Configuration. */
+
+void sl__window_config_destroy(void *p) {
+  wcfg_t *c = p;
+  if (c == NULL) return;
+  for (uint32_t i = 0; i < c->n_cols; i++) sl_free(c->cols[i].name);
+  sl_free(c->cols);
+  sl_free(c->key_fields);
+  sl_schema_unref(c->key_schema);
+  sl_free((char *)c->spec.time_field);
+  sl_free(c->uid);
+  sl_free(c);
+}
+
+static const char *agg_name(sl_agg_fn_t fn) {
+  switch (fn) {
+  case SL_AGG_COUNT: return "count";
+  case SL_AGG_SUM: return "sum";
+  case SL_AGG_MIN: return "min";
+  case SL_AGG_MAX: return "max";
+  case SL_AGG_AVG: return "avg";
+  }
+  return "?";
+}
+
+static int check_spec(const sl_window_spec_t *s, const sl_schema_t *in,
+                      uint32_t *out_field, sl_error_t **out_err) {
+  switch (s->kind) {
+  case SL_WINDOW_TUMBLING:
+    if (s->size_us <= 0)
+      return sl_error_set(out_err, SL_EINVAL,
+                          "a tumbling window needs a size > 0");
+    break;
+  case SL_WINDOW_SLIDING:
+    if (s->size_us <= 0 || s->slide_us <= 0)
+      return sl_error_set(out_err, SL_EINVAL,
+                          "a sliding window needs a size > 0 and a slide > 0");
+    if (s->size_us / s->slide_us > 100000)
+      return sl_error_set(out_err, SL_EINVAL,
+                          "a sliding window of size %lld us and slide %lld us "
+                          "puts each row into more than 100000 windows",
+                          (long long)s->size_us, (long long)s->slide_us);
+    break;
+  case SL_WINDOW_SESSION:
+    if (s->gap_us <= 0)
+      return sl_error_set(out_err, SL_EINVAL,
+                          "a session window needs a gap > 0");
+    break;
+  default:
+    return sl_error_set(out_err, SL_EINVAL, "unknown window kind %d",
+                        (int)s->kind);
+  }
+  if (s->allowed_lateness_us < 0)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "allowed lateness must not be negative");
+  if (s->time_field == NULL)
+    return sl_error_set(out_err, SL_EINVAL, "no event-time field given");
+  int idx = sl_schema_index(in, s->time_field);
+  if (idx < 0)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "no event-time field '%s' in the input",
+                        s->time_field);
+  uint8_t t = sl_schema_field(in, (uint32_t)idx)->type.id;
+  if (t != SL_TYPE_TIMESTAMP && t != SL_TYPE_INT64)
+    return sl_error_set(out_err, SL_ETYPE,
+                        "event-time field '%s' is %s; it must be timestamp "
+                        "or int64 (microseconds)",
+                        s->time_field, sl_type_name((sl_type_id_t)t));
+  *out_field = (uint32_t)idx;
+  return SL_OK;
+}
+
+static sl_type_t col_out_type(const wcol_t *c, sl_type_t in) {
+  switch (c->fn) {
+  case SL_AGG_COUNT: return (sl_type_t){SL_TYPE_INT64, 0, 0, false};
+  case SL_AGG_AVG: return (sl_type_t){SL_TYPE_FLOAT64, 0, 0, true};
+  case SL_AGG_SUM:
+    if (in.id == SL_TYPE_FLOAT64) return (sl_type_t){SL_TYPE_FLOAT64, 0, 0, true};
+    if (in.id == SL_TYPE_DECIMAL)
+      return (sl_type_t){SL_TYPE_DECIMAL, 18, in.scale, true};
+    return (sl_type_t){SL_TYPE_INT64, 0, 0, true};
+  default:
+    in.nullable = true;
+    return in;
+  }
+}
+
+int sl__window_config_create(const sl_schema_t *in, const uint32_t *key_fields,
+                             uint32_t n_keys, const sl_window_spec_t *spec,
+                             const sl_agg_t *aggs, uint32_t n_aggs,
+                             const char *uid, void **out_cfg,
+                             sl_schema_t **out_schema, sl_error_t **out_err) {
+  wcfg_t *c = sl_calloc(1, sizeof(*c));
+  sl_field_t *kf = sl_calloc(n_keys + 1, sizeof(sl_field_t));
+  sl_field_t *of = sl_calloc(n_keys + 3 + n_aggs, sizeof(sl_field_t));
+  int rc = SL_ENOMEM;
+  if (c == NULL || kf == NULL || of == NULL) goto fail;
+  c->mode = aggs ? WM_AGG : WM_REDUCE; /* the caller sets process */
+  c->in_schema = in;
+  c->spec = *spec;
+  c->spec.time_field = NULL;
+  if ((rc = check_spec(spec, in, &c->time_field, out_err)) != SL_OK) goto fail;
+  rc = SL_ENOMEM;
+  if ((c->spec.time_field = sl_strdup(spec->time_field)) == NULL ||
+      (c->uid = sl_strdup(uid ? uid : "window")) == NULL)
+    goto fail;
+  if (aggs == NULL) {
+    *out_cfg = c;
+    sl_free(kf);
+    sl_free(of);
+    return SL_OK;
+  }
+  c->key_fields = sl_calloc(n_keys + 1, sizeof(uint32_t));
+  c->cols = sl_calloc(n_aggs + 1, sizeof(wcol_t));
+  if (c->key_fields == NULL || c->cols == NULL) goto fail;
+  c->n_keys = n_keys;
+  memcpy(c->key_fields, key_fields, n_keys * sizeof(uint32_t));
+  for (uint32_t k = 0; k < n_keys; k++) {
+    kf[k] = *sl_schema_field(in, key_fields[k]);
+    of[k] = kf[k];
+  }
+  sl_type_t ts_t = {SL_TYPE_TIMESTAMP, 0, 0, false};
+  of[n_keys] = (sl_field_t){"window_start", ts_t};
+  of[n_keys + 1] = (sl_field_t){"window_end", ts_t};
+  of[n_keys + 2] = (sl_field_t){"event_time", ts_t};
+  for (uint32_t i = 0; i < n_aggs; i++) {
+    wcol_t *col = &c->cols[i];
+    col->fn = aggs[i].fn;
+    col->in_field = -1;
+    if (aggs[i].fn < SL_AGG_COUNT || aggs[i].fn > SL_AGG_AVG) {
+      rc = sl_error_set(out_err, SL_EINVAL, "aggregate %u: unknown function",
+                        i + 1);
+      goto fail;
+    }
+    if (aggs[i].name == NULL || aggs[i].name[0] == '\0') {
+      rc = sl_error_set(out_err, SL_EINVAL, "aggregate %u has no name", i + 1);
+      goto fail;
+    }
+    if ((col->name = sl_strdup(aggs[i].name)) == NULL) goto fail;
+    c->n_cols++;
+    sl_type_t in_t = {SL_TYPE_INT64, 0, 0, false};
+    if (aggs[i].field) {
+      int idx = sl_schema_index(in, aggs[i].field);
+      if (idx < 0) {
+        rc = sl_error_set(out_err, SL_EINVAL,
+                          "%s(%s): no field '%s' in the input",
+                          agg_name(col->fn), aggs[i].field, aggs[i].field);
+        goto fail;
+      }
+      col->in_field = idx;
+      in_t = sl_schema_field(in, (uint32_t)idx)->type;
+    } else if (col->fn != SL_AGG_COUNT) {
+      rc = sl_error_set(out_err, SL_EINVAL, "%s() needs a field",
+                        agg_name(col->fn));
+      goto fail;
+    }
+    col->in_type = in_t.id;
+    col->scale = in_t.scale;
+    col->is_float = in_t.id == SL_TYPE_FLOAT64;
+    bool is_num = in_t.id == SL_TYPE_INT32 || in_t.id == SL_TYPE_INT64 ||
+                  in_t.id == SL_TYPE_FLOAT64 || in_t.id == SL_TYPE_DECIMAL;
+    if ((col->fn == SL_AGG_SUM || col->fn == SL_AGG_AVG) && !is_num) {
+      rc = sl_error_set(out_err, SL_ETYPE, "%s(%s): %s is not numeric",
+                        agg_name(col->fn), aggs[i].field,
+                        sl_type_name((sl_type_id_t)in_t.id));
+      goto fail;
+    }
+    if ((col->fn == SL_AGG_MIN || col->fn == SL_AGG_MAX) &&
+        (in_t.id == SL_TYPE_STRING || in_t.id == SL_TYPE_BYTES)) {
+      rc = sl_error_set(out_err, SL_ENOTSUP,
+                        "%s(%s) over windows takes numeric, bool and "
+                        "timestamp fields, not %s",
+                        agg_name(col->fn), aggs[i].field,
+                        sl_type_name((sl_type_id_t)in_t.id));
+      goto fail;
+    }
+    of[n_keys + 3 + i] = (sl_field_t){col->name, col_out_type(col, in_t)};
+  }
+  rc = sl_schema_create(kf, n_keys, &c->key_schema, out_err);
+  if (rc == SL_OK) rc = sl_schema_create(of, n_keys + 3 + n_aggs, out_schema,
+                                         out_err);
+  if (rc != SL_OK) goto fail;
+  sl_free(kf);
+  sl_free(of);
+  *out_cfg = c;
+  return SL_OK;
+fail:
+  if (rc == SL_ENOMEM) sl_error_set(out_err, rc, "out of memory");
+  sl_free(kf);
+  sl_free(of);
+  sl__window_config_destroy(c);
+  return rc;
+}
+
+void sl__window_config_set_user(void *cfg, const sl_window_agg_fns_t *fns,
+                                sl_window_process_fn fn, void *user) {
+  wcfg_t *c = cfg;
+  if (fns) c->fns = *fns;
+  c->fn = fn;
+  c->user = user;
+  c->mode = fn ? WM_PROCESS : c->mode;
+}
+
+/* ------------------------------------------------------------------ */
+/* Accumulators. */
+
+static int64_t get64(const uint8_t *p) {
+  int64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+static void put64(uint8_t *p, int64_t v) { memcpy(p, &v, 8); }
+
+static int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+
+static int set_ns(wlocal_t *l, const sl_window_t *w) {
+  uint8_t ns[16];
+  sl__put_u64be(ns, (uint64_t)w->start_us ^ 0x8000000000000000ull);
+  sl__put_u64be(ns + 8, (uint64_t)w->end_us ^ 0x8000000000000000ull);
+  return sl__kstate_set_namespace(l->ctx->kstate, ns, 16);
+}
+
+static int clear_ns(wlocal_t *l) {
+  return sl__kstate_set_namespace(l->ctx->kstate, NULL, 0);
+}
+
+/* Load the accumulator of w into dst; *exists says whether there was one. */
+static int acc_load(wlocal_t *l, const sl_window_t *w, sl_bytes_t *dst,
+                    bool *exists) {
+  int rc = set_ns(l, w);
+  if (rc != SL_OK) return rc;
+  dst->len = 0;
+  sl_slice_t v;
+  rc = sl_value_get(l->acc, &v);
+  if (rc == SL_ENOTFOUND) {
+    *exists = false;
+    return SL_OK;
+  }
+  if (rc != SL_OK) return rc;
+  if (v.len < HDR)
+    return sl_ctx_fail(l->ctx, SL_ECORRUPT, "window state of %u bytes is "
+                       "shorter than its header", v.len);
+  *exists = true;
+  return sl_bytes_append(dst, v.ptr, v.len);
+}
+
+/* A fresh accumulator: header, then the payload of a new window. */
+static int acc_init(const wcfg_t *c, wlocal_t *l, sl_bytes_t *dst,
+                    const sl_row_t *row) {
+  dst->len = 0;
+  uint8_t h[HDR] = {0};
+  put64(h + 8, INT64_MIN);
+  int rc = sl_bytes_append(dst, h, HDR);
+  if (rc != SL_OK || c->mode != WM_AGG) return rc;
+  uint8_t z[16] = {0};
+  for (uint32_t i = 0; i < c->n_cols; i++)
+    if ((rc = sl_bytes_append(dst, z, 16)) != SL_OK) return rc;
+  if (row == NULL) return SL_OK; /* merged: keys come from a part */
+  sl_row_builder_reset(&l->kb, SL_ROW_INSERT);
+  for (uint32_t k = 0; k < c->n_keys; k++) {
+    sl_value_t v;
+    sl_row_get_value(row, c->key_fields[k], &v);
+    sl_row_builder_set_value(&l->kb, k, &v);
+  }
+  sl_row_t kr;
+  sl_error_t *err = NULL;
+  if ((rc = sl_row_builder_finish(&l->kb, &kr, &err)) != SL_OK) {
+    int r = sl_ctx_fail(l->ctx, rc, "%s", sl_error_message(err));
+    sl_error_destroy(err);
+    return r;
+  }
+  return sl_bytes_append(dst, kr.data, kr.len);
+}
+
+static int cmp_num(const wcol_t *col, const uint8_t *a, const sl_value_t *v) {
+  if (col->is_float) {
+    double x;
+    memcpy(&x, a, 8);
+    return x < v->u.f ? -1 : x > v->u.f;
+  }
+  int64_t x = get64(a);
+  int64_t y = col->in_type == SL_TYPE_BOOL ? (int64_t)v->u.b : v->u.i;
+  return x < y ? -1 : x > y;
+}
+
+static int fold_sum(wlocal_t *l, const wcol_t *col, uint8_t *val, bool is_f,
+                    double f, int64_t i) {
+  if (is_f) {
+    double x;
+    memcpy(&x, val, 8);
+    x += f;
+    memcpy(val, &x, 8);
+    return SL_OK;
+  }
+  int64_t x = get64(val), r;
+  if (__builtin_add_overflow(x, i, &r) ||
+      (col->in_type == SL_TYPE_DECIMAL &&
+       (r >= 1000000000000000000ll || r <= -1000000000000000000ll)))
+    return sl_ctx_fail(l->ctx, SL_EOVERFLOW,
+                       "%s(...) of column '%s' overflows %s",
+                       agg_name(col->fn), col->name,
+                       col->in_type == SL_TYPE_DECIMAL ? "decimal(18)"
+                                                       : "int64");
+  put64(val, r);
+  return SL_OK;
+}
+
+/* Fold a row into the built-in columns of acc. */
+static int agg_add(const wcfg_t *c, wlocal_t *l, uint8_t *p,
+                   const sl_row_t *row) {
+  for (uint32_t i = 0; i < c->n_cols; i++, p += 16) {
+    const wcol_t *col = &c->cols[i];
+    int64_t n = get64(p);
+    if (col->in_field < 0) {
+      put64(p, n + 1);
+      continue;
+    }
+    sl_value_t v;
+    sl_row_get_value(row, (uint32_t)col->in_field, &v);
+    if (v.is_null) continue;
+    int rc = SL_OK;
+    switch (col->fn) {
+    case SL_AGG_COUNT:
+      break;
+    case SL_AGG_SUM:
+    case SL_AGG_AVG:
+      rc = fold_sum(l, col, p + 8, col->is_float, v.u.f, v.u.i);
+      break;
+    case SL_AGG_MIN:
+    case SL_AGG_MAX: {
+      int r = n == 0 ? 0 : cmp_num(col, p + 8, &v);
+      if (n == 0 || (col->fn == SL_AGG_MIN ? r > 0 : r < 0)) {
+        if (col->is_float) memcpy(p + 8, &v.u.f, 8);
+        else put64(p + 8, col->in_type == SL_TYPE_BOOL ? v.u.b : v.u.i);
+      }
+      break;
+    }
+    }
+    if (rc != SL_OK) return rc;
+    put64(p, n + 1);
+  }
+  return SL_OK;
+}
+
+/* Fold the built-in columns of `from` into `into`. */
+static int agg_merge(const wcfg_t *c, wlocal_t *l, uint8_t *into,
+                     const uint8_t *from) {
+  for (uint32_t i = 0; i < c->n_cols; i++, into += 16, from += 16) {
+    const wcol_t *col = &c->cols[i];
+    int64_t n = get64(into), m = get64(from);
+    if (m == 0) continue;
+    int rc = SL_OK;
+    if (col->fn == SL_AGG_SUM || col->fn == SL_AGG_AVG) {
+      double f;
+      memcpy(&f, from + 8, 8);
+      rc = fold_sum(l, col, into + 8, col->is_float, f, get64(from + 8));
+    } else if (col->fn == SL_AGG_MIN || col->fn == SL_AGG_MAX) {
+      sl_value_t v = {0};
+      if (col->is_float) memcpy(&v.u.f, from + 8, 8);
+      else if (col->in_type == SL_TYPE_BOOL) v.u.b = get64(from + 8) != 0;
+      else v.u.i = get64(from + 8);
+      int r = n == 0 ? 0 : cmp_num(col, into + 8, &v);
+      if (n == 0 || (col->fn == SL_AGG_MIN ? r > 0 : r < 0))
+        memcpy(into + 8, from + 8, 8);
+    }
+    if (rc != SL_OK) return rc;
+    put64(into, n + m);
+  }
+  return SL_OK;
+}
+
+/* Merge accumulator `from` (header and payload) into `into`. */
+static int acc_merge(const wcfg_t *c, wlocal_t *l, sl_bytes_t *into,
+                     const sl_bytes_t *from) {
+  uint8_t *h = into->data;
+  put64(h, get64(h) + get64(from->data));
+  if (get64(from->data + 8) > get64(h + 8)) put64(h + 8, get64(from->data + 8));
+  if (c->mode == WM_AGG) {
+    bool has_keys = into->len > HDR + 16 * c->n_cols;
+    int rc = agg_merge(c, l, into->data + HDR, from->data + HDR);
+    if (rc != SL_OK || has_keys) return rc;
+    size_t ko = HDR + 16 * (size_t)c->n_cols;
+    return sl_bytes_append(into, from->data + ko, from->len - ko);
+  }
+  if (c->mode == WM_REDUCE) {
+    if (c->fns.merge == NULL)
+      return sl_ctx_fail(l->ctx, SL_EINVAL,
+                         "session windows need a merge function");
+    l->u.len = 0;
+    int rc = sl_bytes_append(&l->u, into->data + HDR, into->len - HDR);
+    if (rc != SL_OK) return rc;
+    sl_slice_t f = {from->data + HDR, (uint32_t)(from->len - HDR)};
+    if ((rc = c->fns.merge(c->user, f, &l->u)) != SL_OK)
+      return sl_ctx_fail(l->ctx, rc, "window merge function failed");
+    into->len = HDR;
+    return sl_bytes_append(into, l->u.data, l->u.len);
+  }
+  return SL_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Results. */
+
+static int emit_agg(const wcfg_t *c, wlocal_t *l, const sl_window_t *w,
+                    const sl_bytes_t *acc, sl_row_kind_t kind) {
+  sl_ctx_t *ctx = l->ctx;
+  sl_row_builder_t *b = sl_ctx_builder(ctx);
+  sl_row_builder_set_kind(b, kind);
+  size_t ko = HDR + 16 * (size_t)c->n_cols;
+  sl_row_t keys;
+  sl_row_view(&keys, c->key_schema, acc->data + ko, (uint32_t)(acc->len - ko));
+  for (uint32_t k = 0; k < c->n_keys; k++) {
+    sl_value_t v;
+    sl_row_get_value(&keys, k, &v);
+    sl_row_builder_set_value(b, k, &v);
+  }
+  sl_row_builder_set_i64(b, c->n_keys, w->start_us);
+  sl_row_builder_set_i64(b, c->n_keys + 1, w->end_us);
+  sl_row_builder_set_i64(b, c->n_keys + 2, get64(acc->data + 8));
+  const uint8_t *p = acc->data + HDR;
+  for (uint32_t i = 0; i < c->n_cols; i++, p += 16) {
+    const wcol_t *col = &c->cols[i];
+    uint32_t f = c->n_keys + 3 + i;
+    int64_t n = get64(p);
+    if (col->fn == SL_AGG_COUNT) {
+      sl_row_builder_set_i64(b, f, n);
+      continue;
+    }
+    if (n == 0) continue; /* null */
+    double x;
+    memcpy(&x, p + 8, 8);
+    if (col->fn == SL_AGG_AVG) {
+      double sum = col->is_float ? x
+                   : col->in_type == SL_TYPE_DECIMAL
+                       ? (double)get64(p + 8) / pow(10, col->scale)
+                       : (double)get64(p + 8);
+      sl_row_builder_set_f64(b, f, sum / (double)n);
+    } else if (col->is_float) {
+      sl_row_builder_set_f64(b, f, x);
+    } else if (col->in_type == SL_TYPE_BOOL && col->fn != SL_AGG_SUM) {
+      sl_row_builder_set_bool(b, f, get64(p + 8) != 0);
+    } else if (col->in_type == SL_TYPE_INT32 && col->fn != SL_AGG_SUM) {
+      sl_row_builder_set_i32(b, f, (int32_t)get64(p + 8));
+    } else {
+      sl_row_builder_set_i64(b, f, get64(p + 8));
+    }
+  }
+  return sl_ctx_emit_builder(ctx);
+}
+
+static int emit_result(const wcfg_t *c, wlocal_t *l, const sl_window_t *w0,
+                       const sl_bytes_t *acc, sl_row_kind_t kind) {
+  sl_window_t w = *w0;
+  w.max_ts_us = get64(acc->data + 8);
+  if (c->mode == WM_AGG) return emit_agg(c, l, &w, acc, kind);
+  if (c->mode == WM_REDUCE) {
+    sl_row_builder_t *b = sl_ctx_builder(l->ctx);
+    sl_slice_t p = {acc->data + HDR, (uint32_t)(acc->len - HDR)};
+    int rc = c->fns.result(l->ctx, c->user, &w, p, b);
+    if (rc != SL_OK) return rc;
+    sl_row_builder_set_kind(b, kind);
+    return sl_ctx_emit_builder(l->ctx);
+  }
+  /* Process function: hand over the rows (namespace w is current). */
+  int rc = set_ns(l, &w);
+  if (rc != SL_OK) return rc;
+  sl_window_rows_t rows;
+  rows.schema = c->in_schema;
+  if ((rc = sl_list_iter(l->rows, &rows.it)) != SL_OK) return rc;
+  return c->fn(l->ctx, c->user, &w, &rows);
+}
+
+/* ------------------------------------------------------------------ */
+/* Window life cycle. */
+
+static int64_t fire_time(const sl_window_t *w) { return w->end_us - 1; }
+
+static int64_t cleanup_time(const wcfg_t *c, const sl_window_t *w) {
+  return sat_add(w->end_us - 1, c->spec.allowed_lateness_us);
+}
+
+static int acc_store(wlocal_t *l, const sl_window_t *w, const sl_bytes_t *a) {
+  int rc = set_ns(l, w);
+  return rc == SL_OK ? sl_value_put(l->acc, a->data, a->len) : rc;
+}
+
+static int window_clear(const wcfg_t *c, wlocal_t *l, const sl_window_t *w) {
+  int rc = set_ns(l, w);
+  if (rc == SL_OK) rc = sl_state_clear(l->acc);
+  if (rc == SL_OK && c->mode == WM_PROCESS) rc = sl_state_clear(l->rows);
+  return rc;
+}
+
+/* Add a row to window w (not late). */
+static int window_add(const wcfg_t *c, wlocal_t *l, const sl_window_t *w,
+                      const sl_row_t *row, int64_t ts) {
+  bool exists;
+  int rc = acc_load(l, w, &l->a, &exists);
+  if (rc == SL_OK && !exists) rc = acc_init(c, l, &l->a, row);
+  if (rc != SL_OK) return rc;
+  bool fired = l->a.data[16] != 0;
+  if (fired && c->mode != WM_PROCESS) {
+    l->b.len = 0;
+    if ((rc = sl_bytes_append(&l->b, l->a.data, l->a.len)) != SL_OK) return rc;
+  }
+  uint8_t *h = l->a.data;
+  put64(h, get64(h) + 1);
+  if (ts > get64(h + 8)) put64(h + 8, ts);
+  if (c->mode == WM_AGG) {
+    rc = agg_add(c, l, l->a.data + HDR, row);
+  } else if (c->mode == WM_REDUCE) {
+    l->u.len = 0;
+    rc = sl_bytes_append(&l->u, l->a.data + HDR, l->a.len - HDR);
+    if (rc == SL_OK && (rc = c->fns.add(c->user, row, &l->u)) != SL_OK)
+      rc = sl_ctx_fail(l->ctx, rc, "window add function failed");
+    l->a.len = HDR;
+    if (rc == SL_OK) rc = sl_bytes_append(&l->a, l->u.data, l->u.len);
+  } else {
+    rc = sl_list_add(l->rows, row->data, row->len);
+  }
+  if (rc == SL_OK) rc = acc_store(l, w, &l->a);
+  if (rc == SL_OK && !exists)
+    rc = sl_ctx_event_timer_register(l->ctx, fire_time(w));
+  if (rc != SL_OK || !fired) return rc;
+  /* A late row within the allowed lateness updates the result. */
+  if (c->mode == WM_PROCESS) return emit_result(c, l, w, &l->a, SL_ROW_INSERT);
+  rc = emit_result(c, l, w, &l->b, SL_ROW_UPDATE_BEFORE);
+  return rc == SL_OK ? emit_result(c, l, w, &l->a, SL_ROW_UPDATE_AFTER) : rc;
+}
+
+/* The timer at w's end fired: emit it, keep it for the lateness. */
+static int window_fire(const wcfg_t *c, wlocal_t *l, const sl_window_t *w,
+                       bool *out_removed) {
+  bool exists;
+  *out_removed = false;
+  int rc = acc_load(l, w, &l->a, &exists);
+  if (rc != SL_OK || !exists || l->a.data[16]) return rc;
+  if ((rc = emit_result(c, l, w, &l->a, SL_ROW_INSERT)) != SL_OK) return rc;
+  if (c->spec.allowed_lateness_us == 0) {
+    *out_removed = true;
+    return window_clear(c, l, w);
+  }
+  l->a.data[16] = 1;
+  rc = acc_store(l, w, &l->a);
+  return rc == SL_OK ? sl_ctx_event_timer_register(l->ctx, cleanup_time(c, w))
+                     : rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Session windows: the sorted list of a key's windows. */
+
+static int sess_load(wlocal_t *l) {
+  int rc = clear_ns(l);
+  if (rc != SL_OK) return rc;
+  l->sess.len = 0;
+  sl_slice_t v;
+  rc = sl_value_get(l->sessions, &v);
+  if (rc == SL_ENOTFOUND) return SL_OK;
+  if (rc != SL_OK) return rc;
+  if (v.len % 16)
+    return sl_ctx_fail(l->ctx, SL_ECORRUPT, "session list of %u bytes", v.len);
+  return sl_bytes_append(&l->sess, v.ptr, v.len);
+}
+
+static int sess_store(wlocal_t *l) {
+  int rc = clear_ns(l);
+  if (rc != SL_OK) return rc;
+  if (l->sess.len == 0) return sl_state_clear(l->sessions);
+  return sl_value_put(l->sessions, l->sess.data, l->sess.len);
+}
+
+static uint32_t sess_n(const wlocal_t *l) { return (uint32_t)(l->sess.len / 16); }
+
+static sl_window_t sess_at(const wlocal_t *l, uint32_t i) {
+  sl_window_t w = {get64(l->sess.data + 16 * i),
+                   get64(l->sess.data + 16 * i + 8), 0};
+  return w;
+}
+
+static void sess_remove(wlocal_t *l, uint32_t i) {
+  memmove(l->sess.data + 16 * i, l->sess.data + 16 * (i + 1),
+          l->sess.len - 16 * (i + 1));
+  l->sess.len -= 16;
+}
+
+static int sess_insert(wlocal_t *l, const sl_window_t *w) {
+  uint32_t n = sess_n(l), i = 0;
+  while (i < n && sess_at(l, i).start_us < w->start_us) i++;
+  int rc = sl_bytes_reserve(&l->sess, l->sess.len + 16);
+  if (rc != SL_OK) return rc;
+  memmove(l->sess.data + 16 * (i + 1), l->sess.data + 16 * i,
+          l->sess.len - 16 * i);
+  put64(l->sess.data + 16 * i, w->start_us);
+  put64(l->sess.data + 16 * i + 8, w->end_us);
+  l->sess.len += 16;
+  return SL_OK;
+}
+
+static bool intersects(const sl_window_t *a, const sl_window_t *b) {
+  return a->start_us <= b->end_us && b->start_us <= a->end_us;
+}
+
+/* Move the parts' state into the merged window m (not yet stored). */
+static int sess_merge(const wcfg_t *c, wlocal_t *l, const sl_window_t *m,
+                      const uint32_t *parts, uint32_t n_parts) {
+  int rc = acc_init(c, l, &l->m, NULL);
+  l->moved.len = 0;
+  for (uint32_t k = 0; k < n_parts && rc == SL_OK; k++) {
+    sl_window_t s = sess_at(l, parts[k]);
+    bool exists;
+    if ((rc = acc_load(l, &s, &l->b, &exists)) != SL_OK) break;
+    if (!exists) continue;
+    bool fired = l->b.data[16] != 0;
+    if (fired && c->mode != WM_PROCESS &&
+        (rc = emit_result(c, l, &s, &l->b, SL_ROW_DELETE)) != SL_OK)
+      break;
+    if ((rc = acc_merge(c, l, &l->m, &l->b)) != SL_OK) break;
+    if (c->mode == WM_PROCESS) {
+      sl_list_iter_t it;
+      sl_slice_t r;
+      if ((rc = set_ns(l, &s)) != SL_OK ||
+          (rc = sl_list_iter(l->rows, &it)) != SL_OK)
+        break;
+      while (rc == SL_OK && sl_list_next(&it, &r)) {
+        uint32_t len = r.len;
+        rc = sl_bytes_append(&l->moved, &len, 4);
+        if (rc == SL_OK) rc = sl_bytes_append(&l->moved, r.ptr, r.len);
+      }
+      if (rc != SL_OK) break;
+    }
+    int64_t t = fired ? cleanup_time(c, &s) : fire_time(&s);
+    rc = sl_ctx_event_timer_delete(l->ctx, t);
+    if (rc == SL_ENOTFOUND) rc = SL_OK;
+    if (rc == SL_OK) rc = window_clear(c, l, &s);
+  }
+  if (rc != SL_OK) return rc;
+  l->m.data[16] = 0; /* the merged window has not fired */
+  if ((rc = acc_store(l, m, &l->m)) != SL_OK) return rc;
+  for (size_t off = 0; c->mode == WM_PROCESS && off < l->moved.len;) {
+    uint32_t len;
+    memcpy(&len, l->moved.data + off, 4);
+    if ((rc = sl_list_add(l->rows, l->moved.data + off + 4, len)) != SL_OK)
+      return rc;
+    off += 4 + len;
+  }
+  return sl_ctx_event_timer_register(l->ctx, fire_time(m));
+}
+
+static int session_add(const wcfg_t *c, wlocal_t *l, const sl_row_t *row,
+                       int64_t ts, int64_t wm) {
+  int rc = sess_load(l);
+  if (rc != SL_OK) return rc;
+  sl_window_t m = {ts, sat_add(ts, c->spec.gap_us), 0};
+  uint32_t n = sess_n(l), parts[64], n_parts = 0;
+  uint32_t *pp = parts;
+  if (n > 64 && (pp = sl_malloc(n * sizeof(uint32_t))) == NULL)
+    return SL_ENOMEM;
+  for (uint32_t i = 0; i < n; i++) {
+    sl_window_t s = sess_at(l, i);
+    if (!intersects(&s, &m)) continue;
+    if (s.start_us < m.start_us) m.start_us = s.start_us;
+    if (s.end_us > m.end_us) m.end_us = s.end_us;
+    pp[n_parts++] = i;
+  }
+  if (cleanup_time(c, &m) <= wm) {
+    if (pp != parts) sl_free(pp);
+    return sl__op_emit_side(l->ctx, 1, row);
+  }
+  sl_window_t only = n_parts == 1 ? sess_at(l, pp[0]) : m;
+  if (n_parts == 1 && only.start_us == m.start_us && only.end_us == m.end_us) {
+    /* Inside an existing session: an ordinary add. */
+    if (pp != parts) sl_free(pp);
+    return window_add(c, l, &m, row, ts);
+  }
+  if (n_parts) rc = sess_merge(c, l, &m, pp, n_parts);
+  for (uint32_t k = n_parts; k-- > 0 && rc == SL_OK;) sess_remove(l, pp[k]);
+  if (pp != parts) sl_free(pp);
+  if (rc == SL_OK) rc = sess_insert(l, &m);
+  if (rc == SL_OK) rc = sess_store(l);
+  return rc == SL_OK ? window_add(c, l, &m, row, ts) : rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* The process function. */
+
+static int64_t fmod64(int64_t a, int64_t b) {
+  int64_t r = a % b;
+  return r < 0 ? r + b : r;
+}
+
+static int w_open(sl_ctx_t *ctx, void *user) {
+  wcfg_t *c = user;
+  wlocal_t *l = sl_calloc(1, sizeof(*l));
+  if (l == NULL) return SL_ENOMEM;
+  l->ctx = ctx;
+  sl_ctx_set_local(ctx, l);
+  sl_bytes_init(&l->a);
+  sl_bytes_init(&l->b);
+  sl_bytes_init(&l->m);
+  sl_bytes_init(&l->u);
+  sl_bytes_init(&l->sess);
+  sl_bytes_init(&l->moved);
+  if (c->mode == WM_AGG && sl_row_builder_init(&l->kb, c->key_schema) != SL_OK)
+    return SL_ENOMEM;
+  sl_state_desc_t d = {"window.acc", SL_STATE_VALUE, 1, NULL, NULL};
+  int rc = sl_ctx_state(ctx, &d, &l->acc);
+  if (rc == SL_OK && c->mode == WM_PROCESS) {
+    sl_state_desc_t r = {"window.rows", SL_STATE_LIST, 1, NULL, NULL};
+    rc = sl_ctx_state(ctx, &r, &l->rows);
+  }
+  if (rc == SL_OK && c->spec.kind == SL_WINDOW_SESSION) {
+    sl_state_desc_t s = {"window.sessions", SL_STATE_VALUE, 1, NULL, NULL};
+    rc = sl_ctx_state(ctx, &s, &l->sessions);
+  }
+  return rc;
+}
+
+static void w_close(sl_ctx_t *ctx, void *user) {
+  wcfg_t *c = user;
+  wlocal_t *l = sl_ctx_local(ctx);
+  if (l == NULL) return;
+  sl_bytes_close(&l->a);
+  sl_bytes_close(&l->b);
+  sl_bytes_close(&l->m);
+  sl_bytes_close(&l->u);
+  sl_bytes_close(&l->sess);
+  sl_bytes_close(&l->moved);
+  if (c->mode == WM_AGG) sl_row_builder_close(&l->kb);
+  sl_free(l);
+}
+
+static int w_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
+  const wcfg_t *c = user;
+  wlocal_t *l = sl_ctx_local(ctx);
+  sl_row_kind_t kind = sl_row_kind(row);
+  if (kind == SL_ROW_UPDATE_BEFORE || kind == SL_ROW_DELETE)
+    return sl_ctx_fail(ctx, SL_ENOTSUP,
+                       "window '%s' got a %s row; windows take insert-only "
+                       "input", c->uid, sl_row_kind_name(kind));
+  if (sl_row_is_null(row, c->time_field))
+    return sl_ctx_fail(ctx, SL_EINVAL,
+                       "window '%s': a row has a null event time in field "
+                       "'%s'", c->uid, c->spec.time_field);
+  int64_t ts = sl_row_get_i64(row, c->time_field);
+  int64_t wm = sl_ctx_watermark(ctx);
+  const sl_window_spec_t *s = &c->spec;
+  if (s->kind == SL_WINDOW_SESSION) return session_add(c, l, row, ts, wm);
+  int64_t size = s->size_us;
+  int64_t slide = s->kind == SL_WINDOW_SLIDING ? s->slide_us : size;
+  int64_t last = ts - fmod64(ts - s->offset_us, slide);
+  uint32_t n = 0, n_late = 0;
+  for (int64_t start = last; start > ts - size; start -= slide) {
+    sl_window_t w = {start, sat_add(start, size), 0};
+    n++;
+    if (cleanup_time(c, &w) <= wm) {
+      n_late++;
+      continue;
+    }
+    int rc = window_add(c, l, &w, row, ts);
+    if (rc != SL_OK) return rc;
+  }
+  if (n_late == n) return sl__op_emit_side(ctx, 1, row);
+  return SL_OK;
+}
+
+static int w_on_event_timer(sl_ctx_t *ctx, void *user, int64_t ts) {
+  const wcfg_t *c = user;
+  wlocal_t *l = sl_ctx_local(ctx);
+  const sl_window_spec_t *s = &c->spec;
+  int64_t late = s->allowed_lateness_us;
+  bool removed;
+  int rc = SL_OK;
+  if (s->kind != SL_WINDOW_SESSION) {
+    int64_t end = sat_add(ts, 1);
+    sl_window_t w = {end - s->size_us, end, 0};
+    rc = window_fire(c, l, &w, &removed);
+    if (rc == SL_OK && late > 0) {
+      sl_window_t x = {end - late - s->size_us, end - late, 0};
+      bool exists;
+      rc = acc_load(l, &x, &l->a, &exists);
+      if (rc == SL_OK && exists && l->a.data[16])
+        rc = window_clear(c, l, &x);
+    }
+    return rc;
+  }
+  if ((rc = sess_load(l)) != SL_OK) return rc;
+  bool changed = false;
+  for (uint32_t i = 0; i < sess_n(l) && rc == SL_OK;) {
+    sl_window_t w = sess_at(l, i);
+    bool drop = false;
+    if (fire_time(&w) == ts) {
+      rc = window_fire(c, l, &w, &removed);
+      drop = removed;
+    } else if (late > 0 && cleanup_time(c, &w) == ts) {
+      rc = window_clear(c, l, &w);
+      drop = true;
+    }
+    if (drop) {
+      sess_remove(l, i);
+      changed = true;
+    } else {
+      i++;
+    }
+  }
+  if (rc == SL_OK && changed) rc = sess_store(l);
+  return rc;
+}
+
+const sl_process_fns_t sl__window_fns = {
+    w_open, w_process, NULL, NULL, NULL, w_close, NULL, NULL, w_on_event_timer};

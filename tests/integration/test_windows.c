@@ -1,0 +1,880 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Event time and windows through the public API: watermarks from sources
+ * (bounded disorder, per split, idle splits), event-time timers, tumbling,
+ * sliding and session windows with built-in aggregates, user aggregates and
+ * process functions, allowed lateness and the late side output.  Expected
+ * results are computed in the test from its own input.
+ */
+#include <stdio.h>
+
+#include "it_helpers.h"
+
+/* ------------------------------------------------------------------ */
+/* Input: per split an array of (key, ts, v) events. */
+
+typedef struct ev_s {
+  int64_t key, ts, v;
+} ev_t;
+
+enum { MAX_SPLITS = 8 };
+
+typedef struct evset_s {
+  ev_t *ev[MAX_SPLITS];
+  uint64_t n[MAX_SPLITS];
+  uint32_t n_splits;
+} evset_t;
+
+static void ev_gen(const vsrc_t *s, uint32_t split, uint64_t i,
+                   sl_row_builder_t *b) {
+  const evset_t *e = s->user;
+  const ev_t *x = &e->ev[split][i];
+  sl_row_builder_set_i64(b, 0, x->key);
+  sl_row_builder_set_i64(b, 1, x->ts);
+  sl_row_builder_set_i64(b, 2, x->v);
+}
+
+static sl_schema_t *ev_schema(void) {
+  sl_field_t f[] = {I64("key"), {"ts", {SL_TYPE_TIMESTAMP, 0, 0, false}},
+                    I64("v")};
+  return make_schema(f, 3);
+}
+
+static void evset_free(evset_t *e) {
+  for (uint32_t s = 0; s < e->n_splits; s++) free(e->ev[s]);
+}
+
+/* n events per split, ts = 1000 * i + split, keys from the salt; then
+ * shuffle each block of `block` consecutive events (bounded disorder:
+ * an event moves by less than block positions). */
+static void evset_make(evset_t *e, uint32_t n_splits, uint64_t n,
+                       uint64_t n_keys, uint64_t salt, uint32_t block) {
+  memset(e, 0, sizeof(*e));
+  e->n_splits = n_splits;
+  for (uint32_t s = 0; s < n_splits; s++) {
+    e->n[s] = n;
+    e->ev[s] = calloc(n, sizeof(ev_t));
+    for (uint64_t i = 0; i < n; i++) {
+      uint64_t h = rnd(salt, s, i);
+      e->ev[s][i].key = (int64_t)(h % n_keys);
+      e->ev[s][i].ts = (int64_t)(1000 * i + s);
+      e->ev[s][i].v = (int64_t)((h >> 20) % 1000);
+    }
+    for (uint64_t b0 = 0; block > 1 && b0 < n; b0 += block) {
+      uint64_t len = n - b0 < block ? n - b0 : block;
+      for (uint64_t k = len - 1; k > 0; k--) {
+        uint64_t j = rnd(salt ^ 0x5bd1e995u, s, b0 + k) % (k + 1);
+        ev_t t = e->ev[s][b0 + k];
+        e->ev[s][b0 + k] = e->ev[s][b0 + j];
+        e->ev[s][b0 + j] = t;
+      }
+    }
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* Window results as (key, start, end, count, sum, max ts) tuples. */
+
+typedef struct wres_s {
+  int64_t key, start, end, count, sum, max_ts;
+  int kind;
+} wres_t;
+
+static int cmp_wres(const void *a, const void *b) {
+  const wres_t *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  if (x->end != y->end) return x->end < y->end ? -1 : 1;
+  return (x->kind > y->kind) - (x->kind < y->kind);
+}
+
+static int64_t fmod64(int64_t a, int64_t b) {
+  int64_t r = a % b;
+  return r < 0 ? r + b : r;
+}
+
+/* The independent computation for tumbling (slide == size) and sliding. */
+static wres_t *expect_windows(const evset_t *e, int64_t size, int64_t slide,
+                              size_t *out_n) {
+  size_t cap = 1024, n = 0;
+  wres_t *w = malloc(cap * sizeof(*w));
+  for (uint32_t s = 0; s < e->n_splits; s++)
+    for (uint64_t i = 0; i < e->n[s]; i++) {
+      const ev_t *x = &e->ev[s][i];
+      int64_t last = x->ts - fmod64(x->ts, slide);
+      for (int64_t st = last; st > x->ts - size; st -= slide) {
+        if (n == cap) w = realloc(w, (cap *= 2) * sizeof(*w));
+        w[n++] = (wres_t){x->key, st, st + size, 1, x->v, x->ts, 0};
+      }
+    }
+  qsort(w, n, sizeof(*w), cmp_wres);
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (m && w[m - 1].key == w[i].key && w[m - 1].start == w[i].start) {
+      w[m - 1].count++;
+      w[m - 1].sum += w[i].sum;
+      if (w[i].max_ts > w[m - 1].max_ts) w[m - 1].max_ts = w[i].max_ts;
+    } else {
+      w[m++] = w[i];
+    }
+  }
+  *out_n = m;
+  return w;
+}
+
+/* Collected output of a window aggregate with (count, sum) columns:
+ * fields key, window_start, window_end, event_time, n, total. */
+static wres_t *collected_windows(const csink_t *c, size_t *out_n) {
+  wres_t *w = calloc(c->n_rows + 1, sizeof(*w));
+  for (size_t i = 0; i < c->n_rows; i++) {
+    sl_row_t r = crow(c, i);
+    w[i] = (wres_t){sl_row_get_i64(&r, 0), sl_row_get_i64(&r, 1),
+                    sl_row_get_i64(&r, 2), sl_row_get_i64(&r, 4),
+                    sl_row_get_i64(&r, 5), sl_row_get_i64(&r, 3),
+                    (int)sl_row_kind(&r)};
+  }
+  qsort(w, c->n_rows, sizeof(*w), cmp_wres);
+  *out_n = c->n_rows;
+  return w;
+}
+
+static void assert_windows_equal(const wres_t *got, size_t n_got,
+                                 const wres_t *want, size_t n_want,
+                                 const char *what) {
+  if (n_got != n_want)
+    SL_TEST_FAIL("%s: %zu window results, expected %zu", what, n_got, n_want);
+  for (size_t i = 0; i < n_want; i++) {
+    const wres_t *g = &got[i], *x = &want[i];
+    if (g->key != x->key || g->start != x->start || g->end != x->end ||
+        g->count != x->count || g->sum != x->sum || g->max_ts != x->max_ts ||
+        g->kind != x->kind)
+      SL_TEST_FAIL("%s: result %zu is key %lld [%lld, %lld) count %lld sum "
+                   "%lld event_time %lld kind %d; expected key %lld [%lld, "
+                   "%lld) count %lld sum %lld event_time %lld kind %d",
+                   what, i, (long long)g->key, (long long)g->start,
+                   (long long)g->end, (long long)g->count, (long long)g->sum,
+                   (long long)g->max_ts, g->kind, (long long)x->key,
+                   (long long)x->start, (long long)x->end,
+                   (long long)x->count, (long long)x->sum,
+                   (long long)x->max_ts, x->kind);
+  }
+}
+
+typedef struct wjob_s {
+  uint32_t parallelism;
+  sl_window_spec_t spec;
+  sl_watermark_config_t wm;
+  bool with_late;
+} wjob_t;
+
+/* source -> key_by(key) -> window aggregate (count, sum(v)) -> sink; late
+ * rows to `late` when given.  The job must succeed. */
+static void run_window_job(const wjob_t *j, evset_t *e, csink_t *out,
+                           csink_t *late) {
+  sl_job_t *job = new_job(j->parallelism);
+  sl_schema_t *schema = ev_schema();
+  vsrc_t src;
+  vsrc_init(&src, e->n_splits, 0, ev_gen, e);
+  src.split_len = e->n;
+  sl_stream_t *s = sl_job_source(job, "events", &vsrc_vt, &src, schema);
+  s = sl_source_watermarks(s, &j->wm);
+  const char *key[] = {"key"};
+  s = sl_stream_key_by_fields(s, key, 1);
+  sl_agg_t aggs[] = {{"n", SL_AGG_COUNT, NULL}, {"total", SL_AGG_SUM, "v"}};
+  sl_stream_t *w = sl_stream_window_aggregate(s, "window", &j->spec, aggs, 2);
+  SL_ASSERT_OK(sl_stream_sink(w, "out", &csink_vt, out));
+  if (late) SL_ASSERT_OK(sl_stream_sink(sl_stream_late_rows(w), "late",
+                                        &csink_vt, late));
+  run_ok(job);
+  sl_job_destroy(job);
+  sl_schema_unref(schema);
+}
+
+static void check_against_expected(const wjob_t *j, evset_t *e,
+                                   const char *what) {
+  int64_t slide = j->spec.kind == SL_WINDOW_SLIDING ? j->spec.slide_us
+                                                    : j->spec.size_us;
+  size_t n_want, n_got;
+  wres_t *want = expect_windows(e, j->spec.size_us, slide, &n_want);
+  csink_t out;
+  csink_init(&out);
+  run_window_job(j, e, &out, NULL);
+  wres_t *got = collected_windows(&out, &n_got);
+  assert_windows_equal(got, n_got, want, n_want, what);
+  free(got);
+  free(want);
+  csink_free(&out);
+}
+
+/* ------------------------------------------------------------------ */
+
+/* The same events sorted and with bounded disorder (each block of 16
+ * shuffled, delay 16 ms): the same results, equal to the independent
+ * computation, at parallelism 1 and 4, watermarks periodic or per record. */
+SL_TEST(tumbling_out_of_order_equals_sorted_and_parallelism) {
+  evset_t sorted, shuffled;
+  evset_make(&sorted, 4, 20000, 50, 7, 1);
+  evset_make(&shuffled, 4, 20000, 50, 7, 16);
+  wjob_t j = {1, {0}, {0}, false};
+  sl_window_spec_init(&j.spec);
+  j.spec.kind = SL_WINDOW_TUMBLING;
+  j.spec.time_field = "ts";
+  j.spec.size_us = 100000; /* 100 ms: 100 events of a split */
+  sl_watermark_config_init(&j.wm);
+  j.wm.time_field = "ts";
+  j.wm.max_out_of_orderness_us = 16000;
+  j.wm.per_record = true;
+  check_against_expected(&j, &sorted, "sorted, parallelism 1");
+  check_against_expected(&j, &shuffled, "disordered, parallelism 1");
+  j.parallelism = 4;
+  check_against_expected(&j, &shuffled, "disordered, parallelism 4");
+  j.wm.per_record = false;
+  j.wm.interval_ms = 1;
+  check_against_expected(&j, &shuffled, "disordered, periodic, parallelism 4");
+  evset_free(&sorted);
+  evset_free(&shuffled);
+}
+
+SL_TEST(sliding_windows_match_independent_computation) {
+  evset_t e;
+  evset_make(&e, 2, 5000, 20, 11, 8);
+  wjob_t j = {2, {0}, {0}, false};
+  sl_window_spec_init(&j.spec);
+  j.spec.kind = SL_WINDOW_SLIDING;
+  j.spec.time_field = "ts";
+  j.spec.size_us = 10000; /* not a multiple of the slide */
+  j.spec.slide_us = 3000;
+  sl_watermark_config_init(&j.wm);
+  j.wm.time_field = "ts";
+  j.wm.max_out_of_orderness_us = 8000;
+  j.wm.per_record = true;
+  check_against_expected(&j, &e, "sliding 10 ms / 3 ms");
+  j.parallelism = 1;
+  check_against_expected(&j, &e, "sliding 10 ms / 3 ms, parallelism 1");
+  evset_free(&e);
+}
+
+/* ------------------------------------------------------------------ */
+/* Late rows and allowed lateness, on one split with per-record
+ * watermarks and no delay, so that which rows are late is exact. */
+
+static void one_split(evset_t *e, const ev_t *evs, uint64_t n) {
+  memset(e, 0, sizeof(*e));
+  e->n_splits = 1;
+  e->n[0] = n;
+  e->ev[0] = malloc(n * sizeof(ev_t));
+  memcpy(e->ev[0], evs, n * sizeof(ev_t));
+}
+
+SL_TEST(late_rows_go_to_the_side_output_not_into_results) {
+  /* Windows of 1000 us, no delay.  After ts 5000 the watermark is 4999:
+   * the row at 1500 belongs to [1000, 2000), cleaned up at 1999: late.
+   * The row at 5500 is behind the largest event time but not behind the
+   * watermark: it counts. */
+  const ev_t evs[] = {{1, 1000, 10}, {1, 1200, 20}, {1, 2000, 30},
+                      {1, 5000, 40}, {1, 1500, 99}, {1, 5500, 50},
+                      {1, 6100, 60}};
+  evset_t e;
+  one_split(&e, evs, 7);
+  wjob_t j = {1, {0}, {0}, true};
+  sl_window_spec_init(&j.spec);
+  j.spec.time_field = "ts";
+  j.spec.size_us = 1000;
+  sl_watermark_config_init(&j.wm);
+  j.wm.time_field = "ts";
+  j.wm.per_record = true;
+  csink_t out, late;
+  csink_init(&out);
+  csink_init(&late);
+  run_window_job(&j, &e, &out, &late);
+  size_t n;
+  wres_t *got = collected_windows(&out, &n);
+  const wres_t want[] = {{1, 1000, 2000, 2, 30, 1200, 0},
+                         {1, 2000, 3000, 1, 30, 2000, 0},
+                         {1, 5000, 6000, 2, 90, 5500, 0},
+                         {1, 6000, 7000, 1, 60, 6100, 0}};
+  assert_windows_equal(got, n, want, 4, "results");
+  SL_ASSERT_EQ_INT(late.n_rows, 1);
+  sl_row_t r = crow(&late, 0);
+  SL_ASSERT_EQ_INT(sl_row_get_i64(&r, 1), 1500);
+  SL_ASSERT_EQ_INT(sl_row_get_i64(&r, 2), 99);
+  free(got);
+  csink_free(&out);
+  csink_free(&late);
+  evset_free(&e);
+}
+
+SL_TEST(allowed_lateness_updates_a_fired_window) {
+  /* Lateness 3500: [1000, 2000) is kept until watermark 5499.  The row at
+   * 1500 (watermark 4999) updates it: -U (2, 30) then +U (3, 129).  The
+   * row at 1700 comes after watermark 5999: late. */
+  const ev_t evs[] = {{1, 1000, 10}, {1, 1200, 20}, {1, 5000, 40},
+                      {1, 1500, 99}, {1, 6000, 1},  {1, 1700, 7}};
+  evset_t e;
+  one_split(&e, evs, 6);
+  wjob_t j = {1, {0}, {0}, true};
+  sl_window_spec_init(&j.spec);
+  j.spec.time_field = "ts";
+  j.spec.size_us = 1000;
+  j.spec.allowed_lateness_us = 3500;
+  sl_watermark_config_init(&j.wm);
+  j.wm.time_field = "ts";
+  j.wm.per_record = true;
+  csink_t out, late;
+  csink_init(&out);
+  csink_init(&late);
+  run_window_job(&j, &e, &out, &late);
+  /* Arrival order matters here: check the sequence, not a sorted set. */
+  SL_ASSERT_EQ_INT(out.n_rows, 5);
+  const struct { int kind; int64_t start, count, sum; } want[] = {
+      {SL_ROW_INSERT, 1000, 2, 30},        {SL_ROW_UPDATE_BEFORE, 1000, 2, 30},
+      {SL_ROW_UPDATE_AFTER, 1000, 3, 129}, {SL_ROW_INSERT, 5000, 1, 40},
+      {SL_ROW_INSERT, 6000, 1, 1}};
+  for (size_t i = 0; i < 5; i++) {
+    sl_row_t r = crow(&out, i);
+    if ((int)sl_row_kind(&r) != want[i].kind ||
+        sl_row_get_i64(&r, 1) != want[i].start ||
+        sl_row_get_i64(&r, 4) != want[i].count ||
+        sl_row_get_i64(&r, 5) != want[i].sum)
+      SL_TEST_FAIL("row %zu: %s start %lld count %lld sum %lld; expected %s "
+                   "%lld %lld %lld", i, sl_row_kind_name(sl_row_kind(&r)),
+                   (long long)sl_row_get_i64(&r, 1),
+                   (long long)sl_row_get_i64(&r, 4),
+                   (long long)sl_row_get_i64(&r, 5),
+                   sl_row_kind_name((sl_row_kind_t)want[i].kind),
+                   (long long)want[i].start, (long long)want[i].count,
+                   (long long)want[i].sum);
+  }
+  SL_ASSERT_EQ_INT(late.n_rows, 1);
+  sl_row_t r = crow(&late, 0);
+  SL_ASSERT_EQ_INT(sl_row_get_i64(&r, 1), 1700);
+  csink_free(&out);
+  csink_free(&late);
+  evset_free(&e);
+}
+
+/* ------------------------------------------------------------------ */
+/* Session windows: gap edge cases.  Flink's rule: windows [t, t + gap)
+ * that intersect or touch merge. */
+
+static void run_sessions(const ev_t *evs, uint64_t n, int64_t gap,
+                         const wres_t *want, size_t n_want, const char *what) {
+  evset_t e;
+  one_split(&e, evs, n);
+  wjob_t j = {1, {0}, {0}, false};
+  sl_window_spec_init(&j.spec);
+  j.spec.kind = SL_WINDOW_SESSION;
+  j.spec.time_field = "ts";
+  j.spec.gap_us = gap;
+  sl_watermark_config_init(&j.wm);
+  j.wm.time_field = "ts";
+  j.wm.max_out_of_orderness_us = 1000000; /* nothing fires early */
+  j.wm.per_record = true;
+  csink_t out;
+  csink_init(&out);
+  run_window_job(&j, &e, &out, NULL);
+  size_t n_got;
+  wres_t *got = collected_windows(&out, &n_got);
+  assert_windows_equal(got, n_got, want, n_want, what);
+  free(got);
+  csink_free(&out);
+  evset_free(&e);
+}
+
+SL_TEST(session_windows_gap_edges) {
+  /* Gap 5: 0 and 5 touch ([0,5), [5,10)) and merge; 0 and 6 do not. */
+  const ev_t touch[] = {{1, 0, 1}, {1, 5, 2}};
+  const wres_t w_touch[] = {{1, 0, 10, 2, 3, 5, 0}};
+  run_sessions(touch, 2, 5, w_touch, 1, "touching");
+  const ev_t apart[] = {{1, 0, 1}, {1, 6, 2}};
+  const wres_t w_apart[] = {{1, 0, 5, 1, 1, 0, 0}, {1, 6, 11, 1, 2, 6, 0}};
+  run_sessions(apart, 2, 5, w_apart, 2, "one past the gap");
+  /* Out of order: 12 and 19 are apart until 15 bridges them. */
+  const ev_t bridge[] = {{1, 12, 1}, {1, 19, 2}, {1, 15, 4}, {2, 13, 8}};
+  const wres_t w_bridge[] = {{1, 12, 24, 3, 7, 19, 0},
+                             {2, 13, 18, 1, 8, 13, 0}};
+  run_sessions(bridge, 4, 5, w_bridge, 2, "bridged");
+  /* A row inside an existing session does not extend it. */
+  const ev_t inside[] = {{1, 10, 1}, {1, 12, 2}, {1, 11, 3}};
+  const wres_t w_inside[] = {{1, 10, 17, 3, 6, 12, 0}};
+  run_sessions(inside, 3, 5, w_inside, 1, "inside");
+  /* A chain: each row within the gap of the previous one. */
+  const ev_t chain[] = {{1, 0, 1}, {1, 4, 1}, {1, 8, 1}, {1, 12, 1},
+                        {1, 30, 1}};
+  const wres_t w_chain[] = {{1, 0, 17, 4, 4, 12, 0}, {1, 30, 35, 1, 1, 30, 0}};
+  run_sessions(chain, 5, 5, w_chain, 2, "chain");
+}
+
+/* ------------------------------------------------------------------ */
+/* User aggregate (session, with merge) and process function. */
+
+typedef struct mm_s {
+  int64_t min, max;
+} mm_t;
+
+static int mm_add(void *user, const sl_row_t *row, sl_bytes_t *acc) {
+  (void)user;
+  int64_t v = sl_row_get_i64(row, 2);
+  mm_t m = {v, v};
+  if (acc->len == sizeof(m)) {
+    memcpy(&m, acc->data, sizeof(m));
+    if (v < m.min) m.min = v;
+    if (v > m.max) m.max = v;
+  }
+  acc->len = 0;
+  return sl_bytes_append(acc, &m, sizeof(m));
+}
+
+static int mm_merge(void *user, sl_slice_t from, sl_bytes_t *into) {
+  (void)user;
+  mm_t a, b;
+  memcpy(&b, from.ptr, sizeof(b));
+  if (into->len != sizeof(a)) a = b;
+  else memcpy(&a, into->data, sizeof(a));
+  if (b.min < a.min) a.min = b.min;
+  if (b.max > a.max) a.max = b.max;
+  into->len = 0;
+  return sl_bytes_append(into, &a, sizeof(a));
+}
+
+static int mm_result(sl_ctx_t *ctx, void *user, const sl_window_t *w,
+                     sl_slice_t acc, sl_row_builder_t *out) {
+  (void)user;
+  mm_t m;
+  memcpy(&m, acc.ptr, sizeof(m));
+  sl_slice_t k = sl_ctx_current_key(ctx);
+  SL_ASSERT_TRUE(k.len == 9); /* canonical int64 key: flag + 8 bytes */
+  sl_row_builder_set_i64(out, 0, w->start_us);
+  sl_row_builder_set_i64(out, 1, w->end_us);
+  sl_row_builder_set_i64(out, 2, m.max - m.min);
+  return SL_OK;
+}
+
+SL_TEST(user_aggregate_over_merging_sessions) {
+  const ev_t evs[] = {{1, 0, 5}, {1, 20, 50}, {1, 10, 9}, {1, 3, 1},
+                      {1, 100, 7}};
+  evset_t e;
+  one_split(&e, evs, 5);
+  sl_job_t *job = new_job(1);
+  sl_schema_t *schema = ev_schema();
+  sl_field_t of[] = {I64("start"), I64("end"), I64("spread")};
+  sl_schema_t *out_schema = make_schema(of, 3);
+  vsrc_t src;
+  vsrc_init(&src, 1, 0, ev_gen, &e);
+  src.split_len = e.n;
+  sl_stream_t *s = sl_job_source(job, "events", &vsrc_vt, &src, schema);
+  sl_watermark_config_t wm;
+  sl_watermark_config_init(&wm);
+  wm.time_field = "ts";
+  wm.max_out_of_orderness_us = 1000;
+  wm.per_record = true;
+  s = sl_source_watermarks(s, &wm);
+  const char *key[] = {"key"};
+  s = sl_stream_key_by_fields(s, key, 1);
+  sl_window_spec_t spec;
+  sl_window_spec_init(&spec);
+  spec.kind = SL_WINDOW_SESSION;
+  spec.time_field = "ts";
+  spec.gap_us = 10;
+  sl_window_agg_fns_t fns = {mm_add, mm_merge, mm_result};
+  s = sl_stream_window_reduce(s, "spread", &spec, out_schema, &fns, NULL);
+  csink_t out;
+  csink_init(&out);
+  SL_ASSERT_OK(sl_stream_sink(s, "out", &csink_vt, &out));
+  run_ok(job);
+  /* Sessions: {0, 3, 10, 20} -> [0, 30) spread 50 - 1; {100} -> 0. */
+  pair_t *p = collected_pairs(&out, 0, 2);
+  const pair_t want[] = {{0, 49}, {100, 0}};
+  assert_pairs_equal(p, out.n_rows, want, 2);
+  free(p);
+  csink_free(&out);
+  sl_job_destroy(job);
+  sl_schema_unref(schema);
+  sl_schema_unref(out_schema);
+  evset_free(&e);
+}
+
+/* Process function: emits the window's values in arrival order, as a
+ * number in base 1000 (v < 1000), and the row count. */
+static int digits_fn(sl_ctx_t *ctx, void *user, const sl_window_t *w,
+                     sl_window_rows_t *rows) {
+  (void)user;
+  int64_t acc = 0, n = 0;
+  sl_row_t r;
+  while (sl_window_rows_next(rows, &r)) {
+    acc = acc * 1000 + sl_row_get_i64(&r, 2);
+    n++;
+  }
+  sl_row_builder_t *b = sl_ctx_builder(ctx);
+  sl_row_builder_set_i64(b, 0, w->start_us);
+  sl_row_builder_set_i64(b, 1, acc);
+  sl_row_builder_set_i64(b, 2, n);
+  sl_row_builder_set_i64(b, 3, w->max_ts_us);
+  return sl_ctx_emit_builder(ctx);
+}
+
+SL_TEST(process_function_sees_all_rows_in_arrival_order) {
+  const ev_t evs[] = {{1, 100, 1}, {2, 150, 9}, {1, 120, 2}, {1, 110, 3},
+                      {1, 1050, 4}};
+  evset_t e;
+  one_split(&e, evs, 5);
+  sl_job_t *job = new_job(1);
+  sl_schema_t *schema = ev_schema();
+  sl_field_t of[] = {I64("start"), I64("digits"), I64("n"), I64("max_ts")};
+  sl_schema_t *out_schema = make_schema(of, 4);
+  vsrc_t src;
+  vsrc_init(&src, 1, 0, ev_gen, &e);
+  src.split_len = e.n;
+  sl_stream_t *s = sl_job_source(job, "events", &vsrc_vt, &src, schema);
+  sl_watermark_config_t wm;
+  sl_watermark_config_init(&wm);
+  wm.time_field = "ts";
+  wm.max_out_of_orderness_us = 100;
+  s = sl_source_watermarks(s, &wm);
+  const char *key[] = {"key"};
+  s = sl_stream_key_by_fields(s, key, 1);
+  sl_window_spec_t spec;
+  sl_window_spec_init(&spec);
+  spec.time_field = "ts";
+  spec.size_us = 1000;
+  s = sl_stream_window_process(s, "digits", &spec, out_schema, digits_fn,
+                               NULL);
+  csink_t out;
+  csink_init(&out);
+  SL_ASSERT_OK(sl_stream_sink(s, "out", &csink_vt, &out));
+  run_ok(job);
+  SL_ASSERT_EQ_INT(out.n_rows, 3);
+  int64_t found = 0;
+  for (size_t i = 0; i < out.n_rows; i++) {
+    sl_row_t r = crow(&out, i);
+    int64_t st = sl_row_get_i64(&r, 0), d = sl_row_get_i64(&r, 1);
+    int64_t n = sl_row_get_i64(&r, 2), mx = sl_row_get_i64(&r, 3);
+    if (st == 0 && n == 3 && d == 1002003 && mx == 120) found |= 1;
+    else if (st == 0 && n == 1 && d == 9 && mx == 150) found |= 2;
+    else if (st == 1000 && n == 1 && d == 4 && mx == 1050) found |= 4;
+    else SL_TEST_FAIL("unexpected window start %lld digits %lld n %lld",
+                      (long long)st, (long long)d, (long long)n);
+  }
+  SL_ASSERT_EQ_INT(found, 7);
+  csink_free(&out);
+  sl_job_destroy(job);
+  sl_schema_unref(schema);
+  sl_schema_unref(out_schema);
+  evset_free(&e);
+}
+
+/* ------------------------------------------------------------------ */
+/* Per-split watermarks and idleness. */
+
+/* A source of two splits: split 0 emits its events, then keeps polling
+ * (unbounded) until the sink has seen `want` results; split 1 never emits.
+ * Without idleness split 1 would hold the watermark at its minimum and no
+ * window could fire before the input ends, which here it never would. */
+typedef struct idle_src_s {
+  const evset_t *e;
+  atomic_int n_results;
+  int want;
+  atomic_int gave_up;
+} idle_src_t;
+
+static idle_src_t idle_src;
+
+typedef struct idle_rd_s {
+  uint32_t splits[2];
+  uint32_t n;
+  uint64_t next;
+  uint64_t polls;
+} idle_rd_t;
+
+static int idle_plan(void *c, uint32_t p, uint32_t *out, sl_error_t **e) {
+  (void)c;
+  (void)p;
+  (void)e;
+  *out = 2;
+  return SL_OK;
+}
+
+static int idle_open(void *c, const sl_reader_init_t *init, void **out,
+                     sl_error_t **e) {
+  (void)c;
+  (void)e;
+  idle_rd_t *r = calloc(1, sizeof(*r));
+  for (uint32_t i = 0; i < init->n_splits; i++)
+    r->splits[r->n++] = init->splits[i].split;
+  *out = r;
+  return SL_OK;
+}
+
+static int idle_poll(void *rd, sl_source_out_t *out, sl_error_t **e) {
+  (void)e;
+  idle_rd_t *r = rd;
+  const evset_t *ev = idle_src.e;
+  bool has0 = r->n && r->splits[0] == 0;
+  if (has0) sl_source_set_split(out, 0);
+  while (has0 && r->next < ev->n[0]) {
+    const ev_t *x = &ev->ev[0][r->next++];
+    sl_row_builder_t *b = sl_source_builder(out);
+    sl_row_builder_set_i64(b, 0, x->key);
+    sl_row_builder_set_i64(b, 1, x->ts);
+    sl_row_builder_set_i64(b, 2, x->v);
+    if (!sl_source_emit_builder(out, NULL)) return SL_POLL_MORE;
+  }
+  if (atomic_load(&idle_src.n_results) >= idle_src.want) return SL_POLL_END;
+  /* A liveness bound, not a timing assertion: give up after ~20 s. */
+  if (++r->polls > 2000) {
+    atomic_store(&idle_src.gave_up, 1);
+    return SL_POLL_END;
+  }
+  sl_source_wait_until(out, sl_source_now(out) + 10000000);
+  return SL_POLL_WAIT;
+}
+
+static int idle_pos(void *rd, uint32_t split, sl_bytes_t *out) {
+  (void)rd;
+  (void)split;
+  (void)out;
+  return SL_ENOTSUP;
+}
+
+static void idle_close(void *rd) { free(rd); }
+static void idle_destroy(void *c) { (void)c; }
+static const sl_source_vt_t idle_vt = {"idle-test", idle_plan, idle_open,
+                                       idle_poll,   idle_pos,  idle_close,
+                                       idle_destroy};
+
+static int count_sink_write(void *w, const sl_row_t *row, sl_error_t **e) {
+  (void)w;
+  (void)row;
+  (void)e;
+  atomic_fetch_add(&idle_src.n_results, 1);
+  return SL_OK;
+}
+
+static int count_sink_open(void *c, const sl_sink_init_t *i, void **out,
+                           sl_error_t **e) {
+  (void)i;
+  (void)e;
+  *out = c;
+  return SL_OK;
+}
+
+static int count_sink_close(void *w, bool ok, sl_error_t **e) {
+  (void)w;
+  (void)ok;
+  (void)e;
+  return SL_OK;
+}
+
+static const sl_sink_vt_t count_sink_vt = {"count", count_sink_open,
+                                           count_sink_write, NULL,
+                                           count_sink_close, idle_destroy};
+
+SL_TEST(idle_split_does_not_hold_back_the_watermark) {
+  /* Split 0: key 1 at ts 0..9999 us step 1000 -> windows of 5 ms [0,5000)
+   * and [5000,10000); the watermark passes 4999 once ts 5000 is read. */
+  ev_t evs[10];
+  for (int i = 0; i < 10; i++) evs[i] = (ev_t){1, 1000 * i, i};
+  evset_t e;
+  one_split(&e, evs, 10);
+  idle_src.e = &e;
+  atomic_store(&idle_src.n_results, 0);
+  atomic_store(&idle_src.gave_up, 0);
+  idle_src.want = 1; /* [0, 5000) must fire while the input runs */
+  sl_job_t *job = new_job(1);
+  sl_schema_t *schema = ev_schema();
+  sl_stream_t *s = sl_job_source(job, "events", &idle_vt, NULL, schema);
+  sl_watermark_config_t wm;
+  sl_watermark_config_init(&wm);
+  wm.time_field = "ts";
+  wm.idle_timeout_ms = 50;
+  wm.interval_ms = 10;
+  s = sl_source_watermarks(s, &wm);
+  const char *key[] = {"key"};
+  s = sl_stream_key_by_fields(s, key, 1);
+  sl_window_spec_t spec;
+  sl_window_spec_init(&spec);
+  spec.time_field = "ts";
+  spec.size_us = 5000;
+  sl_agg_t aggs[] = {{"n", SL_AGG_COUNT, NULL}};
+  s = sl_stream_window_aggregate(s, "window", &spec, aggs, 1);
+  SL_ASSERT_OK(sl_stream_sink(s, "out", &count_sink_vt, NULL));
+  run_ok(job);
+  SL_ASSERT_EQ_INT(atomic_load(&idle_src.gave_up), 0);
+  /* Both windows in the end: the second fires at the end of input. */
+  SL_ASSERT_EQ_INT(atomic_load(&idle_src.n_results), 2);
+  sl_job_destroy(job);
+  sl_schema_unref(schema);
+  evset_free(&e);
+}
+
+/* The watermark of a task is the minimum over its inputs: a window after
+ * a union of a fast and a slow source fires only when both passed it. */
+SL_TEST(watermark_is_the_minimum_over_splits) {
+  /* Two splits in one subtask; split 1 lags by 10 ms in event time.  With
+   * no delay, a window would fire early (and drop split 1's rows as late)
+   * if the watermark followed split 0 alone. */
+  evset_t e;
+  memset(&e, 0, sizeof(e));
+  e.n_splits = 2;
+  for (uint32_t s = 0; s < 2; s++) {
+    e.n[s] = 3000;
+    e.ev[s] = calloc(3000, sizeof(ev_t));
+    for (uint64_t i = 0; i < 3000; i++)
+      e.ev[s][i] = (ev_t){(int64_t)(i % 7), (int64_t)(1000 * i) - (s ? 10000 : 0)
+                          + 10000, (int64_t)i};
+  }
+  wjob_t j = {1, {0}, {0}, true};
+  sl_window_spec_init(&j.spec);
+  j.spec.time_field = "ts";
+  j.spec.size_us = 4000;
+  sl_watermark_config_init(&j.wm);
+  j.wm.time_field = "ts";
+  j.wm.strategy = SL_WM_MONOTONOUS;
+  j.wm.per_record = true;
+  csink_t out, late;
+  csink_init(&out);
+  csink_init(&late);
+  run_window_job(&j, &e, &out, &late);
+  SL_ASSERT_EQ_INT(late.n_rows, 0);
+  size_t n_want, n_got;
+  wres_t *want = expect_windows(&e, 4000, 4000, &n_want);
+  wres_t *got = collected_windows(&out, &n_got);
+  assert_windows_equal(got, n_got, want, n_want, "two splits");
+  free(want);
+  free(got);
+  csink_free(&out);
+  csink_free(&late);
+  evset_free(&e);
+}
+
+/* ------------------------------------------------------------------ */
+/* Event-time timers of a process function. */
+
+static int et_open(sl_ctx_t *ctx, void *user) {
+  (void)ctx;
+  (void)user;
+  return SL_OK;
+}
+
+static int et_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
+  (void)user;
+  /* A timer 500 us after each row's event time. */
+  return sl_ctx_event_timer_register(ctx, sl_row_get_i64(row, 1) + 500);
+}
+
+static int et_fire(sl_ctx_t *ctx, void *user, int64_t ts) {
+  (void)user;
+  int64_t wm = sl_ctx_watermark(ctx);
+  if (wm < ts) return sl_ctx_fail(ctx, SL_EUSER, "timer %lld fired at "
+                                  "watermark %lld", (long long)ts,
+                                  (long long)wm);
+  sl_row_builder_t *b = sl_ctx_builder(ctx);
+  sl_row_builder_set_i64(b, 0, ts);
+  sl_row_builder_set_i64(b, 1, wm);
+  return sl_ctx_emit_builder(ctx);
+}
+
+SL_TEST(event_time_timers_fire_at_the_watermark_in_order) {
+  const ev_t evs[] = {{1, 1000, 0}, {1, 1400, 0}, {1, 2000, 0}, {2, 2100, 0},
+                      {1, 9000, 0}};
+  evset_t e;
+  one_split(&e, evs, 5);
+  sl_job_t *job = new_job(1);
+  sl_schema_t *schema = ev_schema();
+  sl_field_t of[] = {I64("timer"), I64("wm")};
+  sl_schema_t *out_schema = make_schema(of, 2);
+  vsrc_t src;
+  vsrc_init(&src, 1, 0, ev_gen, &e);
+  src.split_len = e.n;
+  sl_stream_t *s = sl_job_source(job, "events", &vsrc_vt, &src, schema);
+  sl_watermark_config_t wm;
+  sl_watermark_config_init(&wm);
+  wm.time_field = "ts";
+  wm.per_record = true;
+  s = sl_source_watermarks(s, &wm);
+  const char *key[] = {"key"};
+  s = sl_stream_key_by_fields(s, key, 1);
+  sl_process_fns_t fns = {0};
+  fns.open = et_open;
+  fns.process = et_process;
+  fns.on_event_timer = et_fire;
+  s = sl_stream_process(s, "timers", out_schema, &fns, NULL);
+  csink_t out;
+  csink_init(&out);
+  SL_ASSERT_OK(sl_stream_sink(s, "out", &csink_vt, &out));
+  run_ok(job);
+  /* Timers 1500 (wm 1999 at ts 2000), 1900 (same), 2500 and 2600 (wm
+   * 8999), 9500 (end of input). */
+  const int64_t want_ts[] = {1500, 1900, 2500, 2600, 9500};
+  const int64_t want_wm[] = {1999, 1999, 8999, 8999, INT64_MAX};
+  SL_ASSERT_EQ_INT(out.n_rows, 5);
+  for (size_t i = 0; i < 5; i++) {
+    sl_row_t r = crow(&out, i);
+    SL_ASSERT_EQ_INT(sl_row_get_i64(&r, 0), want_ts[i]);
+    SL_ASSERT_EQ_INT(sl_row_get_i64(&r, 1), want_wm[i]);
+  }
+  csink_free(&out);
+  sl_job_destroy(job);
+  sl_schema_unref(schema);
+  sl_schema_unref(out_schema);
+  evset_free(&e);
+}
+
+/* ------------------------------------------------------------------ */
+/* Bad input. */
+
+SL_TEST(window_and_watermark_errors_name_the_problem) {
+  sl_schema_t *schema = ev_schema();
+  struct {
+    int what;
+    const char *msg;
+  } cases[] = {
+      {0, "watermarks of source 'events': no field 'nope' in its schema"},
+      {1, "watermarks of source 'events': invalid strategy, delay"},
+      {2, "window 'w': no event-time field 'when' in the input"},
+      {3, "window 'w': a tumbling window needs a size > 0"},
+      {4, "window 'w': a session window needs a gap > 0"},
+      {5, "window 'w': min(ts) over windows"},
+      {6, "window 'w' needs a keyed stream"},
+      {7, "'events' has no late rows: it is not a window operator"},
+  };
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+    sl_job_t *job = new_job(1);
+    vsrc_t src;
+    evset_t e = {0};
+    vsrc_init(&src, 1, 0, ev_gen, &e);
+    sl_stream_t *s = sl_job_source(job, "events", &vsrc_vt, &src, schema);
+    sl_watermark_config_t wm;
+    sl_watermark_config_init(&wm);
+    wm.time_field = cases[c].what == 0 ? "nope" : "ts";
+    if (cases[c].what == 1) wm.max_out_of_orderness_us = -1;
+    sl_stream_t *src_s = s;
+    s = sl_source_watermarks(s, &wm);
+    const char *key[] = {"key"};
+    sl_stream_t *k = cases[c].what == 6 ? s : sl_stream_key_by_fields(s, key, 1);
+    sl_window_spec_t spec;
+    sl_window_spec_init(&spec);
+    spec.time_field = cases[c].what == 2 ? "when" : "ts";
+    spec.size_us = cases[c].what == 3 ? 0 : 1000;
+    if (cases[c].what == 4) spec.kind = SL_WINDOW_SESSION;
+    sl_agg_t aggs[] = {{"m", cases[c].what == 5 ? SL_AGG_MIN : SL_AGG_COUNT,
+                        cases[c].what == 5 ? "ts" : NULL}};
+    if (cases[c].what == 7) {
+      sl_stream_late_rows(src_s);
+    } else {
+      sl_stream_window_aggregate(k, "w", &spec, aggs, 1);
+    }
+    const sl_error_t *err = sl_job_error(job);
+    if (cases[c].what == 5) {
+      /* min over a timestamp is allowed: no error. */
+      SL_ASSERT_TRUE(err == NULL);
+    } else {
+      if (err == NULL) SL_TEST_FAIL("case %zu: no error", c);
+      if (strstr(sl_error_message(err), cases[c].msg) == NULL)
+        SL_TEST_FAIL("case %zu: message '%s' lacks '%s'", c,
+                     sl_error_message(err), cases[c].msg);
+    }
+    sl_job_destroy(job);
+  }
+  sl_schema_unref(schema);
+}
