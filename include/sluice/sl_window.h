@@ -109,6 +109,46 @@ sl_stream_t *sl_stream_window_process(sl_stream_t *keyed, const char *uid,
  */
 sl_stream_t *sl_stream_late_rows(sl_stream_t *windowed);
 
+/* ------------------------------------------------------------------ */
+/* Joins of two streams keyed by fields of the same types.  The output has
+ * the left row's fields, then the right row's; a right field whose name is
+ * taken gets the suffix "_right".  Interval and window joins take insert-
+ * only input and drop rows whose event time is behind the watermark. */
+
+typedef struct sl_interval_join_spec_s {
+  const char *left_time_field;
+  const char *right_time_field;
+  /* A left row at t joins right rows with event time in
+   * [t + lower_us, t + upper_us] (bounds may be negative). */
+  int64_t lower_us;
+  int64_t upper_us;
+} sl_interval_join_spec_t;
+
+sl_stream_t *sl_stream_interval_join(sl_stream_t *left, sl_stream_t *right,
+                                     const char *uid,
+                                     const sl_interval_join_spec_t *spec);
+
+/**
+ * @brief Join the rows of both inputs that share a key and a tumbling or
+ * sliding window (spec->time_field names the left input's event time,
+ * right_time_field the right's).  Each pair is emitted once per window
+ * when the window ends, followed by window_start and window_end.
+ */
+sl_stream_t *sl_stream_window_join(sl_stream_t *left, sl_stream_t *right,
+                                   const char *uid,
+                                   const sl_window_spec_t *spec,
+                                   const char *right_time_field);
+
+/**
+ * @brief Regular inner join of two changelogs on their keys: every row
+ * is kept (no time bound).  A +I or +U on one side emits a row per
+ * matching row of the other side with the same kind; a -U or -D retracts
+ * (emits the joined rows with its kind) and fails the job if the row was
+ * never inserted.
+ */
+sl_stream_t *sl_stream_join(sl_stream_t *left, sl_stream_t *right,
+                            const char *uid);
+
 #ifdef __cplusplus
 }
 #endif

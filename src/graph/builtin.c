@@ -234,3 +234,84 @@ sl_stream_t *sl_stream_late_rows(sl_stream_t *windowed) {
   if (s) s->port = 1;
   return s;
 }
+
+/* ------------------------------------------------------------------ */
+/* Joins. */
+
+static bool same_keys(const sl_stream_t *a, const sl_stream_t *b) {
+  const sl_keysel_t *x = a->keysel, *y = b->keysel;
+  if (x == NULL || y == NULL || x->fn || y->fn || x->n_fields != y->n_fields)
+    return false;
+  for (uint32_t i = 0; i < x->n_fields; i++)
+    if (x->types[i] != y->types[i]) return false;
+  return true;
+}
+
+static sl_stream_t *add_join(sl_stream_t *left, sl_stream_t *right,
+                             const char *uid, int kind, const char *lt,
+                             const char *rt, int64_t lower, int64_t upper,
+                             const sl_window_spec_t *spec) {
+  if (left == NULL || right == NULL) return NULL;
+  sl_job_t *job = left->job;
+  const char *u = uid ? uid : "";
+  if (left->part != SL_PART_HASH || right->part != SL_PART_HASH ||
+      !same_keys(left, right)) {
+    sl__job_set_error(job, SL_EINVAL,
+                      "join '%s' needs both inputs keyed by fields of the "
+                      "same types", u);
+    return NULL;
+  }
+  void *cfg;
+  sl_schema_t *out;
+  sl_error_t *err = NULL;
+  int rc = sl__join_config_create(kind, sl__stream_schema(left),
+                                  sl__stream_schema(right), lt, rt, lower,
+                                  upper, spec, uid, &cfg, &out, &err);
+  if (rc != SL_OK) {
+    sl__job_set_error(job, rc, "join '%s': %s", u, sl_error_message(err));
+    sl_error_destroy(err);
+    return NULL;
+  }
+  sl_stream_t *s = sl_stream_connect(left, right, uid, out, &sl__join_fns, cfg);
+  sl_schema_unref(out);
+  if (s == NULL) {
+    sl__join_config_destroy(cfg);
+    return NULL;
+  }
+  s->node->cfg.impl_cfg = cfg;
+  s->node->cfg.cfg_destroy = sl__join_config_destroy;
+  return s;
+}
+
+sl_stream_t *sl_stream_interval_join(sl_stream_t *left, sl_stream_t *right,
+                                     const char *uid,
+                                     const sl_interval_join_spec_t *spec) {
+  if (left && spec == NULL) {
+    sl__job_set_error(left->job, SL_EINVAL, "join '%s': no interval",
+                      uid ? uid : "");
+    return NULL;
+  }
+  return add_join(left, right, uid, 0, spec ? spec->left_time_field : NULL,
+                  spec ? spec->right_time_field : NULL,
+                  spec ? spec->lower_us : 0, spec ? spec->upper_us : 0, NULL);
+}
+
+sl_stream_t *sl_stream_window_join(sl_stream_t *left, sl_stream_t *right,
+                                   const char *uid,
+                                   const sl_window_spec_t *spec,
+                                   const char *right_time_field) {
+  if (left && spec == NULL) {
+    sl__job_set_error(left->job, SL_EINVAL, "join '%s': no window",
+                      uid ? uid : "");
+    return NULL;
+  }
+  return add_join(left, right, uid, 1, spec ? spec->time_field : NULL,
+                  right_time_field ? right_time_field
+                                   : spec ? spec->time_field : NULL,
+                  0, 0, spec);
+}
+
+sl_stream_t *sl_stream_join(sl_stream_t *left, sl_stream_t *right,
+                            const char *uid) {
+  return add_join(left, right, uid, 2, NULL, NULL, 0, 0, NULL);
+}

@@ -55,6 +55,16 @@ void sl__window_config_set_user(void *cfg, const sl_window_agg_fns_t *fns,
 void sl__window_config_destroy(void *cfg);
 extern const sl_process_fns_t sl__window_fns;
 
+/* Joins (join.c): kind 0 interval, 1 window, 2 regular. */
+int sl__join_config_create(int kind, const sl_schema_t *left,
+                           const sl_schema_t *right, const char *left_time,
+                           const char *right_time, int64_t lower_us,
+                           int64_t upper_us, const sl_window_spec_t *spec,
+                           const char *uid, void **out_cfg,
+                           sl_schema_t **out, sl_error_t **out_err);
+void sl__join_config_destroy(void *cfg);
+extern const sl_process_fns_t sl__join_fns;
+
 /* Expression operators (expr_ops.c). */
 struct sl_expr_s;
 int sl__xcfg_create(struct sl_expr_s **exprs, uint32_t n, void **out_cfg);

@@ -66,6 +66,7 @@ int sl__channel_create(uint32_t credits, uint32_t buffer_size,
   ch->wake_at = credits < 4 ? credits : credits / 2 + 1;
   ch->buffer_size = buffer_size;
   atomic_init(&ch->count, 0);
+  ch->wm = SL_WATERMARK_MIN;
   atomic_init(&ch->ret_head, 0);
   atomic_init(&ch->ret_tail, 0);
   *out = ch;

@@ -878,3 +878,280 @@ SL_TEST(window_and_watermark_errors_name_the_problem) {
   }
   sl_schema_unref(schema);
 }
+
+/* ------------------------------------------------------------------ */
+/* Joins.  Left rows (key, ts, v) with v = 1000000 + index, right rows with
+ * v = 2000000 + index, so that a joined row names its pair. */
+
+typedef struct jpair_s {
+  int64_t lv, rv, ws;
+} jpair_t;
+
+static int cmp_jpair(const void *a, const void *b) {
+  const jpair_t *x = a, *y = b;
+  if (x->lv != y->lv) return x->lv < y->lv ? -1 : 1;
+  if (x->rv != y->rv) return x->rv < y->rv ? -1 : 1;
+  return (x->ws > y->ws) - (x->ws < y->ws);
+}
+
+static void evset_ids(evset_t *e, int64_t base) {
+  for (uint32_t s = 0; s < e->n_splits; s++)
+    for (uint64_t i = 0; i < e->n[s]; i++)
+      e->ev[s][i].v = base + (int64_t)(s * e->n[s] + i);
+}
+
+typedef enum { JT_INTERVAL, JT_WINDOW } jt_t;
+
+static void run_join(jt_t kind, uint32_t par, evset_t *l, evset_t *r,
+                     int64_t lower, int64_t upper, int64_t size,
+                     jpair_t **out_pairs, size_t *out_n) {
+  sl_job_t *job = new_job(par);
+  sl_schema_t *schema = ev_schema();
+  vsrc_t ls, rs;
+  vsrc_init(&ls, l->n_splits, 0, ev_gen, l);
+  ls.split_len = l->n;
+  vsrc_init(&rs, r->n_splits, 0, ev_gen, r);
+  rs.split_len = r->n;
+  sl_watermark_config_t wm;
+  sl_watermark_config_init(&wm);
+  wm.time_field = "ts";
+  wm.max_out_of_orderness_us = 16000;
+  wm.interval_ms = 1;
+  const char *key[] = {"key"};
+  sl_stream_t *a = sl_source_watermarks(
+      sl_job_source(job, "left", &vsrc_vt, &ls, schema), &wm);
+  sl_stream_t *b = sl_source_watermarks(
+      sl_job_source(job, "right", &vsrc_vt, &rs, schema), &wm);
+  a = sl_stream_key_by_fields(a, key, 1);
+  b = sl_stream_key_by_fields(b, key, 1);
+  sl_stream_t *j;
+  if (kind == JT_INTERVAL) {
+    sl_interval_join_spec_t spec = {"ts", "ts", lower, upper};
+    j = sl_stream_interval_join(a, b, "join", &spec);
+  } else {
+    sl_window_spec_t spec;
+    sl_window_spec_init(&spec);
+    spec.time_field = "ts";
+    spec.size_us = size;
+    j = sl_stream_window_join(a, b, "join", &spec, NULL);
+  }
+  SL_ASSERT_TRUE(sl_job_error(job) == NULL);
+  /* Output: key ts v key_right ts_right v_right [window_start window_end] */
+  const sl_schema_t *os = sl_stream_schema(j);
+  SL_ASSERT_EQ_INT(sl_schema_n_fields(os), kind == JT_WINDOW ? 8 : 6);
+  SL_ASSERT_EQ_STR(sl_schema_field(os, 5)->name, "v_right");
+  csink_t out;
+  csink_init(&out);
+  SL_ASSERT_OK(sl_stream_sink(j, "out", &csink_vt, &out));
+  run_ok(job);
+  jpair_t *p = calloc(out.n_rows + 1, sizeof(*p));
+  for (size_t i = 0; i < out.n_rows; i++) {
+    sl_row_t row = crow(&out, i);
+    SL_ASSERT_EQ_INT(sl_row_get_i64(&row, 0), sl_row_get_i64(&row, 3));
+    p[i] = (jpair_t){sl_row_get_i64(&row, 2), sl_row_get_i64(&row, 5),
+                     kind == JT_WINDOW ? sl_row_get_i64(&row, 6) : 0};
+  }
+  qsort(p, out.n_rows, sizeof(*p), cmp_jpair);
+  *out_pairs = p;
+  *out_n = out.n_rows;
+  csink_free(&out);
+  sl_job_destroy(job);
+  sl_schema_unref(schema);
+}
+
+static jpair_t *expect_join(jt_t kind, const evset_t *l, const evset_t *r,
+                            int64_t lower, int64_t upper, int64_t size,
+                            size_t *out_n) {
+  size_t n = 0, cap = 1024;
+  jpair_t *p = malloc(cap * sizeof(*p));
+  for (uint32_t s = 0; s < l->n_splits; s++)
+    for (uint64_t i = 0; i < l->n[s]; i++)
+      for (uint32_t t = 0; t < r->n_splits; t++)
+        for (uint64_t k = 0; k < r->n[t]; k++) {
+          const ev_t *a = &l->ev[s][i], *b = &r->ev[t][k];
+          if (a->key != b->key) continue;
+          bool hit;
+          int64_t ws = 0;
+          if (kind == JT_INTERVAL) {
+            hit = b->ts >= a->ts + lower && b->ts <= a->ts + upper;
+          } else {
+            ws = a->ts - fmod64(a->ts, size);
+            hit = b->ts - fmod64(b->ts, size) == ws;
+          }
+          if (!hit) continue;
+          if (n == cap) p = realloc(p, (cap *= 2) * sizeof(*p));
+          p[n++] = (jpair_t){a->v, b->v, ws};
+        }
+  qsort(p, n, sizeof(*p), cmp_jpair);
+  *out_n = n;
+  return p;
+}
+
+static void assert_jpairs(const jpair_t *got, size_t n_got,
+                          const jpair_t *want, size_t n_want,
+                          const char *what) {
+  if (n_got != n_want)
+    SL_TEST_FAIL("%s: %zu joined rows, expected %zu", what, n_got, n_want);
+  for (size_t i = 0; i < n_want; i++)
+    if (cmp_jpair(&got[i], &want[i]) != 0)
+      SL_TEST_FAIL("%s: joined row %zu is (%lld, %lld, %lld), expected "
+                   "(%lld, %lld, %lld)", what, i, (long long)got[i].lv,
+                   (long long)got[i].rv, (long long)got[i].ws,
+                   (long long)want[i].lv, (long long)want[i].rv,
+                   (long long)want[i].ws);
+}
+
+SL_TEST(interval_join_matches_nested_loop_at_parallelism_1_and_4) {
+  evset_t l, r;
+  evset_make(&l, 2, 1500, 40, 21, 16);
+  evset_make(&r, 2, 1500, 40, 22, 16);
+  evset_ids(&l, 1000000);
+  evset_ids(&r, 2000000);
+  const int64_t bounds[][2] = {{-5000, 5000}, {0, 20000}, {-30000, -10000}};
+  for (size_t b = 0; b < 3; b++) {
+    size_t n_want, n_got;
+    jpair_t *want = expect_join(JT_INTERVAL, &l, &r, bounds[b][0],
+                                bounds[b][1], 0, &n_want);
+    SL_ASSERT_TRUE(n_want > 100);
+    for (uint32_t par = 1; par <= 4; par += 3) {
+      jpair_t *got;
+      run_join(JT_INTERVAL, par, &l, &r, bounds[b][0], bounds[b][1], 0, &got,
+               &n_got);
+      char what[64];
+      snprintf(what, sizeof(what), "bounds [%lld, %lld], parallelism %u",
+               (long long)bounds[b][0], (long long)bounds[b][1], par);
+      assert_jpairs(got, n_got, want, n_want, what);
+      free(got);
+    }
+    free(want);
+  }
+  evset_free(&l);
+  evset_free(&r);
+}
+
+SL_TEST(tumbling_window_join_matches_nested_loop) {
+  evset_t l, r;
+  evset_make(&l, 2, 1500, 40, 31, 16);
+  evset_make(&r, 1, 2000, 40, 32, 16);
+  evset_ids(&l, 1000000);
+  evset_ids(&r, 2000000);
+  size_t n_want, n_got;
+  jpair_t *want = expect_join(JT_WINDOW, &l, &r, 0, 0, 50000, &n_want);
+  SL_ASSERT_TRUE(n_want > 100);
+  for (uint32_t par = 1; par <= 4; par += 3) {
+    jpair_t *got;
+    run_join(JT_WINDOW, par, &l, &r, 0, 0, 50000, &got, &n_got);
+    assert_jpairs(got, n_got, want, n_want, par == 1 ? "parallelism 1"
+                                                     : "parallelism 4");
+    free(got);
+  }
+  free(want);
+  evset_free(&l);
+  evset_free(&r);
+}
+
+/* Regular join of two changelogs: materializing the output changelog gives
+ * the join of the two final tables. */
+typedef struct cl_s {
+  sl_row_kind_t kind;
+  int64_t key, v;
+} cl_t;
+
+static const cl_t *cl_rows;
+
+static void cl_gen(const vsrc_t *s, uint32_t split, uint64_t i,
+                   sl_row_builder_t *b) {
+  (void)split;
+  const cl_t *x = &((const cl_t *)s->user)[i];
+  sl_row_builder_set_kind(b, x->kind);
+  sl_row_builder_set_i64(b, 0, x->key);
+  sl_row_builder_set_i64(b, 1, x->v);
+}
+
+SL_TEST(regular_join_of_changelogs_materializes_to_the_join_of_tables) {
+  (void)cl_rows;
+  /* Left: a changelog over keys 1..3; right: another. */
+  const cl_t left[] = {
+      {SL_ROW_INSERT, 1, 10},        {SL_ROW_INSERT, 2, 20},
+      {SL_ROW_UPDATE_BEFORE, 1, 10}, {SL_ROW_UPDATE_AFTER, 1, 11},
+      {SL_ROW_INSERT, 3, 30},        {SL_ROW_INSERT, 1, 12},
+      {SL_ROW_DELETE, 2, 20},        {SL_ROW_INSERT, 2, 21}};
+  const cl_t right[] = {
+      {SL_ROW_INSERT, 1, 100}, {SL_ROW_INSERT, 2, 200},
+      {SL_ROW_INSERT, 1, 101}, {SL_ROW_DELETE, 1, 100},
+      {SL_ROW_INSERT, 3, 300}, {SL_ROW_UPDATE_BEFORE, 3, 300},
+      {SL_ROW_UPDATE_AFTER, 3, 301}};
+  /* Final tables: left {1:11, 3:30, 1:12, 2:21}, right {2:200, 1:101,
+   * 3:301}: the join, as (left v, right v). */
+  const pair_t want[] = {{11, 101}, {12, 101}, {21, 200}, {30, 301}};
+  for (uint32_t par = 1; par <= 4; par += 3) {
+    sl_job_t *job = new_job(par);
+    sl_field_t f[] = {I64("key"), I64("v")};
+    sl_schema_t *schema = make_schema(f, 2);
+    vsrc_t ls, rs;
+    vsrc_init(&ls, 1, 8, cl_gen, left);
+    vsrc_init(&rs, 1, 7, cl_gen, right);
+    const char *key[] = {"key"};
+    sl_stream_t *a = sl_stream_key_by_fields(
+        sl_job_source(job, "left", &vsrc_vt, &ls, schema), key, 1);
+    sl_stream_t *b = sl_stream_key_by_fields(
+        sl_job_source(job, "right", &vsrc_vt, &rs, schema), key, 1);
+    sl_stream_t *j = sl_stream_join(a, b, "join");
+    csink_t out;
+    csink_init(&out);
+    SL_ASSERT_OK(sl_stream_sink(j, "out", &csink_vt, &out));
+    run_ok(job);
+    /* Materialize: +I/+U add a row, -U/-D remove one. */
+    pair_t *m = calloc(out.n_rows + 1, sizeof(*m));
+    size_t n = 0;
+    for (size_t i = 0; i < out.n_rows; i++) {
+      sl_row_t row = crow(&out, i);
+      pair_t x = {sl_row_get_i64(&row, 1), sl_row_get_i64(&row, 3)};
+      sl_row_kind_t k = sl_row_kind(&row);
+      if (k == SL_ROW_INSERT || k == SL_ROW_UPDATE_AFTER) {
+        m[n++] = x;
+        continue;
+      }
+      size_t z = 0;
+      while (z < n && (m[z].a != x.a || m[z].b != x.b)) z++;
+      if (z == n) SL_TEST_FAIL("retraction of (%lld, %lld) that was never "
+                               "emitted", (long long)x.a, (long long)x.b);
+      m[z] = m[--n];
+    }
+    qsort(m, n, sizeof(*m), cmp_pair);
+    assert_pairs_equal(m, n, want, 4);
+    free(m);
+    csink_free(&out);
+    sl_job_destroy(job);
+    sl_schema_unref(schema);
+  }
+}
+
+SL_TEST(join_errors_name_the_problem) {
+  sl_job_t *job = new_job(1);
+  sl_field_t f[] = {I64("key"), I64("v")};
+  sl_schema_t *schema = make_schema(f, 2);
+  vsrc_t ls;
+  vsrc_init(&ls, 1, 0, cl_gen, NULL);
+  sl_stream_t *a = sl_job_source(job, "left", &vsrc_vt, &ls, schema);
+  const char *key[] = {"key"};
+  sl_stream_t *ka = sl_stream_key_by_fields(a, key, 1);
+  sl_interval_join_spec_t spec = {"v", "nope", 0, 10};
+  sl_stream_interval_join(ka, ka, "j", &spec);
+  const sl_error_t *err = sl_job_error(job);
+  SL_ASSERT_TRUE(err != NULL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err),
+                        "join 'j': no event-time field 'nope' in the right "
+                        "input") != NULL);
+  sl_job_destroy(job);
+  job = new_job(1);
+  vsrc_init(&ls, 1, 0, cl_gen, NULL);
+  a = sl_job_source(job, "left", &vsrc_vt, &ls, schema);
+  sl_stream_join(a, sl_stream_key_by_fields(a, key, 1), "j");
+  err = sl_job_error(job);
+  SL_ASSERT_TRUE(err != NULL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err),
+                        "join 'j' needs both inputs keyed by fields") != NULL);
+  sl_job_destroy(job);
+  sl_schema_unref(schema);
+}
