@@ -20,7 +20,9 @@ enum { N_SPLITS = 4, KEYS_PER_SPLIT = 50, PER_SPLIT = 6000, N_KEYS = N_SPLITS * 
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int64_t gate = 0;                 /* records each split may emit */
-static sl_source_waker_t *wakers[N_SPLITS];
+/* Per source (its context pointer: NULL or SEQ_SOURCE_2) and split. */
+static sl_source_waker_t *wakers[2][N_SPLITS];
+#define SEQ_SOURCE_2 ((void *)1)
 static int64_t out_count[N_KEYS], out_sum[N_KEYS]; /* the sink's view */
 static int violations;                   /* seq != count seen in state */
 static _Atomic uint64_t slow_spin;       /* busy-loop steps per record */
@@ -30,8 +32,11 @@ static int64_t fail_at = -1;             /* fail once at this record */
 static char violation_msg[256];
 
 /* ---- source ------------------------------------------------------------ */
+/* Rows (key, seq, ts): record i of split s has key s * KEYS_PER_SPLIT +
+ * i % KEYS_PER_SPLIT, seq i / KEYS_PER_SPLIT and event time i ms. */
 
 typedef struct reader_s {
+  int src; /* 0, or 1 for SEQ_SOURCE_2 */
   uint32_t n;
   uint32_t split[N_SPLITS];
   int64_t next[N_SPLITS];
@@ -48,14 +53,14 @@ static int src_plan(void *c, uint32_t p, uint32_t *out, sl_error_t **e) {
 
 static int src_open(void *c, const sl_reader_init_t *init, void **out,
                     sl_error_t **e) {
-  (void)c;
   (void)e;
   reader_t *r = calloc(1, sizeof(*r));
+  r->src = c == SEQ_SOURCE_2;
   for (uint32_t i = 0; i < init->n_splits; i++) {
     r->split[r->n] = init->splits[i].split;
     if (init->splits[i].position) memcpy(&r->next[r->n], init->splits[i].position, 8);
     pthread_mutex_lock(&lock);
-    wakers[init->splits[i].split] = init->waker;
+    wakers[r->src][init->splits[i].split] = init->waker;
     pthread_mutex_unlock(&lock);
     r->n++;
   }
@@ -83,6 +88,7 @@ static int src_poll(void *rd, sl_source_out_t *out, sl_error_t **e) {
       sl_row_builder_t *bl = sl_source_builder(out);
       sl_row_builder_set_i64(bl, 0, r->split[j] * KEYS_PER_SPLIT + i % KEYS_PER_SPLIT);
       sl_row_builder_set_i64(bl, 1, i / KEYS_PER_SPLIT);
+      sl_row_builder_set_i64(bl, 2, i * 1000); /* event time, us */
       if (!sl_source_emit_builder(out, NULL)) return SL_POLL_MORE;
     }
     return SL_POLL_MORE;
@@ -100,7 +106,7 @@ static int src_pos(void *rd, uint32_t split, sl_bytes_t *out) {
 static void src_close(void *rd) {
   reader_t *r = rd;
   pthread_mutex_lock(&lock);
-  for (uint32_t j = 0; j < r->n; j++) wakers[r->split[j]] = NULL;
+  for (uint32_t j = 0; j < r->n; j++) wakers[r->src][r->split[j]] = NULL;
   pthread_mutex_unlock(&lock);
   free(rd);
 }
@@ -111,8 +117,9 @@ static const sl_source_vt_t src_vt = {"seq", src_plan, src_open, src_poll,
 static inline void set_gate(int64_t g) {
   pthread_mutex_lock(&lock);
   gate = g;
-  for (int i = 0; i < N_SPLITS; i++)
-    if (wakers[i]) sl_source_waker_wake(wakers[i]);
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < N_SPLITS; i++)
+      if (wakers[k][i]) sl_source_waker_wake(wakers[k][i]);
   pthread_mutex_unlock(&lock);
 }
 
@@ -211,13 +218,14 @@ static inline void seq_reset(void) {
 
 /* Build the job: source (parallelism of cfg) -> key_by -> checker -> sink. */
 static inline sl_job_t *seq_job(const sl_job_config_t *cfg, uint32_t checker_par) {
-  sl_field_t f[2] = {{"key", {SL_TYPE_INT64, 0, 0, false}},
-                     {"seq", {SL_TYPE_INT64, 0, 0, false}}};
+  sl_field_t f[3] = {{"key", {SL_TYPE_INT64, 0, 0, false}},
+                     {"seq", {SL_TYPE_INT64, 0, 0, false}},
+                     {"ts", {SL_TYPE_TIMESTAMP, 0, 0, false}}};
   sl_field_t of[3] = {{"key", {SL_TYPE_INT64, 0, 0, false}},
                       {"count", {SL_TYPE_INT64, 0, 0, false}},
                       {"sum", {SL_TYPE_INT64, 0, 0, false}}};
   sl_schema_t *schema, *out_schema;
-  SL_ASSERT_OK(sl_schema_create(f, 2, &schema, NULL));
+  SL_ASSERT_OK(sl_schema_create(f, 3, &schema, NULL));
   SL_ASSERT_OK(sl_schema_create(of, 3, &out_schema, NULL));
   sl_job_t *job;
   SL_ASSERT_OK(sl_job_create(cfg, &job, NULL));
