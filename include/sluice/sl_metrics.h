@@ -28,6 +28,9 @@ typedef struct sl_task_metrics_s {
   uint64_t busy_ns;          /* running user and engine code */
   uint64_t backpressured_ns; /* waiting for output credit */
   uint64_t idle_ns;          /* waiting for input or a timer */
+  /* Event-time watermark of the task (us), INT64_MIN before the first and
+   * in jobs without event time; INT64_MAX once its input has ended. */
+  int64_t watermark;
   bool is_finished;
 } sl_task_metrics_t;
 

@@ -38,6 +38,7 @@ typedef struct task_sum_s {
   const char *name;
   uint32_t n_subtasks;
   uint64_t busy, bp, idle;
+  int64_t wm; /* minimum over the subtasks */
 } task_sum_t;
 
 /* Sum metrics per operator uid and per task name, in first-seen order. */
@@ -59,8 +60,9 @@ static uint32_t sum_tasks(const sl_metrics_t *m, task_sum_t *out) {
   for (uint32_t i = 0; i < m->n_tasks; i++) {
     uint32_t k = 0;
     while (k < n && strcmp(out[k].name, m->tasks[i].name) != 0) k++;
-    if (k == n) out[n++] = (task_sum_t){m->tasks[i].name, 0, 0, 0, 0};
+    if (k == n) out[n++] = (task_sum_t){m->tasks[i].name, 0, 0, 0, 0, INT64_MAX};
     out[k].n_subtasks++;
+    if (m->tasks[i].watermark < out[k].wm) out[k].wm = m->tasks[i].watermark;
     out[k].busy += m->tasks[i].busy_ns;
     out[k].bp += m->tasks[i].backpressured_ns;
     out[k].idle += m->tasks[i].idle_ns;
@@ -73,6 +75,23 @@ static void human(double v, char *buf, size_t size) {
   else if (v >= 1e6) snprintf(buf, size, "%.2fM", v / 1e6);
   else if (v >= 1e3) snprintf(buf, size, "%.1fk", v / 1e3);
   else snprintf(buf, size, "%.0f", v);
+}
+
+/* Event time in microseconds as "YYYY-MM-DDTHH:MM:SS.mmmZ". */
+static void fmt_time_us(int64_t us, char *buf, size_t size) {
+  time_t secs = (time_t)(us / 1000000);
+  int64_t ms = (us % 1000000) / 1000;
+  if (ms < 0) {
+    ms += 1000;
+    secs--;
+  }
+  struct tm tm;
+  if (gmtime_r(&secs, &tm) == NULL) {
+    snprintf(buf, size, "%lldus", (long long)us);
+    return;
+  }
+  size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(buf + n, size - n, ".%03lldZ", (long long)ms);
 }
 
 static void report(sl_progress_t *p) {
@@ -117,6 +136,17 @@ static void report(sl_progress_t *p) {
                             any_bp ? "," : " | backpressure:", tcur[i].name,
                             bp * 100);
     any_bp = true;
+  }
+  /* Watermarks of the tasks that have one (event time), as UTC. */
+  bool any_wm = false;
+  for (uint32_t i = 0; i < nt && len < sizeof(line) - 200; i++) {
+    int64_t wm = tcur[i].wm;
+    if (wm == INT64_MIN || wm == INT64_MAX) continue;
+    char tb[64];
+    fmt_time_us(wm, tb, sizeof(tb));
+    len += (size_t)snprintf(line + len, sizeof(line) - len, "%s %s %s",
+                            any_wm ? "," : " | watermark:", tcur[i].name, tb);
+    any_wm = true;
   }
   sl_checkpoint_stats_t ck;
   if (sl_job_last_checkpoint(p->job, &ck) == SL_OK && len < sizeof(line) - 120)
@@ -300,6 +330,9 @@ int sl_progress_write_json(sl_job_t *job, const char *name, int result,
     json_object_set_new(o, "backpressured_ns",
                         json_integer((json_int_t)m.tasks[i].backpressured_ns));
     json_object_set_new(o, "idle_ns", json_integer((json_int_t)m.tasks[i].idle_ns));
+    int64_t wm = m.tasks[i].watermark;
+    json_object_set_new(o, "watermark_us",
+                        wm == INT64_MIN ? json_null() : json_integer((json_int_t)wm));
     json_array_append_new(tasks, o);
   }
   json_object_set_new(root, "tasks", tasks);

@@ -838,6 +838,7 @@ int sl_job_metrics(sl_job_t *job, sl_metrics_t *out) {
     m->backpressured_ns =
         atomic_load_explicit(&t->backpressured_ns, memory_order_relaxed);
     m->idle_ns = atomic_load_explicit(&t->idle_ns, memory_order_relaxed);
+    m->watermark = atomic_load_explicit(&t->wm_metric, memory_order_relaxed);
     m->is_finished = atomic_load_explicit(&t->is_finished, memory_order_acquire);
   }
   return SL_OK;
