@@ -281,6 +281,71 @@ static int get_delim(sl_pipeline_t *pl, int map, const char *path, char *out) {
   return SL_OK;
 }
 
+/*
+ * A duration: a whole number and a unit, "500us", "200ms", "5s", "1m",
+ * "1h" (a bare "0" is zero), stored in microseconds.  Fractions are
+ * refused rather than rounded: "1.5s" is written "1500ms".
+ */
+static int get_duration(sl_pipeline_t *pl, int map, const char *path,
+                        const char *key, int64_t *out_us) {
+  static const struct {
+    const char *unit;
+    int64_t us;
+  } units[] = {{"us", 1}, {"ms", 1000}, {"s", 1000000},
+               {"m", 60000000}, {"h", 3600000000}};
+  char f[256];
+  join_path(f, sizeof(f), path, key);
+  int v = map_get(pl, map, key, NULL);
+  if (v == 0) return SL_OK;
+  const char *s = scalar(pl, v);
+  if (s == NULL)
+    return FAIL(pl, v, f, "expected a duration such as 500ms or 5s, got %s",
+                type_word(pl, v));
+  if (s[0] == '-')
+    return FAIL(pl, v, f, "must not be negative, got '%s'", s);
+  char *end = NULL;
+  errno = 0;
+  unsigned long long x = isdigit((unsigned char)s[0]) ? strtoull(s, &end, 10)
+                                                      : 0;
+  if (end == NULL)
+    return FAIL(pl, v, f, "expected a duration such as 500us, 200ms, 5s, 1m "
+                "or 1h, got '%s'", s);
+  if (*end == '.')
+    return FAIL(pl, v, f, "'%s': a duration is a whole number; use a smaller "
+                "unit (1500ms, not 1.5s)", s);
+  int64_t mult = 0;
+  for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+    if (strcmp(end, units[i].unit) == 0) mult = units[i].us;
+  if (*end == '\0' && x == 0) mult = 1;
+  if (mult == 0 && *end == '\0')
+    return FAIL(pl, v, f, "'%s' has no unit; expected us, ms, s, m or h "
+                "after the number", s);
+  if (mult == 0)
+    return FAIL(pl, v, f, "unknown unit '%s' in '%s'; expected us, ms, s, m "
+                "or h", end, s);
+  if (errno != 0 || x > (unsigned long long)(INT64_MAX / mult))
+    return FAIL(pl, v, f, "'%s' is too large", s);
+  *out_us = (int64_t)x * mult;
+  return SL_OK;
+}
+
+/* A duration of at least 1ms that the API takes in milliseconds. */
+static int get_duration_ms(sl_pipeline_t *pl, int map, const char *path,
+                           const char *key, int64_t *out_ms) {
+  int64_t us = -1;
+  int rc = get_duration(pl, map, path, key, &us);
+  if (rc != SL_OK || us < 0) return rc;
+  char f[256];
+  join_path(f, sizeof(f), path, key);
+  int v = map_get(pl, map, key, NULL);
+  if (us == 0) return FAIL(pl, v, f, "must be greater than 0");
+  if (us % 1000 != 0)
+    return FAIL(pl, v, f, "must be a whole number of milliseconds, got '%s'",
+                scalar(pl, v));
+  *out_ms = us / 1000;
+  return SL_OK;
+}
+
 /* ------------------------------------------------------------------ */
 /* Loading and --set. */
 
@@ -588,6 +653,7 @@ typedef struct build_s {
   sl_stream_t *s;
   const sl_schema_t *schema; /* of s */
   bool is_bounded;
+  bool has_watermarks; /* the source has a watermarks section */
 } build_t;
 
 /* Schema of a file source: a list of {name, type, nullable}. */
@@ -673,6 +739,62 @@ static int job_error(build_t *b, int idx, const char *field) {
               e ? sl_error_message(e) : "cannot add the operator");
 }
 
+/* An event-time field: timestamp or int64 microseconds in schema. */
+static int check_time_field(sl_pipeline_t *pl, int idx, const char *field,
+                            const sl_schema_t *schema, const char *name,
+                            const char *where) {
+  int i = sl_schema_index(schema, name);
+  if (i < 0)
+    return FAIL(pl, idx, field, "no field '%s' in the %s", name, where);
+  sl_type_t t = sl_schema_field(schema, (uint32_t)i)->type;
+  if (t.id != SL_TYPE_TIMESTAMP && t.id != SL_TYPE_INT64)
+    return FAIL(pl, idx, field, "field '%s' is %s; an event time must be "
+                "timestamp or int64 (microseconds)", name,
+                sl_type_name((sl_type_id_t)t.id));
+  return SL_OK;
+}
+
+/* source.watermarks: the event time of the source (docs/pipeline.md). */
+static int build_watermarks(build_t *b, int src) {
+  sl_pipeline_t *pl = b->pl;
+  int wv = map_get(pl, src, "watermarks", NULL);
+  if (wv == 0) return SL_OK;
+  const char *path = "source.watermarks";
+  static const char *keys[] = {"time_field", "max_out_of_orderness",
+                               "strategy", "idle_timeout", "interval",
+                               "per_record", NULL};
+  static const char *strategies[] = {"bounded", "monotonous", NULL};
+  sl_watermark_config_t cfg;
+  sl_watermark_config_init(&cfg);
+  int strategy = 0;
+  int rc;
+  if ((rc = check_keys(pl, wv, path, keys)) ||
+      (rc = get_str(pl, wv, path, "time_field", true, &cfg.time_field)) ||
+      (rc = get_duration(pl, wv, path, "max_out_of_orderness",
+                         &cfg.max_out_of_orderness_us)) ||
+      (rc = get_enum(pl, wv, path, "strategy", strategies, &strategy)) ||
+      (rc = get_duration_ms(pl, wv, path, "idle_timeout",
+                            &cfg.idle_timeout_ms)) ||
+      (rc = get_duration_ms(pl, wv, path, "interval", &cfg.interval_ms)) ||
+      (rc = get_bool(pl, wv, path, "per_record", &cfg.per_record)))
+    return rc;
+  if ((rc = check_time_field(pl, map_get(pl, wv, "time_field", NULL),
+                             "source.watermarks.time_field",
+                             sl_stream_schema(b->s), cfg.time_field,
+                             "source")) != SL_OK)
+    return rc;
+  cfg.strategy = strategy ? SL_WM_MONOTONOUS : SL_WM_BOUNDED;
+  if (cfg.strategy == SL_WM_MONOTONOUS && cfg.max_out_of_orderness_us != 0)
+    return FAIL(pl, map_get(pl, wv, "max_out_of_orderness", NULL),
+                "source.watermarks.max_out_of_orderness",
+                "a monotonous strategy allows no disorder; leave this out or "
+                "use strategy: bounded");
+  if (sl_source_watermarks(b->s, &cfg) == NULL)
+    return job_error(b, wv, path);
+  b->has_watermarks = true;
+  return SL_OK;
+}
+
 static int build_source(build_t *b, int src) {
   sl_pipeline_t *pl = b->pl;
   static const char *types[] = {"generator", "file", NULL};
@@ -688,7 +810,7 @@ static int build_source(build_t *b, int src) {
                                  "count", "rate", "keys", "skew",
                                  "zipf_exponent", "payload_size", "splits",
                                  "columns", "start_time_us", "time_step_us",
-                                 NULL};
+                                 "watermarks", NULL};
     if ((rc = check_keys(pl, src, "source", keys)) != SL_OK) return rc;
     sl_gen_config_t cfg;
     sl_gen_config_init(&cfg);
@@ -758,7 +880,7 @@ static int build_source(build_t *b, int src) {
   } else {
     static const char *keys[] = {"type", "uid", "parallelism", "path",
                                  "format", "header", "delimiter", "schema",
-                                 NULL};
+                                 "watermarks", NULL};
     if ((rc = check_keys(pl, src, "source", keys)) != SL_OK) return rc;
     sl_file_source_config_t cfg = {0};
     int fmt = 0;
@@ -796,6 +918,7 @@ static int build_source(build_t *b, int src) {
     sl_schema_unref(schema);
   }
   if (b->s == NULL) return job_error(b, src, "source");
+  if ((rc = build_watermarks(b, src)) != SL_OK) return rc;
   if (par) sl_stream_set_parallelism(b->s, par);
   b->schema = sl_stream_schema(b->s);
   return SL_OK;
@@ -884,22 +1007,213 @@ static int parse_agg(build_t *b, int idx, const char *field, sl_agg_t *out) {
   return SL_OK;
 }
 
+/* key: [FIELDS] of an aggregate or a window, each a field of the input. */
+static int parse_key(build_t *b, int map, const char *path,
+                     const char **out, uint32_t *out_n) {
+  sl_pipeline_t *pl = b->pl;
+  int kv = map_get(pl, map, "key", NULL);
+  if (kv == 0) return FAIL(pl, map, path, "missing required field 'key'");
+  char kf[300];
+  join_path(kf, sizeof(kf), path, "key");
+  uint32_t n = 0;
+  int rc = str_list(pl, kv, kf, out, 64, &n);
+  if (rc != SL_OK) return rc;
+  for (uint32_t i = 0; i < n; i++)
+    if (sl_schema_index(b->schema, out[i]) < 0)
+      return FAIL(pl, kv, kf, "no field '%s' in the input", out[i]);
+  *out_n = n;
+  return SL_OK;
+}
+
+static void free_aggs(sl_agg_t *aggs, uint32_t n) {
+  if (aggs == NULL) return;
+  for (uint32_t i = 0; i < n; i++) free((char *)aggs[i].field);
+  free(aggs);
+}
+
+/* values: {NAME: FN, ...} of an aggregate or a window; the caller frees
+ * *out_aggs with free_aggs(). */
+static int parse_values(build_t *b, int map, const char *path,
+                        sl_agg_t **out_aggs, uint32_t *out_n) {
+  sl_pipeline_t *pl = b->pl;
+  int vv = map_get(pl, map, "values", NULL);
+  char vf[300];
+  join_path(vf, sizeof(vf), path, "values");
+  if (vv == 0) return FAIL(pl, map, path, "missing required field 'values'");
+  yaml_node_t *vm = node(pl, vv);
+  if (vm->type != YAML_MAPPING_NODE)
+    return FAIL(pl, vv, vf, "expected a mapping such as 'total: sum(amount)'");
+  uint32_t count = (uint32_t)(vm->data.mapping.pairs.top - vm->data.mapping.pairs.start);
+  if (count == 0) return FAIL(pl, vv, vf, "needs at least one value");
+  sl_agg_t *aggs = calloc(count, sizeof(sl_agg_t));
+  if (aggs == NULL) return SL_ENOMEM;
+  int rc = SL_OK;
+  for (uint32_t i = 0; i < count && rc == SL_OK; i++) {
+    yaml_node_pair_t p = node(pl, vv)->data.mapping.pairs.start[i];
+    aggs[i].name = scalar(pl, p.key);
+    char ff[400];
+    join_path(ff, sizeof(ff), vf, aggs[i].name ? aggs[i].name : "?");
+    rc = parse_agg(b, p.value, ff, &aggs[i]);
+  }
+  if (rc != SL_OK) {
+    free_aggs(aggs, count);
+    return rc;
+  }
+  *out_aggs = aggs;
+  *out_n = count;
+  return SL_OK;
+}
+
+static int build_sink(build_t *b, int snk, const char *path, const char *uid,
+                      sl_stream_t *in);
+
+/* A window duration that must be > 0 when given. */
+static int get_window_duration(sl_pipeline_t *pl, int wv, const char *path,
+                               const char *key, int64_t *out_us) {
+  int64_t us = *out_us;
+  int rc = get_duration(pl, wv, path, key, &us);
+  if (rc != SL_OK) return rc;
+  int v = map_get(pl, wv, key, NULL);
+  if (v && us <= 0) {
+    char f[300];
+    join_path(f, sizeof(f), path, key);
+    return FAIL(pl, v, f, "must be greater than 0");
+  }
+  *out_us = us;
+  return SL_OK;
+}
+
+/*
+ * window: a windowed aggregate in event time (docs/pipeline.md).  The
+ * source must have watermarks, or no window would ever fire before the
+ * end of the input.  late_sink takes the rows that come after their
+ * window was cleaned up.
+ */
+static int build_window(build_t *b, int wv, const char *f, const char *uid) {
+  sl_pipeline_t *pl = b->pl;
+  static const char *keys[] = {"type", "time_field", "size", "slide", "gap",
+                               "offset", "allowed_lateness", "key", "values",
+                               "late_sink", NULL};
+  int rc = check_keys(pl, wv, f, keys);
+  if (rc != SL_OK) return rc;
+  if (!b->has_watermarks)
+    return FAIL(pl, wv, f, "a window needs event time: give the source a "
+                "'watermarks' section with a time_field");
+  static const char *types[] = {"tumbling", "sliding", "session", NULL};
+  int type = -1;
+  if ((rc = get_enum(pl, wv, f, "type", types, &type)) != SL_OK) return rc;
+  if (type < 0) return FAIL(pl, wv, f, "missing required field 'type'");
+  /* Fields of other kinds of window, and required ones (bit: type). */
+  static const struct {
+    const char *key;
+    unsigned allowed, required;
+    const char *msg;
+  } fields[] = {
+      {"size", 3, 3, "a session window has no size; it ends after a gap "
+                     "without rows"},
+      {"slide", 2, 2, "only a sliding window has a slide; a tumbling window "
+                      "moves by its size"},
+      {"gap", 4, 4, "only a session window has a gap"},
+      {"offset", 3, 0, "a session window has no offset"},
+  };
+  for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+    int kidx = 0;
+    bool is_given = map_get(pl, wv, fields[i].key, &kidx) != 0;
+    if (is_given && !(fields[i].allowed & (1u << type))) {
+      char ff[300];
+      join_path(ff, sizeof(ff), f, fields[i].key);
+      return FAIL(pl, kidx, ff, "%s", fields[i].msg);
+    }
+    if (!is_given && (fields[i].required & (1u << type)))
+      return FAIL(pl, wv, f, "missing required field '%s' for a %s window",
+                  fields[i].key, types[type]);
+  }
+  sl_window_spec_t spec;
+  sl_window_spec_init(&spec);
+  spec.kind = type == 0   ? SL_WINDOW_TUMBLING
+              : type == 1 ? SL_WINDOW_SLIDING
+                          : SL_WINDOW_SESSION;
+  if ((rc = get_str(pl, wv, f, "time_field", true, &spec.time_field)) ||
+      (rc = get_window_duration(pl, wv, f, "size", &spec.size_us)) ||
+      (rc = get_window_duration(pl, wv, f, "slide", &spec.slide_us)) ||
+      (rc = get_window_duration(pl, wv, f, "gap", &spec.gap_us)) ||
+      (rc = get_duration(pl, wv, f, "offset", &spec.offset_us)) ||
+      (rc = get_duration(pl, wv, f, "allowed_lateness",
+                         &spec.allowed_lateness_us)))
+    return rc;
+  char tf[300];
+  join_path(tf, sizeof(tf), f, "time_field");
+  if ((rc = check_time_field(pl, map_get(pl, wv, "time_field", NULL), tf,
+                             b->schema, spec.time_field, "input")) != SL_OK)
+    return rc;
+  int64_t period = type == 1 ? spec.slide_us : spec.size_us;
+  if (type != 2 && spec.offset_us >= period) {
+    char of[300];
+    join_path(of, sizeof(of), f, "offset");
+    return FAIL(pl, map_get(pl, wv, "offset", NULL), of,
+                "must be less than the window's %s",
+                type == 1 ? "slide" : "size");
+  }
+  const char *key_fields[64];
+  uint32_t n_keys = 0, n_aggs = 0;
+  sl_agg_t *aggs = NULL;
+  if ((rc = parse_key(b, wv, f, key_fields, &n_keys)) ||
+      (rc = parse_values(b, wv, f, &aggs, &n_aggs)))
+    return rc;
+  /* Window accumulators are fixed-width: min and max of text are refused
+   * here, at the value, rather than by the engine at the window. */
+  int vv = map_get(pl, wv, "values", NULL);
+  for (uint32_t i = 0; i < n_aggs; i++) {
+    if (aggs[i].fn != SL_AGG_MIN && aggs[i].fn != SL_AGG_MAX) continue;
+    int fi = sl_schema_index(b->schema, aggs[i].field);
+    uint8_t t = sl_schema_field(b->schema, (uint32_t)fi)->type.id;
+    if (t != SL_TYPE_STRING && t != SL_TYPE_BYTES) continue;
+    char vf[400];
+    snprintf(vf, sizeof(vf), "%s.values.%s", f,
+             aggs[i].name ? aggs[i].name : "?");
+    int av = node(pl, vv)->data.mapping.pairs.start[i].value;
+    rc = FAIL(pl, av, vf, "%s over a window takes numeric, bool or "
+              "timestamp fields, not %s", scalar(pl, av),
+              sl_type_name((sl_type_id_t)t));
+    free_aggs(aggs, n_aggs);
+    return rc;
+  }
+  if (uid == NULL) uid = "window";
+  sl_stream_t *k = sl_stream_key_by_fields(b->s, key_fields, n_keys);
+  sl_stream_t *w = sl_stream_window_aggregate(k, uid, &spec, aggs, n_aggs);
+  free_aggs(aggs, n_aggs);
+  if (w == NULL) return job_error(b, wv, f);
+  int lv = map_get(pl, wv, "late_sink", NULL);
+  if (lv) {
+    char lf[300], luid[300];
+    join_path(lf, sizeof(lf), f, "late_sink");
+    snprintf(luid, sizeof(luid), "%s-late", uid);
+    sl_stream_t *late = sl_stream_late_rows(w);
+    if (late == NULL) return job_error(b, lv, lf);
+    if ((rc = build_sink(b, lv, lf, luid, late)) != SL_OK) return rc;
+  }
+  b->s = w;
+  return SL_OK;
+}
+
 static int build_transform(build_t *b, int t, const char *path) {
   sl_pipeline_t *pl = b->pl;
   yaml_node_t *n = node(pl, t);
   if (n == NULL || n->type != YAML_MAPPING_NODE)
     return FAIL(pl, t, path, "expected a mapping such as 'filter: ...', got %s",
                 type_word(pl, t));
-  int fk = 0, pk = 0, ak = 0;
+  int fk = 0, pk = 0, ak = 0, wk = 0;
   int fv = map_get(pl, t, "filter", &fk), pv = map_get(pl, t, "project", &pk),
-      av = map_get(pl, t, "aggregate", &ak);
-  int n_kinds = (fv != 0) + (pv != 0) + (av != 0);
+      av = map_get(pl, t, "aggregate", &ak), wv = map_get(pl, t, "window", &wk);
+  int n_kinds = (fv != 0) + (pv != 0) + (av != 0) + (wv != 0);
   if (n_kinds != 1)
     return FAIL(pl, t, path,
-                n_kinds ? "give exactly one of filter, project, aggregate"
-                        : "missing the transform: filter, project or aggregate");
-  static const char *keys[] = {"filter", "project", "aggregate", "uid",
-                               "parallelism", NULL};
+                n_kinds ? "give exactly one of filter, project, aggregate, "
+                          "window"
+                        : "missing the transform: filter, project, aggregate "
+                          "or window");
+  static const char *keys[] = {"filter", "project", "aggregate", "window",
+                               "uid", "parallelism", NULL};
   int rc = check_keys(pl, t, path, keys);
   if (rc != SL_OK) return rc;
   const char *uid = NULL;
@@ -956,20 +1270,13 @@ static int build_transform(build_t *b, int t, const char *path) {
     free(names);
     free(exprs);
     if (rc != SL_OK) return rc;
-  } else {
+  } else if (av) {
     join_path(f, sizeof(f), path, "aggregate");
     static const char *akeys[] = {"key", "values", "emit", NULL};
     if ((rc = check_keys(pl, av, f, akeys)) != SL_OK) return rc;
-    int kv = map_get(pl, av, "key", NULL);
-    if (kv == 0) return FAIL(pl, av, f, "missing required field 'key'");
     const char *key_fields[64];
     uint32_t n_keys = 0;
-    char kf[300];
-    join_path(kf, sizeof(kf), f, "key");
-    if ((rc = str_list(pl, kv, kf, key_fields, 64, &n_keys)) != SL_OK) return rc;
-    for (uint32_t i = 0; i < n_keys; i++)
-      if (sl_schema_index(b->schema, key_fields[i]) < 0)
-        return FAIL(pl, kv, kf, "no field '%s' in the input", key_fields[i]);
+    if ((rc = parse_key(b, av, f, key_fields, &n_keys)) != SL_OK) return rc;
     static const char *emits[] = {"updates", "final", NULL};
     int emit = 0;
     if ((rc = get_enum(pl, av, f, "emit", emits, &emit)) != SL_OK) return rc;
@@ -979,82 +1286,75 @@ static int build_transform(build_t *b, int t, const char *path) {
       return FAIL(pl, map_get(pl, av, "emit", NULL), ef,
                   "'final' needs a bounded source (set source.count)");
     }
-    int vv = map_get(pl, av, "values", NULL);
-    char vf[300];
-    join_path(vf, sizeof(vf), f, "values");
-    yaml_node_t *vm = node(pl, vv);
-    if (vv == 0) return FAIL(pl, av, f, "missing required field 'values'");
-    if (vm->type != YAML_MAPPING_NODE)
-      return FAIL(pl, vv, vf, "expected a mapping such as 'total: sum(amount)'");
-    uint32_t count = (uint32_t)(vm->data.mapping.pairs.top - vm->data.mapping.pairs.start);
-    if (count == 0) return FAIL(pl, vv, vf, "needs at least one value");
-    sl_agg_t *aggs = calloc(count, sizeof(sl_agg_t));
-    if (aggs == NULL) return SL_ENOMEM;
-    for (uint32_t i = 0; i < count && rc == SL_OK; i++) {
-      yaml_node_pair_t p = node(pl, vv)->data.mapping.pairs.start[i];
-      aggs[i].name = scalar(pl, p.key);
-      char ff[400];
-      join_path(ff, sizeof(ff), vf, aggs[i].name ? aggs[i].name : "?");
-      rc = parse_agg(b, p.value, ff, &aggs[i]);
-    }
-    if (rc == SL_OK) {
-      sl_stream_t *k = sl_stream_key_by_fields(b->s, key_fields, n_keys);
-      b->s = sl_stream_aggregate(k, uid ? uid : "aggregate", aggs, count,
-                                 emit ? SL_AGG_EMIT_FINAL : SL_AGG_EMIT_UPDATES);
-      if (b->s == NULL) rc = job_error(b, av, f);
-    }
-    for (uint32_t i = 0; i < count; i++) free((char *)aggs[i].field);
-    free(aggs);
-    if (rc != SL_OK) return rc;
+    sl_agg_t *aggs = NULL;
+    uint32_t count = 0;
+    if ((rc = parse_values(b, av, f, &aggs, &count)) != SL_OK) return rc;
+    sl_stream_t *k = sl_stream_key_by_fields(b->s, key_fields, n_keys);
+    b->s = sl_stream_aggregate(k, uid ? uid : "aggregate", aggs, count,
+                               emit ? SL_AGG_EMIT_FINAL : SL_AGG_EMIT_UPDATES);
+    free_aggs(aggs, count);
+    if (b->s == NULL) return job_error(b, av, f);
+  } else {
+    join_path(f, sizeof(f), path, "window");
+    if ((rc = build_window(b, wv, f, uid)) != SL_OK) return rc;
   }
   if (par) sl_stream_set_parallelism(b->s, par);
   b->schema = sl_stream_schema(b->s);
   return SL_OK;
 }
 
-static int build_sink(build_t *b, int snk) {
+/* The sink at path ("sink", or a window's late_sink) on stream in. */
+static int build_sink(build_t *b, int snk, const char *path, const char *uid,
+                      sl_stream_t *in) {
   sl_pipeline_t *pl = b->pl;
+  if (!node(pl, snk) || node(pl, snk)->type != YAML_MAPPING_NODE)
+    return FAIL(pl, snk, path, "expected a mapping such as '{type: file, "
+                "path: out.csv}', got %s", type_word(pl, snk));
   static const char *types[] = {"file", "stdout", "null", NULL};
   int type = -1;
-  int rc = get_enum(pl, snk, "sink", "type", types, &type);
+  int rc = get_enum(pl, snk, path, "type", types, &type);
   if (rc != SL_OK) return rc;
-  if (type < 0) return FAIL(pl, snk, "sink", "missing required field 'type'");
+  if (type < 0) return FAIL(pl, snk, path, "missing required field 'type'");
   static const char *keys[] = {"type", "uid", "parallelism", "path", "format",
                                "header", "delimiter", "changelog", NULL};
-  if ((rc = check_keys(pl, snk, "sink", keys)) != SL_OK) return rc;
-  const char *uid = "sink", *path = NULL;
+  if ((rc = check_keys(pl, snk, path, keys)) != SL_OK) return rc;
+  const char *out_path = NULL;
   uint32_t par = 0;
   int fmt = 0;
   static const char *fmts[] = {"csv", "json", NULL};
   sl_file_sink_config_t cfg = {0};
-  if ((rc = get_str(pl, snk, "sink", "uid", false, &uid)) ||
-      (rc = get_u32(pl, snk, "sink", "parallelism", 1, SL_MAX_PARALLELISM_LIMIT, &par)) ||
-      (rc = get_str(pl, snk, "sink", "path", type == 0, &path)) ||
-      (rc = get_enum(pl, snk, "sink", "format", fmts, &fmt)) ||
-      (rc = get_bool(pl, snk, "sink", "header", &cfg.csv_header)) ||
-      (rc = get_bool(pl, snk, "sink", "changelog", &cfg.changelog)) ||
-      (rc = get_delim(pl, snk, "sink", &cfg.csv_delimiter)))
+  if ((rc = get_str(pl, snk, path, "uid", false, &uid)) ||
+      (rc = get_u32(pl, snk, path, "parallelism", 1, SL_MAX_PARALLELISM_LIMIT, &par)) ||
+      (rc = get_str(pl, snk, path, "path", type == 0, &out_path)) ||
+      (rc = get_enum(pl, snk, path, "format", fmts, &fmt)) ||
+      (rc = get_bool(pl, snk, path, "header", &cfg.csv_header)) ||
+      (rc = get_bool(pl, snk, path, "changelog", &cfg.changelog)) ||
+      (rc = get_delim(pl, snk, path, &cfg.csv_delimiter)))
     return rc;
-  if (type != 0 && path)
-    return FAIL(pl, map_get(pl, snk, "path", NULL), "sink.path",
+  if (type != 0 && out_path) {
+    char pf[300];
+    join_path(pf, sizeof(pf), path, "path");
+    return FAIL(pl, map_get(pl, snk, "path", NULL), pf,
                 "only a file sink has a path");
+  }
   const sl_sink_vt_t *vt;
   void *ctx;
   sl_error_t *err = NULL;
-  cfg.path = path;
+  cfg.path = out_path;
   cfg.format = fmt ? SL_FORMAT_JSON : SL_FORMAT_CSV;
   if (type == 0) rc = sl_file_sink_create(&cfg, &vt, &ctx, &err);
   else if (type == 1) rc = sl_stdout_sink_create(cfg.format, cfg.changelog, &vt, &ctx, &err);
   else rc = sl_null_sink_create(&vt, &ctx);
   if (rc != SL_OK) {
-    FAIL(pl, snk, "sink", "%s", err ? sl_error_message(err) : sl_strerror(rc));
+    FAIL(pl, snk, path, "%s", err ? sl_error_message(err) : sl_strerror(rc));
     sl_error_destroy(err);
     return rc;
   }
-  rc = sl_stream_sink(b->s, uid, vt, ctx);
-  if (rc != SL_OK) return job_error(b, snk, "sink");
-  /* A file sink defaults to one file; others follow the job. */
-  if (par || type == 0) sl_stream_set_sink_parallelism(b->s, par ? par : 1);
+  rc = sl_stream_sink(in, uid, vt, ctx);
+  if (rc != SL_OK) return job_error(b, snk, path);
+  /* A file sink defaults to one file; others follow the job.  This finds
+   * the sink just added: the newest one on in's operator. */
+  if (par || type == 0) sl_stream_set_sink_parallelism(in, par ? par : 1);
   return SL_OK;
 }
 
@@ -1187,7 +1487,7 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
       }
     }
   }
-  if (rc == SL_OK) rc = build_sink(&b, snk);
+  if (rc == SL_OK) rc = build_sink(&b, snk, "sink", "sink", b.s);
   if (rc != SL_OK) {
     sl_job_destroy(b.job);
     *out_msg = pl->msg ? pl->msg : strdup(sl_strerror(rc));

@@ -239,6 +239,181 @@ SL_TEST(set_missing_list_item) {
                  "!--set transforms[3].filter=true: transforms has no item 3");
 }
 
+/* Event time and windows.  WGEN has watermarks on the generator's ts
+ * column; WIN is a tumbling window without its size. */
+#define WGEN "source:\n  type: generator\n  count: 10\n" \
+             "  watermarks: {time_field: ts}\n"
+#define WIN "transforms:\n  - window:\n      type: tumbling\n" \
+            "      time_field: ts\n      key: [key]\n" \
+            "      values: {n: count()}\n"
+
+SL_TEST(window_needs_watermarks) {
+  expect_invalid(GEN WIN "      size: 1s\n" SINK, NULL,
+                 "4:7: transforms[1].window: a window needs event time: "
+                 "give the source a 'watermarks' section with a time_field");
+}
+
+SL_TEST(watermarks_unknown_field) {
+  expect_invalid("source:\n  type: generator\n"
+                 "  watermarks: {time_field: ts, delay: 5s}\n" SINK,
+                 NULL,
+                 "3:32: source.watermarks.delay: unknown field; expected "
+                 "one of: time_field, max_out_of_orderness, strategy, "
+                 "idle_timeout, interval, per_record");
+}
+
+SL_TEST(watermarks_without_time_field) {
+  expect_invalid("source:\n  type: generator\n"
+                 "  watermarks: {per_record: true}\n" SINK,
+                 NULL,
+                 "3:15: source.watermarks: missing required field "
+                 "'time_field'");
+}
+
+SL_TEST(watermarks_time_field_not_a_column) {
+  expect_invalid("source:\n  type: generator\n  columns: [key, amount]\n"
+                 "  watermarks: {time_field: ts}\n" SINK,
+                 NULL,
+                 "4:28: source.watermarks.time_field: no field 'ts' in the "
+                 "source");
+}
+
+SL_TEST(watermarks_time_field_not_a_time) {
+  expect_invalid("source:\n  type: generator\n  columns: [split, ts]\n"
+                 "  watermarks: {time_field: split}\n" SINK,
+                 NULL,
+                 "4:28: source.watermarks.time_field: field 'split' is "
+                 "int32; an event time must be timestamp or int64 "
+                 "(microseconds)");
+}
+
+SL_TEST(duration_unknown_unit) {
+  expect_invalid("source:\n  type: generator\n  watermarks:\n"
+                 "    time_field: ts\n    max_out_of_orderness: 5sec\n" SINK,
+                 NULL,
+                 "5:27: source.watermarks.max_out_of_orderness: unknown "
+                 "unit 'sec' in '5sec'; expected us, ms, s, m or h");
+}
+
+SL_TEST(duration_fraction) {
+  expect_invalid("source:\n  type: generator\n  watermarks:\n"
+                 "    time_field: ts\n    max_out_of_orderness: 1.5s\n" SINK,
+                 NULL,
+                 "5:27: source.watermarks.max_out_of_orderness: '1.5s': a "
+                 "duration is a whole number; use a smaller unit (1500ms, "
+                 "not 1.5s)");
+}
+
+SL_TEST(monotonous_with_out_of_orderness) {
+  expect_invalid("source:\n  type: generator\n  watermarks:\n"
+                 "    time_field: ts\n    strategy: monotonous\n"
+                 "    max_out_of_orderness: 1s\n" SINK,
+                 NULL,
+                 "6:27: source.watermarks.max_out_of_orderness: a "
+                 "monotonous strategy allows no disorder; leave this out or "
+                 "use strategy: bounded");
+}
+
+SL_TEST(watermark_interval_below_a_millisecond) {
+  expect_invalid("source:\n  type: generator\n  watermarks:\n"
+                 "    time_field: ts\n    interval: 500us\n" SINK,
+                 NULL,
+                 "5:15: source.watermarks.interval: must be a whole number "
+                 "of milliseconds, got '500us'");
+}
+
+SL_TEST(window_size_without_unit) {
+  expect_invalid(WGEN WIN "      size: 1000\n" SINK, NULL,
+                 "11:13: transforms[1].window.size: '1000' has no unit; "
+                 "expected us, ms, s, m or h after the number");
+}
+
+SL_TEST(window_zero_size) {
+  expect_invalid(WGEN WIN "      size: 0s\n" SINK, NULL,
+                 "11:13: transforms[1].window.size: must be greater than 0");
+}
+
+SL_TEST(window_negative_size) {
+  expect_invalid(WGEN WIN "      size: -1s\n" SINK, NULL,
+                 "11:13: transforms[1].window.size: must not be negative, "
+                 "got '-1s'");
+}
+
+SL_TEST(window_missing_size) {
+  expect_invalid(WGEN WIN SINK, NULL,
+                 "7:7: transforms[1].window: missing required field 'size' "
+                 "for a tumbling window");
+}
+
+SL_TEST(tumbling_window_with_slide) {
+  expect_invalid(WGEN WIN "      size: 1s\n      slide: 500ms\n" SINK, NULL,
+                 "12:7: transforms[1].window.slide: only a sliding window "
+                 "has a slide; a tumbling window moves by its size");
+}
+
+SL_TEST(session_window_without_gap) {
+  expect_invalid(WGEN WIN SINK, "transforms[1].window.type=session",
+                 "7:7: transforms[1].window: missing required field 'gap' "
+                 "for a session window");
+}
+
+SL_TEST(window_unknown_field) {
+  expect_invalid(WGEN WIN "      size: 1s\n      every: 1s\n" SINK, NULL,
+                 "12:7: transforms[1].window.every: unknown field; expected "
+                 "one of: type, time_field, size, slide, gap, offset, "
+                 "allowed_lateness, key, values, late_sink");
+}
+
+SL_TEST(window_unknown_type) {
+  expect_invalid(WGEN WIN "      size: 1s\n" SINK,
+                 "transforms[1].window.type=hopping",
+                 "!--set transforms[1].window.type=hopping: "
+                 "transforms[1].window.type: expected one of tumbling, "
+                 "sliding, session, got 'hopping'");
+}
+
+SL_TEST(window_bad_duration_from_set) {
+  expect_invalid(WGEN WIN "      size: 1s\n" SINK,
+                 "transforms[1].window.size=5x",
+                 "!--set transforms[1].window.size=5x: "
+                 "transforms[1].window.size: unknown unit 'x' in '5x'; "
+                 "expected us, ms, s, m or h");
+}
+
+SL_TEST(window_offset_not_below_size) {
+  expect_invalid(WGEN WIN "      size: 1s\n      offset: 2s\n" SINK, NULL,
+                 "12:15: transforms[1].window.offset: must be less than the "
+                 "window's size");
+}
+
+SL_TEST(window_time_field_missing) {
+  expect_invalid(WGEN WIN "      size: 1s\n" SINK,
+                 "transforms[1].window.time_field=event_ts",
+                 "!--set transforms[1].window.time_field=event_ts: "
+                 "transforms[1].window.time_field: no field 'event_ts' in "
+                 "the input");
+}
+
+SL_TEST(window_min_of_text) {
+  expect_invalid("source:\n  type: generator\n  count: 10\n"
+                 "  columns: [key, ts, payload]\n"
+                 "  watermarks: {time_field: ts}\n"
+                 "transforms:\n  - window:\n      type: tumbling\n"
+                 "      time_field: ts\n      size: 1s\n      key: key\n"
+                 "      values: {first: min(payload)}\n" SINK,
+                 NULL,
+                 "12:23: transforms[1].window.values.first: min(payload) "
+                 "over a window takes numeric, bool or timestamp fields, "
+                 "not string");
+}
+
+SL_TEST(late_sink_without_path) {
+  expect_invalid(WGEN WIN "      size: 1s\n      late_sink: {type: file}\n"
+                 SINK, NULL,
+                 "12:18: transforms[1].window.late_sink: missing required "
+                 "field 'path'");
+}
+
 /* Flags and files outside the pipeline text. */
 static void expect_usage(const char *const *args, const char *want) {
   run_t r = run_cli(args);

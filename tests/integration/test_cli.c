@@ -4,9 +4,10 @@
  * posix_spawn on a pipeline file that the test writes, and checks its exit
  * status, standard output and standard error.  Aggregate results are
  * compared with sums that the test computes from the CSV input it wrote
- * with its own random function.  The signal tests wait for the "running"
- * line on standard error (a latch on output, not a sleep) before sending
- * SIGTERM or SIGINT.
+ * with its own random function, and window results and late rows with a
+ * replay of the watermark over the events it wrote.  The signal tests wait
+ * for the "running" line on standard error (a latch on output, not a
+ * sleep) before sending SIGTERM or SIGINT.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -491,6 +493,211 @@ SL_TEST(missing_input_file_exits_1) {
   cli_free(&c);
   free(in);
   free(out);
+  free(pl);
+}
+
+/* ------------------------------------------------------------------ */
+/* Event-time windows: a CSV of (key, ts, v) with bounded disorder and a
+ * few rows far behind, a tumbling window of 1 s with per-record
+ * watermarks, and the results and late rows computed here by replaying
+ * the watermark over the same rows. */
+
+#define W_ROWS 6000
+#define W_KEYS 7
+#define W_MAXW 16
+#define W_SIZE 1000000                    /* 1s */
+#define W_BOUND 50000                     /* max_out_of_orderness: 50ms */
+#define W_T0 INT64_C(1767225600000000)    /* 2026-01-01T00:00:00Z */
+
+typedef struct wexpect_s {
+  int64_t n[W_KEYS][W_MAXW], total[W_KEYS][W_MAXW], hi[W_KEYS][W_MAXW];
+  int64_t max_ts[W_KEYS][W_MAXW];
+  int64_t late_key[W_ROWS], late_ts[W_ROWS], late_v[W_ROWS];
+  int n_late;
+  int n_disordered; /* on-time rows behind the largest event time */
+} wexpect_t;
+
+/* Timestamps in the text form of docs/formats.md, via gmtime_r. */
+static void fmt_ts(int64_t us, char *buf, size_t size) {
+  time_t secs = (time_t)(us / 1000000);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  char day[32];
+  strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(buf, size, "%s.%06lldZ", day, (long long)(us % 1000000));
+}
+
+/* Write <dir>/events.csv and compute what the window must produce. */
+static char *write_window_input(wexpect_t *x) {
+  memset(x, 0, sizeof(*x));
+  char *path = tpath("events.csv");
+  FILE *fp = fopen(path, "w");
+  SL_ASSERT_TRUE(fp != NULL);
+  bool seen = false;
+  int64_t max_seen = 0;
+  for (int i = 0; i < W_ROWS; i++) {
+    uint64_t h = mix((uint64_t)i ^ 0x77696e64ull);
+    int64_t key = (int64_t)(h % W_KEYS);
+    int64_t v = (int64_t)((h >> 16) % 1001) - 500;
+    /* One row per ms, up to 40 ms early (within the 50 ms bound); every
+     * 397th row after the first 2.5 s is 1.5 to 1.8 s behind. */
+    int64_t ts = W_T0 + W_SIZE + (int64_t)i * 1000 -
+                 (int64_t)((h >> 32) % 40000);
+    if (i >= 2500 && i % 397 == 396)
+      ts = W_T0 + W_SIZE + (int64_t)i * 1000 - 1500000 -
+           (int64_t)((h >> 40) % 300000);
+    fprintf(fp, "%lld,%lld,%lld\n", (long long)key, (long long)ts,
+            (long long)v);
+    /* The bounded watermark after the rows so far (sl_time.h); a row is
+     * late once its window's last microsecond is at or behind it. */
+    int64_t start = ts - (ts - W_T0) % W_SIZE;
+    if (seen && start + W_SIZE - 1 <= max_seen - W_BOUND - 1) {
+      x->late_key[x->n_late] = key;
+      x->late_ts[x->n_late] = ts;
+      x->late_v[x->n_late] = v;
+      x->n_late++;
+    } else {
+      int w = (int)((start - W_T0) / W_SIZE);
+      SL_ASSERT_TRUE(w >= 0 && w < W_MAXW);
+      if (seen && ts < max_seen) x->n_disordered++;
+      if (x->n[key][w] == 0 || v > x->hi[key][w]) x->hi[key][w] = v;
+      if (x->n[key][w] == 0 || ts > x->max_ts[key][w]) x->max_ts[key][w] = ts;
+      x->n[key][w]++;
+      x->total[key][w] += v;
+    }
+    if (!seen || ts > max_seen) max_seen = ts;
+    seen = true;
+  }
+  SL_ASSERT_EQ_INT(fclose(fp), 0);
+  /* The input exercises both paths. */
+  SL_ASSERT_TRUE(x->n_late >= 5);
+  SL_ASSERT_TRUE(x->n_disordered > W_ROWS / 2);
+  return path;
+}
+
+static void check_window_output(const char *out, const wexpect_t *x) {
+  size_t len;
+  char *text = sl_test_read_file(out, &len);
+  if (text == NULL) SL_TEST_FAIL("no output file %s", out);
+  static bool seen[W_KEYS][W_MAXW];
+  memset(seen, 0, sizeof(seen));
+  int n_rows = 0;
+  char *save = NULL;
+  char *line = strtok_r(text, "\n", &save);
+  SL_ASSERT_EQ_STR(line, "key,window_start,window_end,event_time,n,total,hi");
+  while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+    long long k, n, total, hi;
+    char start[64], end[64], evt[64], extra;
+    if (sscanf(line, "%lld,%63[^,],%63[^,],%63[^,],%lld,%lld,%lld%c", &k,
+               start, end, evt, &n, &total, &hi, &extra) != 7)
+      SL_TEST_FAIL("%s: unexpected line '%s'", out, line);
+    /* Find the window by its start. */
+    int w = -1;
+    for (int i = 0; i < W_MAXW && w < 0; i++) {
+      char want[64];
+      fmt_ts(W_T0 + (int64_t)i * W_SIZE, want, sizeof(want));
+      if (strcmp(want, start) == 0) w = i;
+    }
+    if (k < 0 || k >= W_KEYS || w < 0 || x->n[k][w] == 0 || seen[k][w])
+      SL_TEST_FAIL("%s: row '%s' unexpected or repeated", out, line);
+    seen[k][w] = true;
+    n_rows++;
+    char want_end[64], want_evt[64];
+    fmt_ts(W_T0 + (int64_t)(w + 1) * W_SIZE, want_end, sizeof(want_end));
+    fmt_ts(x->max_ts[k][w], want_evt, sizeof(want_evt));
+    if (strcmp(end, want_end) != 0 || strcmp(evt, want_evt) != 0 ||
+        n != x->n[k][w] || total != x->total[k][w] || hi != x->hi[k][w])
+      SL_TEST_FAIL("%s: got '%s'; expected end %s event_time %s n=%lld "
+                   "total=%lld hi=%lld",
+                   out, line, want_end, want_evt, (long long)x->n[k][w],
+                   (long long)x->total[k][w], (long long)x->hi[k][w]);
+  }
+  int n_want = 0;
+  for (int k = 0; k < W_KEYS; k++)
+    for (int w = 0; w < W_MAXW; w++) n_want += x->n[k][w] > 0;
+  SL_ASSERT_EQ_INT(n_rows, n_want);
+  free(text);
+}
+
+/* The late rows, in any order (two window subtasks feed the sink). */
+static void check_late_output(const char *late, const wexpect_t *x) {
+  size_t len;
+  char *text = sl_test_read_file(late, &len);
+  if (text == NULL) SL_TEST_FAIL("no late-rows file %s", late);
+  bool matched[W_ROWS] = {false};
+  int n_rows = 0;
+  char *save = NULL;
+  for (char *line = strtok_r(text, "\n", &save); line;
+       line = strtok_r(NULL, "\n", &save)) {
+    int hit = -1;
+    for (int i = 0; i < x->n_late && hit < 0; i++) {
+      char want[128], ts[64];
+      fmt_ts(x->late_ts[i], ts, sizeof(ts));
+      snprintf(want, sizeof(want), "%lld,%s,%lld", (long long)x->late_key[i],
+               ts, (long long)x->late_v[i]);
+      if (!matched[i] && strcmp(want, line) == 0) hit = i;
+    }
+    if (hit < 0) SL_TEST_FAIL("%s: unexpected late row '%s'", late, line);
+    matched[hit] = true;
+    n_rows++;
+  }
+  SL_ASSERT_EQ_INT(n_rows, x->n_late);
+  free(text);
+}
+
+SL_TEST(run_tumbling_window_matches_independent_results) {
+  wexpect_t *x = calloc(1, sizeof(*x));
+  char *in = write_window_input(x);
+  char *out = tpath("windows.csv"), *late = tpath("late.csv");
+  char *pl = tpath("windows.yaml");
+  write_fmt(pl,
+            "name: windows\n"
+            "parallelism: 2\n"
+            "source:\n"
+            "  type: file\n"
+            "  parallelism: 1\n"
+            "  path: '%s'\n"
+            "  schema:\n"
+            "    - {name: key, type: int64}\n"
+            "    - {name: ts, type: timestamp}\n"
+            "    - {name: v, type: int64}\n"
+            "  watermarks:\n"
+            "    time_field: ts\n"
+            "    max_out_of_orderness: 50ms\n"
+            "    per_record: true\n"
+            "transforms:\n"
+            "  - window:\n"
+            "      type: tumbling\n"
+            "      time_field: ts\n"
+            "      size: 1s\n"
+            "      key: [key]\n"
+            "      values:\n"
+            "        n: count()\n"
+            "        total: sum(v)\n"
+            "        hi: max(v)\n"
+            "      late_sink:\n"
+            "        type: file\n"
+            "        path: '%s'\n"
+            "    uid: per-second\n"
+            "sink:\n"
+            "  type: file\n"
+            "  path: '%s'\n"
+            "  header: true\n",
+            in, late, out);
+  cli_t c;
+  const char *vargs[] = {"validate", pl, NULL};
+  ASSERT_EXIT(&c, vargs, 0);
+  cli_free(&c);
+  const char *args[] = {"run", pl, "--quiet", NULL};
+  ASSERT_EXIT(&c, args, 0);
+  SL_ASSERT_EQ_STR(cli_stderr(&c), "");
+  check_window_output(out, x);
+  check_late_output(late, x);
+  cli_free(&c);
+  free(x);
+  free(in);
+  free(out);
+  free(late);
   free(pl);
 }
 
