@@ -221,6 +221,10 @@ int sl__kstate_set_key(sl_kstate_t *be, const void *key, uint32_t len,
 }
 
 int sl__kstate_set_namespace(sl_kstate_t *be, const void *ns, uint32_t len) {
+  /* Already current: keep the states' cached entries valid. */
+  if (be->ckey.len == (size_t)be->key_len + len &&
+      (len == 0 || memcmp(be->ckey.data + be->key_len, ns, len) == 0))
+    return SL_OK;
   be->ckey.len = be->key_len;
   int rc = sl_bytes_append(&be->ckey, ns, len);
   if (rc != SL_OK) return rc;
