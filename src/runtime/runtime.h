@@ -301,10 +301,11 @@ int sl__timers_delete(sl_timers_t *t, int64_t ts, const void *key,
 int64_t sl__timers_next(const sl_timers_t *t);
 /**
  * @brief Pop the earliest timer if its time is <= now.  The key is copied
- * into *out_key.  @return true if one was popped.
+ * into *out_key.  @return 1 if one was popped, 0 if none is due, SL_ENOMEM
+ * (the timer stays) if the key could not be copied.
  */
-bool sl__timers_pop(sl_timers_t *t, int64_t now, int64_t *out_ts,
-                    sl_bytes_t *out_key);
+int sl__timers_pop(sl_timers_t *t, int64_t now, int64_t *out_ts,
+                   sl_bytes_t *out_key);
 size_t sl__timers_size(const sl_timers_t *t);
 /** @brief Call fn for every pending timer (checkpoint sync phase). */
 int sl__timers_export(const sl_timers_t *t,

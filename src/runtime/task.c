@@ -158,8 +158,13 @@ static bool fire_timers(sl_task_t *t, int *rc) {
   for (uint32_t i = 0; i < t->n_timer_ops; i++) {
     sl_op_t *op = t->timer_ops[i];
     int64_t ts;
+    int got;
     while (t->n_blocked == 0 &&
-           sl__timers_pop(op->timers, now, &ts, &t->timer_key)) {
+           (got = sl__timers_pop(op->timers, now, &ts, &t->timer_key)) != 0) {
+      if (got < 0) {
+        *rc = got;
+        return false;
+      }
       uint64_t h = sl__key_hash64(t->timer_key.data, t->timer_key.len);
       int r = sl__kstate_set_key(op->kstate, t->timer_key.data,
                                  (uint32_t)t->timer_key.len, h);
@@ -208,7 +213,10 @@ static void arm_timers(sl_task_t *t) {
 
 static int fire_event_timers(sl_task_t *t, sl_op_t *op, int64_t wm) {
   int64_t ts;
-  while (sl__timers_pop(op->etimers, wm, &ts, &t->timer_key)) {
+  int got;
+  while ((got = sl__timers_pop(op->etimers, wm, &ts, &t->timer_key)) != 0) {
+    if (got < 0)
+      return sl__op_fail(op, got, "out of memory firing an event-time timer");
     uint64_t h = sl__key_hash64(t->timer_key.data, t->timer_key.len);
     int r = sl__kstate_set_key(op->kstate, t->timer_key.data,
                                (uint32_t)t->timer_key.len, h);

@@ -17,8 +17,15 @@ typedef struct timer_s {
   uint8_t key[];
 } timer_t_;
 
+/* Heap slots keep the time next to the timer, so that sifting compares
+ * without following pointers. */
+typedef struct hslot_s {
+  int64_t ts;
+  timer_t_ *x;
+} hslot_t;
+
 struct sl_timers_s {
-  timer_t_ **heap;
+  hslot_t *heap;
   size_t n_heap, cap_heap;
   timer_t_ **buckets;
   size_t n_buckets;
@@ -44,7 +51,7 @@ int sl__timers_create(sl_timers_t **out) {
 
 void sl__timers_destroy(sl_timers_t *t) {
   if (t == NULL) return;
-  for (size_t i = 0; i < t->n_heap; i++) sl_free(t->heap[i]);
+  for (size_t i = 0; i < t->n_heap; i++) sl_free(t->heap[i].x);
   sl_free(t->heap);
   sl_free(t->buckets);
   sl_free(t);
@@ -82,25 +89,26 @@ static int grow_buckets(sl_timers_t *t) {
 }
 
 static void heap_up(sl_timers_t *t, size_t i) {
-  while (i > 0 && t->heap[(i - 1) / 2]->ts > t->heap[i]->ts) {
-    timer_t_ *x = t->heap[i];
+  hslot_t v = t->heap[i];
+  while (i > 0 && t->heap[(i - 1) / 2].ts > v.ts) {
     t->heap[i] = t->heap[(i - 1) / 2];
-    t->heap[(i - 1) / 2] = x;
     i = (i - 1) / 2;
   }
+  t->heap[i] = v;
 }
 
 static void heap_down(sl_timers_t *t, size_t i) {
+  hslot_t v = t->heap[i];
   for (;;) {
     size_t l = 2 * i + 1, r = l + 1, m = i;
-    if (l < t->n_heap && t->heap[l]->ts < t->heap[m]->ts) m = l;
-    if (r < t->n_heap && t->heap[r]->ts < t->heap[m]->ts) m = r;
-    if (m == i) return;
-    timer_t_ *x = t->heap[i];
+    int64_t mts = v.ts;
+    if (l < t->n_heap && t->heap[l].ts < mts) m = l, mts = t->heap[l].ts;
+    if (r < t->n_heap && t->heap[r].ts < mts) m = r;
+    if (m == i) break;
     t->heap[i] = t->heap[m];
-    t->heap[m] = x;
     i = m;
   }
+  t->heap[i] = v;
 }
 
 int sl__timers_add(sl_timers_t *t, int64_t ts, const void *key, uint32_t len) {
@@ -109,7 +117,7 @@ int sl__timers_add(sl_timers_t *t, int64_t ts, const void *key, uint32_t len) {
   if (*slot) return SL_OK; /* already registered */
   if (t->n_heap == t->cap_heap) {
     size_t cap = t->cap_heap ? t->cap_heap * 2 : 64;
-    timer_t_ **hp = sl_realloc(t->heap, cap * sizeof(*hp));
+    hslot_t *hp = sl_realloc(t->heap, cap * sizeof(*hp));
     if (hp == NULL) return SL_ENOMEM;
     t->heap = hp;
     t->cap_heap = cap;
@@ -123,7 +131,8 @@ int sl__timers_add(sl_timers_t *t, int64_t ts, const void *key, uint32_t len) {
   x->len = len;
   memcpy(x->key, key, len);
   *slot = x;
-  t->heap[t->n_heap] = x;
+  t->heap[t->n_heap].ts = ts;
+  t->heap[t->n_heap].x = x;
   heap_up(t, t->n_heap++);
   t->n_live++;
   if (t->n_live > t->n_buckets && grow_buckets(t) != SL_OK) {
@@ -145,30 +154,39 @@ int sl__timers_delete(sl_timers_t *t, int64_t ts, const void *key,
   return SL_OK;
 }
 
+/* Remove the heap's top and free it. */
+static void pop_top(sl_timers_t *t) {
+  sl_free(t->heap[0].x);
+  t->heap[0] = t->heap[--t->n_heap];
+  if (t->n_heap) heap_down(t, 0);
+}
+
 static void drop_deleted_top(sl_timers_t *t) {
-  while (t->n_heap && t->heap[0]->is_deleted) {
-    sl_free(t->heap[0]);
-    t->heap[0] = t->heap[--t->n_heap];
-    heap_down(t, 0);
-  }
+  while (t->n_heap && t->heap[0].x->is_deleted) pop_top(t);
 }
 
 int64_t sl__timers_next(const sl_timers_t *t) {
   drop_deleted_top((sl_timers_t *)t);
-  return t->n_heap ? t->heap[0]->ts : INT64_MAX;
+  return t->n_heap ? t->heap[0].ts : INT64_MAX;
 }
 
-bool sl__timers_pop(sl_timers_t *t, int64_t now, int64_t *out_ts,
-                    sl_bytes_t *out_key) {
+int sl__timers_pop(sl_timers_t *t, int64_t now, int64_t *out_ts,
+                   sl_bytes_t *out_key) {
   drop_deleted_top(t);
-  if (t->n_heap == 0 || t->heap[0]->ts > now) return false;
-  timer_t_ *x = t->heap[0];
+  if (t->n_heap == 0 || t->heap[0].ts > now) return 0;
+  timer_t_ *x = t->heap[0].x;
   out_key->len = 0;
-  if (sl_bytes_append(out_key, x->key, x->len) != SL_OK) return false;
+  if (sl_bytes_append(out_key, x->key, x->len) != SL_OK) return SL_ENOMEM;
   *out_ts = x->ts;
-  sl__timers_delete(t, x->ts, x->key, x->len);
-  drop_deleted_top(t);
-  return true;
+  /* Unlink it from the set by its stored hash, then free it. */
+  timer_t_ **pp = &t->buckets[x->hash & (t->n_buckets - 1)];
+  while (*pp && *pp != x) pp = &(*pp)->chain;
+  if (*pp) {
+    *pp = x->chain;
+    t->n_live--;
+  }
+  pop_top(t);
+  return 1;
 }
 
 size_t sl__timers_size(const sl_timers_t *t) { return t->n_live; }
@@ -178,7 +196,7 @@ int sl__timers_export(const sl_timers_t *t,
                                 uint32_t len),
                       void *user) {
   for (size_t i = 0; i < t->n_heap; i++) {
-    const timer_t_ *x = t->heap[i];
+    const timer_t_ *x = t->heap[i].x;
     if (x->is_deleted) continue;
     int rc = fn(user, x->ts, x->key, x->len);
     if (rc != SL_OK) return rc;
