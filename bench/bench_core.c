@@ -147,17 +147,6 @@ static int iter(void *arg, sl_bench_ctx_t *ctx, double *out) {
   return 0;
 }
 
-/* A whole decimal number, nothing else. */
-static bool parse_u64(const char *s, uint64_t *out) {
-  if (*s < '0' || *s > '9') return false;
-  char *end = NULL;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || *end) return false;
-  *out = v;
-  return true;
-}
-
 int main(int argc, char **argv) {
   const char *shape = "all", *json = NULL;
   const char *size = "all";
@@ -168,7 +157,7 @@ int main(int argc, char **argv) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     uint64_t n = 0;
-    bool is_num = v && parse_u64(v, &n);
+    bool is_num = v && sl_bench_parse_u64(v, &n);
     if (strcmp(a, "--shape") == 0 && v) shape = argv[++i];
     else if (strcmp(a, "--size") == 0 && v) size = argv[++i];
     else if (strcmp(a, "--records") == 0 && is_num && n) records = n, i++;

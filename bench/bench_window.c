@@ -216,17 +216,6 @@ static int iter(void *arg, sl_bench_ctx_t *ctx, double *out) {
 
 /* ---- main -------------------------------------------------------------- */
 
-/* A whole decimal number, nothing else. */
-static bool parse_u64(const char *s, uint64_t *out) {
-  if (*s < '0' || *s > '9') return false;
-  char *end = NULL;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || *end) return false;
-  *out = v;
-  return true;
-}
-
 static int cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
@@ -280,7 +269,7 @@ int main(int argc, char **argv) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     uint64_t n = 0;
-    bool is_num = v && parse_u64(v, &n);
+    bool is_num = v && sl_bench_parse_u64(v, &n);
     if (strcmp(a, "--shape") == 0 && v) shape = argv[++i];
     else if (strcmp(a, "--records") == 0 && is_num && n) records = n, i++;
     else if (strcmp(a, "--keys") == 0 && is_num && n) keys = n, i++;

@@ -1029,3 +1029,13 @@ int sl_bench_cmp_write_json(const sl_bench_cmp_t *cmp, const char *path) {
   JSET(root, "ratio", r);
   return dump_json(root, is_bad, path);
 }
+
+bool sl_bench_parse_u64(const char *s, uint64_t *out) {
+  if (*s < '0' || *s > '9') return false;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end) return false;
+  *out = v;
+  return true;
+}

@@ -228,6 +228,8 @@ int sl_bench_cmp_write_json(const sl_bench_cmp_t *cmp, const char *path);
 
 /** @brief CLOCK_MONOTONIC in nanoseconds, for timing iterations. */
 int64_t sl_bench_now_ns(void);
+/** @brief A whole decimal number and nothing else (benchmark options). */
+bool sl_bench_parse_u64(const char *s, uint64_t *out);
 
 #ifdef __cplusplus
 }

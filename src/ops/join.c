@@ -302,15 +302,9 @@ static size_t idx_lower(const jlocal_t *l, int64_t t) {
   return lo;
 }
 
-static int64_t sat_add(int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
-  return r;
-}
-
 /* When a row of side at ts can no longer match anything. */
 static int64_t expiry(const jcfg_t *c, uint32_t side, int64_t ts) {
-  return side == 0 ? sat_add(ts, c->upper_us) : sat_add(ts, -c->lower_us);
+  return side == 0 ? sl__sat_add(ts, c->upper_us) : sl__sat_add(ts, -c->lower_us);
 }
 
 static int interval_row(const jcfg_t *c, jlocal_t *l, uint32_t side,
@@ -323,8 +317,8 @@ static int interval_row(const jcfg_t *c, jlocal_t *l, uint32_t side,
   if (ts <= wm) return SL_OK; /* late */
   /* Match against the other side first: its rows in the window. */
   uint32_t other = 1 - side;
-  int64_t lo = side == 0 ? sat_add(ts, c->lower_us) : sat_add(ts, -c->upper_us);
-  int64_t hi = side == 0 ? sat_add(ts, c->upper_us) : sat_add(ts, -c->lower_us);
+  int64_t lo = side == 0 ? sl__sat_add(ts, c->lower_us) : sl__sat_add(ts, -c->upper_us);
+  int64_t hi = side == 0 ? sl__sat_add(ts, c->upper_us) : sl__sat_add(ts, -c->lower_us);
   if ((rc = idx_load(l, other)) != SL_OK) return rc;
   size_t n = l->idx.len / 8;
   /* Copy the matching times: emitting may not touch state, but keep the
@@ -398,11 +392,6 @@ static int set_ns_window(jlocal_t *l, uint32_t side, const sl_window_t *w) {
   return sl__kstate_set_namespace(l->ctx->kstate, ns, 17);
 }
 
-static int64_t fmod64(int64_t a, int64_t b) {
-  int64_t r = a % b;
-  return r < 0 ? r + b : r;
-}
-
 static int window_row(const jcfg_t *c, jlocal_t *l, uint32_t side,
                       const sl_row_t *row) {
   int64_t ts;
@@ -412,9 +401,9 @@ static int window_row(const jcfg_t *c, jlocal_t *l, uint32_t side,
   int64_t wm = sl_ctx_watermark(l->ctx);
   const sl_window_spec_t *s = &c->spec;
   int64_t slide = s->kind == SL_WINDOW_SLIDING ? s->slide_us : s->size_us;
-  int64_t last = ts - fmod64(ts - s->offset_us, slide);
+  int64_t last = ts - sl__floor_mod(ts - s->offset_us, slide);
   for (int64_t start = last; start > ts - s->size_us; start -= slide) {
-    sl_window_t w = {start, sat_add(start, s->size_us), 0};
+    sl_window_t w = {start, sl__sat_add(start, s->size_us), 0};
     if (w.end_us - 1 <= wm) continue; /* late for this window */
     if ((rc = set_ns_window(l, side, &w)) != SL_OK ||
         (rc = sl_list_add(l->rows, row->data, row->len)) != SL_OK ||
@@ -425,7 +414,7 @@ static int window_row(const jcfg_t *c, jlocal_t *l, uint32_t side,
 }
 
 static int window_timer(const jcfg_t *c, jlocal_t *l, int64_t t) {
-  sl_window_t w = {sat_add(t, 1) - c->spec.size_us, sat_add(t, 1), 0};
+  sl_window_t w = {sl__sat_add(t, 1) - c->spec.size_us, sl__sat_add(t, 1), 0};
   /* Copy the left rows out: iterating two lists of one state at once. */
   int rc = set_ns_window(l, 0, &w);
   if (rc != SL_OK) return rc;

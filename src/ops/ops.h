@@ -42,6 +42,19 @@ int sl__agg_config_create(const sl_schema_t *in, const uint32_t *key_fields,
 void sl__agg_config_destroy(void *cfg);
 extern const sl_process_fns_t sl__agg_fns;
 
+/* Event-time arithmetic shared by windows and joins. */
+static inline int64_t sl__sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+
+/* a mod b in [0, b) for b > 0, also for negative a. */
+static inline int64_t sl__floor_mod(int64_t a, int64_t b) {
+  int64_t r = a % b;
+  return r < 0 ? r + b : r;
+}
+
 /* Windows (window.c): config for sl__window_fns.  aggs NULL: a user
  * aggregate or process function, set with sl__window_config_set_user. */
 #include "sluice/sl_window.h"

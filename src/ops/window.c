@@ -298,12 +298,6 @@ static int64_t get64(const uint8_t *p) {
 
 static void put64(uint8_t *p, int64_t v) { memcpy(p, &v, 8); }
 
-static int64_t sat_add(int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
-  return r;
-}
-
 static int set_ns(wlocal_t *l, const sl_window_t *w) {
   uint8_t ns[16];
   sl__put_u64be(ns, (uint64_t)w->start_us ^ 0x8000000000000000ull);
@@ -567,7 +561,7 @@ static int emit_result(const wcfg_t *c, wlocal_t *l, const sl_window_t *w0,
 static int64_t fire_time(const sl_window_t *w) { return w->end_us - 1; }
 
 static int64_t cleanup_time(const wcfg_t *c, const sl_window_t *w) {
-  return sat_add(w->end_us - 1, c->spec.allowed_lateness_us);
+  return sl__sat_add(w->end_us - 1, c->spec.allowed_lateness_us);
 }
 
 static int acc_store(wlocal_t *l, const sl_window_t *w, const sl_bytes_t *a) {
@@ -741,7 +735,7 @@ static int session_add(const wcfg_t *c, wlocal_t *l, const sl_row_t *row,
                        int64_t ts, int64_t wm) {
   int rc = sess_load(l);
   if (rc != SL_OK) return rc;
-  sl_window_t m = {ts, sat_add(ts, c->spec.gap_us), 0};
+  sl_window_t m = {ts, sl__sat_add(ts, c->spec.gap_us), 0};
   uint32_t n = sess_n(l), parts[64], n_parts = 0;
   uint32_t *pp = parts;
   if (n > 64 && (pp = sl_malloc(n * sizeof(uint32_t))) == NULL)
@@ -773,11 +767,6 @@ static int session_add(const wcfg_t *c, wlocal_t *l, const sl_row_t *row,
 
 /* ------------------------------------------------------------------ */
 /* The process function. */
-
-static int64_t fmod64(int64_t a, int64_t b) {
-  int64_t r = a % b;
-  return r < 0 ? r + b : r;
-}
 
 static int w_open(sl_ctx_t *ctx, void *user) {
   wcfg_t *c = user;
@@ -838,10 +827,10 @@ static int w_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
   if (s->kind == SL_WINDOW_SESSION) return session_add(c, l, row, ts, wm);
   int64_t size = s->size_us;
   int64_t slide = s->kind == SL_WINDOW_SLIDING ? s->slide_us : size;
-  int64_t last = ts - fmod64(ts - s->offset_us, slide);
+  int64_t last = ts - sl__floor_mod(ts - s->offset_us, slide);
   uint32_t n = 0, n_late = 0;
   for (int64_t start = last; start > ts - size; start -= slide) {
-    sl_window_t w = {start, sat_add(start, size), 0};
+    sl_window_t w = {start, sl__sat_add(start, size), 0};
     n++;
     if (cleanup_time(c, &w) <= wm) {
       n_late++;
@@ -862,7 +851,7 @@ static int w_on_event_timer(sl_ctx_t *ctx, void *user, int64_t ts) {
   bool removed;
   int rc = SL_OK;
   if (s->kind != SL_WINDOW_SESSION) {
-    int64_t end = sat_add(ts, 1);
+    int64_t end = sl__sat_add(ts, 1);
     sl_window_t w = {end - s->size_us, end, 0};
     rc = window_fire(c, l, &w, &removed);
     if (rc == SL_OK && late > 0) {
