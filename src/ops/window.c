@@ -713,10 +713,10 @@ static int sess_merge(const wcfg_t *c, wlocal_t *l, const sl_window_t *m,
       }
       if (rc != SL_OK) break;
     }
-    int64_t t = fired ? cleanup_time(c, &s) : fire_time(&s);
-    rc = sl_ctx_event_timer_delete(l->ctx, t);
-    if (rc == SL_ENOTFOUND) rc = SL_OK;
-    if (rc == SL_OK) rc = window_clear(c, l, &s);
+    /* Its timer stays: timers are unique per (time, key), and another
+     * window of the key may share this time.  The handler matches windows
+     * by time, so a timer left behind does nothing. */
+    rc = window_clear(c, l, &s);
   }
   if (rc != SL_OK) return rc;
   l->m.data[16] = 0; /* the merged window has not fired */

@@ -1155,3 +1155,34 @@ SL_TEST(join_errors_name_the_problem) {
   sl_job_destroy(job);
   sl_schema_unref(schema);
 }
+
+/* Two session windows of a key can share a timer time (one's end - 1 is
+ * the other's cleanup time): merging one must not cancel the other's.
+ * Gap 10, lateness 20: [0,10) fires at 9, cleanup 29 = [20,30)'s fire. */
+SL_TEST(session_merge_keeps_another_windows_timer) {
+  const ev_t evs[] = {{1, 0, 1}, {1, 20, 2}, {1, 5, 4}};
+  evset_t e;
+  one_split(&e, evs, 3);
+  wjob_t j = {1, {0}, {0}, false};
+  sl_window_spec_init(&j.spec);
+  j.spec.kind = SL_WINDOW_SESSION;
+  j.spec.time_field = "ts";
+  j.spec.gap_us = 10;
+  j.spec.allowed_lateness_us = 20;
+  sl_watermark_config_init(&j.wm);
+  j.wm.time_field = "ts";
+  j.wm.strategy = SL_WM_MONOTONOUS;
+  j.wm.per_record = true;
+  csink_t out;
+  csink_init(&out);
+  run_window_job(&j, &e, &out, NULL);
+  bool has_20 = false;
+  for (size_t i = 0; i < out.n_rows; i++) {
+    sl_row_t r = crow(&out, i);
+    if (sl_row_get_i64(&r, 1) == 20 && sl_row_kind(&r) == SL_ROW_INSERT)
+      has_20 = true;
+  }
+  if (!has_20) SL_TEST_FAIL("the session [20, 30) was never emitted");
+  csink_free(&out);
+  evset_free(&e);
+}
