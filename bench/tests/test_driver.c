@@ -53,10 +53,11 @@ static void drive(run_t *run, double rate, double duration, uint64_t capacity,
                   sl_driver_report_t *fin) {
   char path[4200];
   snprintf(path, sizeof(path), "%s/ring", sl_test_dir());
-  SL_ASSERT_EQ_INT(sl_ring_create(path, capacity, &run->ring), 0);
+  SL_ASSERT_EQ_INT(sl_ring_create(path, capacity, 0, &run->ring), 0);
   pthread_t th;
   SL_ASSERT_EQ_INT(pthread_create(&th, NULL, consumer, run), 0);
-  sl_driver_opts_t o = {rate, duration, 100, 250, on_report, run, NULL};
+  sl_driver_opts_t o = {rate, duration, 100, 250, on_report, run, NULL,
+                        NULL, NULL};
   sl_driver_run(&run->ring, &o, fin);
   atomic_store(&run->driver_done, true);
   void *res;
