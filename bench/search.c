@@ -119,6 +119,7 @@ void sl_bench_slope_opts_init(sl_bench_slope_opts_t *o) {
   o->max_window_shortfall = 0.10;
   o->min_generated_ratio = 0.99;
   o->min_samples = 10;
+  o->max_end_backlog_s = 0.0;
 }
 
 static void slope_untested(sl_bench_slope_t *s, size_t n, double threshold) {
@@ -369,6 +370,13 @@ int sl_bench_sustainable(const sl_bench_trial_t *t,
     }
   }
 
+  if (o->max_end_backlog_s > 0 && nw > 0 && isfinite(w[nw - 1].backlog) &&
+      w[nw - 1].backlog > o->max_end_backlog_s * t->rate) {
+    v.reasons |= SL_BENCH_UNSUST_BACKLOG;
+    reason_add(&v, "backlog at the end %.4g events = %.2f s of input > %.2f s",
+               w[nw - 1].backlog, w[nw - 1].backlog / t->rate,
+               o->max_end_backlog_s);
+  }
   v.is_sustainable = v.reasons == 0;
   if (v.is_sustainable) {
     reason_add(&v, "sustainable: backlog %+.4g/s (limit %.4g/s)",

@@ -174,6 +174,11 @@ typedef struct sl_bench_slope_opts_s {
   double max_window_shortfall;
   double min_generated_ratio;
   size_t min_samples;
+  /* > 0: also unsustainable when the last sample's backlog exceeds this
+   * many seconds of input (a start-up backlog still draining at the end
+   * of the window: its latencies are not those of a steady state).
+   * Default 0 (off); sluice-bench-stream uses 0.5. */
+  double max_end_backlog_s;
 } sl_bench_slope_opts_t;
 
 /** @brief Fill o with the defaults above.  @thread any @locks none */
