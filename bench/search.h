@@ -174,10 +174,13 @@ typedef struct sl_bench_slope_opts_s {
   double max_window_shortfall;
   double min_generated_ratio;
   size_t min_samples;
-  /* > 0: also unsustainable when the last sample's backlog exceeds this
-   * many seconds of input (a start-up backlog still draining at the end
-   * of the window: its latencies are not those of a steady state).
-   * Default 0 (off); sluice-bench-stream uses 0.5. */
+  /* > 0: also unsustainable when, at the last sample, more than this
+   * many seconds of input are in flight: the backlog, or generated -
+   * consumed when larger (a start-up backlog still draining at the end
+   * of the window, or a generator that fell behind its schedule and
+   * stays behind: the slopes are flat, but the latencies are those of a
+   * queue, not of a steady state).  Default 0 (off); sluice-bench-stream
+   * uses 0.5. */
   double max_end_backlog_s;
 } sl_bench_slope_opts_t;
 
