@@ -22,7 +22,7 @@
  * Modes
  *   run     one trial at --rate; prints the summary, --csv writes the
  *           time series (t_s,offered_rate,consumed_rate,backlog,
- *           lat_p50_ms,lat_p99_ms,lat_max_ms).
+ *           lat_p50_ms,lat_p99_ms,lat_max_ms,driver_lag_ms).
  *   search  the sustainable-throughput search (bench/search.h): trials
  *           from --start-rate down (or up) until neither backlog nor
  *           latency grows; --searches K repeats the whole search K times
@@ -93,6 +93,7 @@ typedef struct point_s {
   double t_s, offered_rate, consumed_rate, backlog;
   double p50_ms, p99_ms, max_ms;
   double generated, consumed;
+  double driver_lag_ms; /* how far the driver is behind its schedule */
 } point_t;
 
 /* What a trial process reports, in memory shared with its parent. */
@@ -107,6 +108,7 @@ typedef struct trial_shm_s {
   double generated, consumed;      /* measurement window */
   uint64_t overflow, dropped, skipped;
   int64_t driver_max_lag_ns;
+  double window_max_lag_s;         /* driver lag, measurement window */
   uint64_t checkpoints;
   _Atomic int go;                  /* the driver may start */
   _Atomic int stop;                /* the driver should stop */
@@ -577,20 +579,32 @@ static void driver_main(trial_shm_t *shm, sl_workload_t *w, sl_ring_t *rings,
 }
 
 /* Sum the ring counters (the sampler's view of the driver). */
+/* The rings' counters: *gen and *cons in all-event units (the driver's
+ * sequence counts every event of the schedule, also those of streams the
+ * query does not read, which no ring holds), *backlog in ring events, and
+ * *seq the driver's sequence. */
 static void ring_counters(const sl_ring_t *rings, uint32_t n, double *gen,
-                          double *cons, double *backlog, uint64_t *ovf) {
-  *gen = *cons = *backlog = 0;
+                          double *cons, double *backlog, uint64_t *ovf,
+                          uint64_t *seq) {
+  double ring_gen = 0, ring_cons = 0;
+  *backlog = 0;
   *ovf = 0;
+  *seq = atomic_load_explicit(&rings[0].hdr->sequence, memory_order_acquire);
   for (uint32_t i = 0; i < n; i++) {
     sl_ring_hdr_t *h = rings[i].hdr;
     uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
     uint64_t tail = atomic_load_explicit(&h->tail, memory_order_acquire);
     uint64_t o = atomic_load_explicit(&h->overflow, memory_order_relaxed);
-    *gen += (double)(head + o);
-    *cons += (double)tail;
+    ring_gen += (double)(head + o);
+    ring_cons += (double)tail;
     *backlog += (double)(head - tail);
     *ovf += o;
   }
+  /* Consumed in all-event units: ring events consumed times all events
+   * per ring event (exact for q0..q2, whose ring gets every bid). */
+  *gen = (double)*seq;
+  *cons = ring_gen > 0 ? ring_cons * (*gen / ring_gen) : 0;
+  if (*gen < ring_gen) *gen = ring_gen; /* sequence is read first */
 }
 
 /* The trial process.  Never returns. */
@@ -680,15 +694,15 @@ static void trial_main(const cfg_t *c, const query_t *q, double rate,
     sleep_until_ns(t);
     int64_t now = sl_bench_now_ns();
     double gen, cons, backlog;
-    uint64_t ovf;
-    ring_counters(rings, w.n_rings, &gen, &cons, &backlog, &ovf);
-    /* The rings see only the streams the query reads; throughput counts
-     * every event the schedule generated (Nexmark's count).  Consumed is
-     * put in the same unit: ring events consumed times all events per
-     * ring event so far. */
-    double sched = rate * (double)(now - t0) / 1e9;
-    if (gen > 0 && sched > gen) cons *= sched / gen;
-    if (sched > gen) gen = sched;
+    uint64_t ovf, seq;
+    ring_counters(rings, w.n_rings, &gen, &cons, &backlog, &ovf, &seq);
+    /* The driver's lag: events its schedule owes, in ms.  Event stamps
+     * are scheduled times, so a lagging driver shows as latency; the slope
+     * test also rejects a trial whose driver fell behind (the rate was not
+     * offered). */
+    double owed = rate * (double)(now - rings[0].hdr->t0_ns) / 1e9 -
+                  (double)seq;
+    double lag_ms = owed > 0 ? 1e3 * owed / rate : 0.0;
     sl_lat_shared_take(&lat, &ev, &pt);
     double dt = (double)(now - prev_t) / 1e9;
     point_t *p = &shm->points[shm->n_points < MAX_SAMPLES ? shm->n_points++
@@ -699,6 +713,9 @@ static void trial_main(const cfg_t *c, const query_t *q, double rate,
     p->backlog = backlog;
     p->generated = gen;
     p->consumed = cons;
+    p->driver_lag_ms = lag_ms;
+    if (is_measuring && lag_ms / 1e3 > shm->window_max_lag_s)
+      shm->window_max_lag_s = lag_ms / 1e3;
     bool has = sl_bench_hist_count(&ev) > 0;
     p->p50_ms = has ? ms(sl_bench_hist_quantile(&ev, 0.5)) : NAN;
     p->p99_ms = has ? ms(sl_bench_hist_quantile(&ev, 0.99)) : NAN;
@@ -723,7 +740,9 @@ static void trial_main(const cfg_t *c, const query_t *q, double rate,
   }
   if (is_measuring) {
     double gen, cons, backlog;
-    ring_counters(rings, w.n_rings, &gen, &cons, &backlog, &shm->overflow);
+    uint64_t seq;
+    ring_counters(rings, w.n_rings, &gen, &cons, &backlog, &shm->overflow,
+                  &seq);
     shm->cpu_s = cpu_seconds() - cpu0;
     shm->wall_s = (double)(sl_bench_now_ns() - w0) / 1e9;
     shm->generated = shm->points[shm->n_points - 1].generated - gen0;
@@ -780,11 +799,12 @@ static int run_trial(const cfg_t *c, const query_t *q, double rate,
 
 static void write_csv(const trial_shm_t *shm, FILE *f) {
   fprintf(f, "t_s,offered_rate,consumed_rate,backlog,lat_p50_ms,lat_p99_ms,"
-          "lat_max_ms\n");
+          "lat_max_ms,driver_lag_ms\n");
   for (size_t i = 0; i < shm->n_points; i++) {
     const point_t *p = &shm->points[i];
-    fprintf(f, "%.3f,%.0f,%.0f,%.0f,%.3f,%.3f,%.3f\n", p->t_s, p->offered_rate,
-            p->consumed_rate, p->backlog, p->p50_ms, p->p99_ms, p->max_ms);
+    fprintf(f, "%.3f,%.0f,%.0f,%.0f,%.3f,%.3f,%.3f,%.3f\n", p->t_s,
+            p->offered_rate, p->consumed_rate, p->backlog, p->p50_ms,
+            p->p99_ms, p->max_ms, p->driver_lag_ms);
   }
 }
 
@@ -875,6 +895,7 @@ static int search_trial(void *user, double rate, sl_bench_trial_t *out) {
   }
   out->n_samples = shm->n_points;
   out->is_overflow = shm->overflow > 0;
+  out->max_generator_lag_s = shm->window_max_lag_s;
   out->p50_ms = q_ms(&shm->ev, 0.5);
   out->p90_ms = q_ms(&shm->ev, 0.9);
   out->p99_ms = q_ms(&shm->ev, 0.99);
@@ -1000,6 +1021,18 @@ int main(int argc, char **argv) {
         continue;
       }
       sl_bench_search_write_summary(&res, stdout);
+      /* Was the bound the driver's?  Then the figure is a lower bound for
+       * sluice, and must be reported as such. */
+      for (size_t i = 0; res.is_found && i < res.n_trials; i++) {
+        const sl_bench_search_trial_t *st = &res.trials[i];
+        if (st->rate == res.unsustainable_rate &&
+            (st->verdict.reasons & SL_BENCH_UNSUST_GENERATOR)) {
+          printf("driver-bound: at %.6g events/s the driver fell behind its "
+                 "schedule; sluice sustains at least %.6g events/s here\n",
+                 st->rate, res.sustainable_rate);
+          break;
+        }
+      }
       if (csv) {
         char path[4096];
         if (searches > 1) snprintf(path, sizeof(path), "%s.%llu", csv,

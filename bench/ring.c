@@ -215,6 +215,8 @@ int sl_driver_run_rings(sl_ring_t *rings, uint32_t n_rings,
       atomic_store_explicit(&rings[i].hdr->head, w[i].head, memory_order_release);
       atomic_store_explicit(&rings[i].hdr->overflow, w[i].ovf,
                             memory_order_relaxed);
+      atomic_store_explicit(&rings[i].hdr->sequence, seq,
+                            memory_order_release);
     }
     bool is_stop = o->stop && atomic_load(o->stop);
     if (now >= end || is_stop) break;

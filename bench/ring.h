@@ -56,7 +56,16 @@ typedef struct sl_ring_hdr_s {
   double rate;                 /* events per second over all rings */
   int64_t t0_ns;               /* schedule origin */
   uint64_t slot_size;          /* bytes per slot: head + payload capacity */
+  /* Events the schedule has produced so far over all the driver's rings,
+   * including those skipped (streams nobody reads) and dropped; written
+   * after every batch.  The driver is behind its schedule by
+   * rate * (now - t0_ns) - sequence events. */
+  _Atomic uint64_t sequence;
+  uint8_t pad2[80];            /* the slots start 64-byte aligned */
 } sl_ring_hdr_t;
+
+_Static_assert(sizeof(sl_ring_hdr_t) % 64 == 0,
+               "ring slots must start on a cache line");
 
 typedef struct sl_ring_s {
   sl_ring_hdr_t *hdr;

@@ -120,6 +120,7 @@ void sl_bench_slope_opts_init(sl_bench_slope_opts_t *o) {
   o->min_generated_ratio = 0.99;
   o->min_samples = 10;
   o->max_end_backlog_s = 0.0;
+  o->max_generator_lag_s = 0.1;
 }
 
 static void slope_untested(sl_bench_slope_t *s, size_t n, double threshold) {
@@ -243,7 +244,8 @@ static bool opts_valid(const sl_bench_slope_opts_t *o) {
          o->backlog_rel_slope >= 0.0 && o->latency_slope_ms >= 0.0 &&
          o->max_r1 >= 0.0 && o->max_r1 < 1.0 &&
          o->max_window_shortfall >= 0.0 && o->max_window_shortfall <= 1.0 &&
-         o->min_generated_ratio >= 0.0 && isfinite(o->warmup_s);
+         o->min_generated_ratio >= 0.0 && isfinite(o->warmup_s) &&
+         o->max_generator_lag_s >= 0.0;
 }
 
 int sl_bench_sustainable(const sl_bench_trial_t *t,
@@ -370,6 +372,12 @@ int sl_bench_sustainable(const sl_bench_trial_t *t,
     }
   }
 
+  if (o->max_generator_lag_s > 0 && isfinite(t->max_generator_lag_s) &&
+      t->max_generator_lag_s > o->max_generator_lag_s) {
+    v.reasons |= SL_BENCH_UNSUST_GENERATOR;
+    reason_add(&v, "generator fell %.3g s behind its schedule (limit %.3g s)",
+               t->max_generator_lag_s, o->max_generator_lag_s);
+  }
   if (o->max_end_backlog_s > 0 && nw > 0) {
     /* In flight at the end: the ring's backlog, or generated - consumed
      * when larger (that also holds what the engine queues inside and what

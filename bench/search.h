@@ -56,6 +56,10 @@ typedef struct sl_bench_trial_s {
   size_t n_samples;
   bool is_overflow;            /* the queue overflowed: unsustainable */
   bool is_failed;              /* the trial broke (crash, timeout, ...) */
+  /* The most the generator was behind its schedule during the
+   * measurement window, in seconds (0 or NaN if unknown).  A generator
+   * that cannot keep its schedule did not offer the rate. */
+  double max_generator_lag_s;
   char error[256];             /* why, when is_failed */
   /* Latency percentiles over the measurement window, in ms (NaN if
    * unknown), filled by the trial fn: */
@@ -159,7 +163,9 @@ int sl_bench_trend_xy(const double *x, const double *y, size_t n,
  *    consumed is tested like the backlog.
  *  - min_generated_ratio = 0.99: the generator must achieve 99% of the
  *    offered rate (least-squares slope of the generated count), or the
- *    rate was never offered and cannot be called sustainable.
+ *    rate was never offered and cannot be called sustainable.  The same
+ *    holds when it falls behind its schedule by more than
+ *    max_generator_lag_s (below).
  *  - min_samples = 10: a window with fewer backlog samples is not judged
  *    sustainable ("too few samples"); with fewer latency samples the
  *    latency test is skipped and the reason says so.
@@ -182,6 +188,12 @@ typedef struct sl_bench_slope_opts_s {
    * queue, not of a steady state).  Default 0 (off); sluice-bench-stream
    * uses 0.5. */
   double max_end_backlog_s;
+  /* The generator must stay within this many seconds of its schedule
+   * (trial field max_generator_lag_s), or the trial is unsustainable for
+   * reason "generator": the rate was not offered.  Default 0.1 s: well
+   * above the few ms a driver sharing its cores lags when preempted,
+   * well below a lag that would decide the latency. */
+  double max_generator_lag_s;
 } sl_bench_slope_opts_t;
 
 /** @brief Fill o with the defaults above.  @thread any @locks none */

@@ -576,6 +576,9 @@ static int window_clear(const wcfg_t *c, wlocal_t *l, const sl_window_t *w) {
   return rc;
 }
 
+static int window_fire(const wcfg_t *c, wlocal_t *l, const sl_window_t *w,
+                       bool *out_removed);
+
 /* Add a row to window w (not late). */
 static int window_add(const wcfg_t *c, wlocal_t *l, const sl_window_t *w,
                       const sl_row_t *row, int64_t ts) {
@@ -604,9 +607,19 @@ static int window_add(const wcfg_t *c, wlocal_t *l, const sl_window_t *w,
     rc = sl_list_add(l->rows, row->data, row->len);
   }
   if (rc == SL_OK) rc = acc_store(l, w, &l->a);
-  if (rc == SL_OK && !exists)
-    rc = sl_ctx_event_timer_register(l->ctx, fire_time(w));
-  if (rc != SL_OK || !fired) return rc;
+  if (rc != SL_OK) return rc;
+  if (!fired) {
+    /* The watermark already passed the window's end (a row within the
+     * allowed lateness opening a window, or a session merge that moved
+     * the end back): fire now, as Flink's event-time trigger does on an
+     * element, instead of at the next watermark, which may be far off. */
+    if (fire_time(w) <= sl_ctx_watermark(l->ctx)) {
+      bool removed;
+      return window_fire(c, l, w, &removed);
+    }
+    return exists ? SL_OK
+                  : sl_ctx_event_timer_register(l->ctx, fire_time(w));
+  }
   /* A late row within the allowed lateness updates the result. */
   if (c->mode == WM_PROCESS) return emit_result(c, l, w, &l->a, SL_ROW_INSERT);
   rc = emit_result(c, l, w, &l->b, SL_ROW_UPDATE_BEFORE);

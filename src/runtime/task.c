@@ -1163,7 +1163,23 @@ void sl__task_destroy(sl_task_t *t) {
 /* ------------------------------------------------------------------ */
 /* Source output (public, sl_connector.h). */
 
+/* A record while the task is idle: its split is active again, and the
+ * receivers must hear so before the record, or they would keep leaving
+ * this input out of their watermark and could pass the record's time. */
+static bool wmgen_wake(sl_source_out_t *out) {
+  sl_task_t *t = out->task;
+  if (t->source->n_splits) out->wm->splits[out->wm->cur].is_idle = false;
+  if (set_wm_idle(t, false) != SL_OK) {
+    out->is_failed = true;
+    return false;
+  }
+  return true;
+}
+
 bool sl_source_emit(sl_source_out_t *out, const sl_row_t *row) {
+  if (SL_UNLIKELY(out->wm != NULL && out->task->is_wm_idle) &&
+      !wmgen_wake(out))
+    return false;
   int rc = sl__op_emit(out->op, row);
   if (SL_UNLIKELY(rc != SL_OK)) {
     out->is_failed = true;

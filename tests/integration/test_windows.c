@@ -353,6 +353,115 @@ SL_TEST(allowed_lateness_updates_a_fired_window) {
   evset_free(&e);
 }
 
+/* Expected output rows in arrival order: kind, key, start, end, count,
+ * sum. */
+typedef struct seqrow_s {
+  int kind;
+  int64_t key, start, end, count, sum;
+} seqrow_t;
+
+static void assert_sequence(const csink_t *out, const seqrow_t *want,
+                            size_t n_want, const char *what) {
+  for (size_t i = 0; i < out->n_rows && i < n_want; i++) {
+    sl_row_t r = crow(out, i);
+    if ((int)sl_row_kind(&r) != want[i].kind ||
+        sl_row_get_i64(&r, 0) != want[i].key ||
+        sl_row_get_i64(&r, 1) != want[i].start ||
+        sl_row_get_i64(&r, 2) != want[i].end ||
+        sl_row_get_i64(&r, 4) != want[i].count ||
+        sl_row_get_i64(&r, 5) != want[i].sum)
+      SL_TEST_FAIL("%s, row %zu: %s key %lld [%lld, %lld) count %lld sum "
+                   "%lld; expected %s key %lld [%lld, %lld) %lld %lld", what,
+                   i, sl_row_kind_name(sl_row_kind(&r)),
+                   (long long)sl_row_get_i64(&r, 0),
+                   (long long)sl_row_get_i64(&r, 1),
+                   (long long)sl_row_get_i64(&r, 2),
+                   (long long)sl_row_get_i64(&r, 4),
+                   (long long)sl_row_get_i64(&r, 5),
+                   sl_row_kind_name((sl_row_kind_t)want[i].kind),
+                   (long long)want[i].key, (long long)want[i].start,
+                   (long long)want[i].end, (long long)want[i].count,
+                   (long long)want[i].sum);
+  }
+  if (out->n_rows != n_want)
+    SL_TEST_FAIL("%s: %zu rows, expected %zu", what, out->n_rows, n_want);
+}
+
+SL_TEST(row_within_lateness_opening_a_passed_window_fires_it_at_once) {
+  /* Windows of 1000 us, lateness 3500, one task.  After ts 5000 the
+   * watermark is 4999: key 1's [1000, 2000) has fired.  Key 2's first row
+   * at 1500 opens [1000, 2000), whose end the watermark passed: it fires
+   * at once, before key 1's late row at 1200 updates key 1's window, not
+   * at the next watermark (5999, after that update). */
+  const ev_t evs[] = {{1, 1000, 10}, {1, 5000, 40}, {2, 1500, 5},
+                      {1, 1200, 20}, {1, 6000, 1}};
+  evset_t e;
+  one_split(&e, evs, 5);
+  wjob_t j = {1, {0}, {0}, true};
+  sl_window_spec_init(&j.spec);
+  j.spec.time_field = "ts";
+  j.spec.size_us = 1000;
+  j.spec.allowed_lateness_us = 3500;
+  sl_watermark_config_init(&j.wm);
+  j.wm.time_field = "ts";
+  j.wm.per_record = true;
+  csink_t out, late;
+  csink_init(&out);
+  csink_init(&late);
+  run_window_job(&j, &e, &out, &late);
+  const seqrow_t want[] = {
+      {SL_ROW_INSERT, 1, 1000, 2000, 1, 10},
+      {SL_ROW_INSERT, 2, 1000, 2000, 1, 5},
+      {SL_ROW_UPDATE_BEFORE, 1, 1000, 2000, 1, 10},
+      {SL_ROW_UPDATE_AFTER, 1, 1000, 2000, 2, 30},
+      {SL_ROW_INSERT, 1, 5000, 6000, 1, 40},
+      {SL_ROW_INSERT, 1, 6000, 7000, 1, 1}};
+  assert_sequence(&out, want, 6, "tumbling");
+  SL_ASSERT_EQ_INT(late.n_rows, 0);
+  csink_free(&out);
+  csink_free(&late);
+  evset_free(&e);
+}
+
+SL_TEST(session_merge_behind_the_watermark_fires_at_once) {
+  /* Gap 1000, lateness 10000.  ts 10000 moves the watermark to 9999:
+   * session [1000, 2000) fires.  The row at 1800 merges it into [1000,
+   * 2800), whose end is behind the watermark: -D the old session, +I the
+   * merged one at once.  The row at 1500 ([1500, 2500)) then falls inside
+   * the fired merged session: -U / +U.  Were the merged session fired only
+   * at the next watermark, the row at 1500 would be folded in silently and
+   * a single +I (count 3) would come at the end. */
+  const ev_t evs[] = {{1, 1000, 1}, {1, 10000, 100}, {1, 1800, 2},
+                      {1, 1500, 4}};
+  evset_t e;
+  one_split(&e, evs, 4);
+  wjob_t j = {1, {0}, {0}, true};
+  sl_window_spec_init(&j.spec);
+  j.spec.kind = SL_WINDOW_SESSION;
+  j.spec.time_field = "ts";
+  j.spec.gap_us = 1000;
+  j.spec.allowed_lateness_us = 10000;
+  sl_watermark_config_init(&j.wm);
+  j.wm.time_field = "ts";
+  j.wm.per_record = true;
+  csink_t out, late;
+  csink_init(&out);
+  csink_init(&late);
+  run_window_job(&j, &e, &out, &late);
+  const seqrow_t want[] = {
+      {SL_ROW_INSERT, 1, 1000, 2000, 1, 1},
+      {SL_ROW_DELETE, 1, 1000, 2000, 1, 1},
+      {SL_ROW_INSERT, 1, 1000, 2800, 2, 3},
+      {SL_ROW_UPDATE_BEFORE, 1, 1000, 2800, 2, 3},
+      {SL_ROW_UPDATE_AFTER, 1, 1000, 2800, 3, 7},
+      {SL_ROW_INSERT, 1, 10000, 11000, 1, 100}};
+  assert_sequence(&out, want, 6, "session");
+  SL_ASSERT_EQ_INT(late.n_rows, 0);
+  csink_free(&out);
+  csink_free(&late);
+  evset_free(&e);
+}
+
 /* ------------------------------------------------------------------ */
 /* Session windows: gap edge cases.  Flink's rule: windows [t, t + gap)
  * that intersect or touch merge. */
