@@ -95,6 +95,8 @@ SL_TEST(driver_keeps_its_rate_while_the_consumer_stalls) {
   SL_ASSERT_EQ_INT(fin.consumed, n_read);
   SL_ASSERT_EQ_INT(fin.backlog, fin.generated - n_read);
   SL_ASSERT_EQ_INT(sl_ring_backlog(&run.ring), fin.backlog);
+  /* The header's sequence counts every event of the schedule. */
+  SL_ASSERT_EQ_INT(atomic_load(&run.ring.hdr->sequence), fin.generated);
   /* Stamps are the schedule: event seq is due at t0 + seq / rate. */
   sl_ring_event_t e;
   SL_ASSERT_EQ_INT(sl_ring_read(&run.ring, &e, 1), 1);
@@ -114,5 +116,6 @@ SL_TEST(a_full_ring_counts_overflow_instead_of_slowing_down) {
   SL_ASSERT_EQ_INT(fin.backlog, 4096);
   SL_ASSERT_EQ_INT(fin.overflow, fin.generated - 4096);
   SL_ASSERT_EQ_INT(fin.consumed, 0);
+  SL_ASSERT_EQ_INT(atomic_load(&run.ring.hdr->sequence), fin.generated);
   sl_ring_close(&run.ring);
 }

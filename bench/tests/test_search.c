@@ -237,6 +237,28 @@ SL_TEST(lagging_generator_is_not_sustainable) {
   SL_ASSERT_EQ_DBL(v.generated_rate, 0.95e6, 1.0);
 }
 
+/* The generator kept its rate on average but fell 0.3 s behind its
+ * schedule at some point of the window: the rate was not offered. */
+SL_TEST(generator_behind_its_schedule_is_not_sustainable) {
+  sl_bench_slope_opts_t o = stream_opts();
+  shape_t s;
+  shape_init(&s, 1e6, 52);
+  sl_bench_sample_t buf[N_SAMPLES];
+  sl_bench_trial_t t;
+  make_trial(&s, buf, &t);
+  t.max_generator_lag_s = 0.3;
+  sl_bench_verdict_t v;
+  SL_ASSERT_EQ_INT(sl_bench_sustainable(&t, &o, &v), SL_OK);
+  SL_ASSERT_EQ_INT(v.reasons, SL_BENCH_UNSUST_GENERATOR);
+  SL_ASSERT_TRUE(strstr(v.reason, "behind its schedule") != NULL);
+  t.max_generator_lag_s = 0.02; /* a preemption: fine */
+  SL_ASSERT_EQ_INT(sl_bench_sustainable(&t, &o, &v), SL_OK);
+  SL_ASSERT_TRUE(v.is_sustainable);
+  t.max_generator_lag_s = NAN; /* unknown: not judged */
+  SL_ASSERT_EQ_INT(sl_bench_sustainable(&t, &o, &v), SL_OK);
+  SL_ASSERT_TRUE(v.is_sustainable);
+}
+
 /* Consumed falls behind generated while the ring's backlog stays flat
  * (a queue inside the engine): the shortfall test sees it. */
 SL_TEST(shortfall_growing_inside_the_engine_is_not) {
