@@ -1,6 +1,6 @@
 # Throughput and latency over time of one sluice-bench-stream trial.
 # gnuplot -e "in='q0-p1-s0-t08.csv'; out='run.svg'; ttl='q0, 2.87 M/s'; warm=6" run.gp
-# Columns: t_s,offered_rate,consumed_rate,backlog,lat_p50_ms,lat_p99_ms,lat_max_ms
+# Columns: t_s,offered_rate,consumed_rate,backlog,lat_p50_ms,lat_p99_ms,lat_max_ms,driver_lag_ms
 if (!exists("in") || !exists("out")) { print "usage: gnuplot -e \"in='...';out='...'\" run.gp"; exit status 2 }
 if (!exists("ttl")) ttl = in
 if (!exists("warm")) warm = 0
@@ -34,5 +34,6 @@ set yrange [*:*]
 set label 1 ""
 plot in skip 1 using 1:5 with linespoints pt 7 ps 0.4 lc "#1f77b4" title "p50 per sample", \
      ''  skip 1 using 1:6 with linespoints pt 7 ps 0.4 lc "#ff7f0e" title "p99 per sample", \
-     ''  skip 1 using 1:7 with lines lc "#7f7f7f" title "max per sample"
+     ''  skip 1 using 1:7 with lines lc "#7f7f7f" title "max per sample", \
+     ''  skip 1 using 1:($8 > 0.01 ? $8 : 1/0) with lines dt 2 lw 1.5 lc "#9467bd" title "driver behind schedule (ms)"
 unset multiplot

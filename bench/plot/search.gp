@@ -18,7 +18,7 @@ set format y "%.2s%c"
 set yrange [0:*]
 set xrange [0.5:*]
 set xtics 1
-if (exists("best")) { set arrow 1 from graph 0, first best to graph 1, first best nohead dt 2 lc "#2ca02c"; set label 1 sprintf("sustainable %.3g events/s", best) at graph 0.02, first best offset 0,0.8 tc "#2ca02c" }
+if (exists("best")) { set arrow 1 from graph 0, first best to graph 1, first best nohead dt 2 lc "#2ca02c"; set label 1 sprintf("sustainable %.3f M events/s", best / 1e6) at graph 0.02, first best offset 0,0.8 front tc "#2ca02c" }
 plot in skip 1 using 1:($3 == 1 ? $2 : 1/0) with impulses lw 8 lc "#2ca02c" title "sustainable", \
      ''  skip 1 using 1:($3 == 0 ? $2 : 1/0) with impulses lw 8 lc "#d62728" title "unsustainable"
 unset arrow 1
