@@ -387,6 +387,23 @@ static void assert_sequence(const csink_t *out, const seqrow_t *want,
     SL_TEST_FAIL("%s: %zu rows, expected %zu", what, out->n_rows, n_want);
 }
 
+/* One split of evs through a window with spec, watermarks per record on
+ * ts without delay, results and late rows collected. */
+static void run_per_record(const ev_t *evs, uint64_t n,
+                           const sl_window_spec_t *spec, csink_t *out,
+                           csink_t *late) {
+  evset_t e;
+  one_split(&e, evs, n);
+  wjob_t j = {1, *spec, {0}, true};
+  sl_watermark_config_init(&j.wm);
+  j.wm.time_field = "ts";
+  j.wm.per_record = true;
+  csink_init(out);
+  csink_init(late);
+  run_window_job(&j, &e, out, late);
+  evset_free(&e);
+}
+
 SL_TEST(row_within_lateness_opening_a_passed_window_fires_it_at_once) {
   /* Windows of 1000 us, lateness 3500, one task.  After ts 5000 the
    * watermark is 4999: key 1's [1000, 2000) has fired.  Key 2's first row
@@ -395,20 +412,13 @@ SL_TEST(row_within_lateness_opening_a_passed_window_fires_it_at_once) {
    * at the next watermark (5999, after that update). */
   const ev_t evs[] = {{1, 1000, 10}, {1, 5000, 40}, {2, 1500, 5},
                       {1, 1200, 20}, {1, 6000, 1}};
-  evset_t e;
-  one_split(&e, evs, 5);
-  wjob_t j = {1, {0}, {0}, true};
-  sl_window_spec_init(&j.spec);
-  j.spec.time_field = "ts";
-  j.spec.size_us = 1000;
-  j.spec.allowed_lateness_us = 3500;
-  sl_watermark_config_init(&j.wm);
-  j.wm.time_field = "ts";
-  j.wm.per_record = true;
+  sl_window_spec_t spec;
+  sl_window_spec_init(&spec);
+  spec.time_field = "ts";
+  spec.size_us = 1000;
+  spec.allowed_lateness_us = 3500;
   csink_t out, late;
-  csink_init(&out);
-  csink_init(&late);
-  run_window_job(&j, &e, &out, &late);
+  run_per_record(evs, 5, &spec, &out, &late);
   const seqrow_t want[] = {
       {SL_ROW_INSERT, 1, 1000, 2000, 1, 10},
       {SL_ROW_INSERT, 2, 1000, 2000, 1, 5},
@@ -420,7 +430,6 @@ SL_TEST(row_within_lateness_opening_a_passed_window_fires_it_at_once) {
   SL_ASSERT_EQ_INT(late.n_rows, 0);
   csink_free(&out);
   csink_free(&late);
-  evset_free(&e);
 }
 
 SL_TEST(session_merge_behind_the_watermark_fires_at_once) {
@@ -433,21 +442,14 @@ SL_TEST(session_merge_behind_the_watermark_fires_at_once) {
    * a single +I (count 3) would come at the end. */
   const ev_t evs[] = {{1, 1000, 1}, {1, 10000, 100}, {1, 1800, 2},
                       {1, 1500, 4}};
-  evset_t e;
-  one_split(&e, evs, 4);
-  wjob_t j = {1, {0}, {0}, true};
-  sl_window_spec_init(&j.spec);
-  j.spec.kind = SL_WINDOW_SESSION;
-  j.spec.time_field = "ts";
-  j.spec.gap_us = 1000;
-  j.spec.allowed_lateness_us = 10000;
-  sl_watermark_config_init(&j.wm);
-  j.wm.time_field = "ts";
-  j.wm.per_record = true;
+  sl_window_spec_t spec;
+  sl_window_spec_init(&spec);
+  spec.kind = SL_WINDOW_SESSION;
+  spec.time_field = "ts";
+  spec.gap_us = 1000;
+  spec.allowed_lateness_us = 10000;
   csink_t out, late;
-  csink_init(&out);
-  csink_init(&late);
-  run_window_job(&j, &e, &out, &late);
+  run_per_record(evs, 4, &spec, &out, &late);
   const seqrow_t want[] = {
       {SL_ROW_INSERT, 1, 1000, 2000, 1, 1},
       {SL_ROW_DELETE, 1, 1000, 2000, 1, 1},
@@ -459,7 +461,6 @@ SL_TEST(session_merge_behind_the_watermark_fires_at_once) {
   SL_ASSERT_EQ_INT(late.n_rows, 0);
   csink_free(&out);
   csink_free(&late);
-  evset_free(&e);
 }
 
 /* ------------------------------------------------------------------ */
