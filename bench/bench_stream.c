@@ -39,6 +39,12 @@
  *   q5      Nexmark hot items: bids per auction over sliding windows of
  *           10 s every 2 s, then the auctions with the most bids of each
  *           window
+ *   q7      Nexmark highest bid, as two window stages: the highest price
+ *           per auction over tumbling 10 s windows, then the auctions whose
+ *           highest bid is the window's highest, with that price.  Flink's
+ *           q7 joins back to the bids to return the whole bid rows; here
+ *           the bidder is not carried (the window aggregate has no
+ *           arg-max), so the output is (auction, price, window_end).
  *   q8      Nexmark new users: persons who opened an auction in the same
  *           10 s tumbling window (window join, then once per person and
  *           window)
@@ -137,6 +143,8 @@ static const query_t queries[] = {
      "date_time", "ingest_time", "Nexmark q3 local item suggestion (join)"},
     {"q5", SL_WORKLOAD_NEXMARK, 1u << SL_NEX_BID, "event_time", "ingest_time",
      "Nexmark q5 hot items (sliding 10 s / 2 s)"},
+    {"q7", SL_WORKLOAD_NEXMARK, 1u << SL_NEX_BID, "event_time", "ingest_time",
+     "Nexmark q7 highest bid (tumbling 10 s; auction and price)"},
     {"q8", SL_WORKLOAD_NEXMARK, (1u << SL_NEX_PERSON) | (1u << SL_NEX_AUCTION),
      "date_time", "ingest_time", "Nexmark q8 new users (tumbling 10 s join)"},
     {"count", SL_WORKLOAD_KEYS, 1, "date_time", "ingest_time",
@@ -225,9 +233,10 @@ static int q3_map(sl_ctx_t *ctx, void *user, const sl_row_t *in,
   return SL_OK;
 }
 
-/* q5 second stage, keyed by window_end: the auctions with the most bids
- * of each window.  Input: auction, window_start, window_end, event_time,
- * num, ingest_time (the first stage's window counts).  Value state: max
+/* q5 (and q7) second stage, keyed by window_end: the auctions with the
+ * most bids (q7: the highest price) of each window.  Input: auction,
+ * window_start, window_end, event_time, num (q7: price), ingest_time (the
+ * first stage's window results).  Value state: max
  * num, latest event and ingest time, then the auctions at max num. */
 typedef struct top_local_s {
   sl_state_t *top;
@@ -428,8 +437,13 @@ static int build(sl_job_t *job, const query_t *q, const sl_workload_t *w,
     p = sl_stream_key_by_fields(p, id, 1);
     s = sl_stream_join(a, p, "q3-join");
     s = sl_stream_map(s, "q3", out, q3_map, NULL);
-  } else if (strcmp(q->name, "q5") == 0) {
-    sl_field_t f[] = {F("auction", SL_TYPE_INT64), F("num", SL_TYPE_INT64),
+  } else if (strcmp(q->name, "q5") == 0 || strcmp(q->name, "q7") == 0) {
+    /* q5: bids per auction over sliding windows, then the auctions with
+     * the most.  q7: the highest price per auction over tumbling windows,
+     * then the auctions whose highest bid is the window's highest. */
+    bool is_q7 = q->name[1] == '7';
+    sl_field_t f[] = {F("auction", SL_TYPE_INT64),
+                      F(is_q7 ? "price" : "num", SL_TYPE_INT64),
                       F("window_end", SL_TYPE_TIMESTAMP),
                       F("event_time", SL_TYPE_TIMESTAMP),
                       F("ingest_time", SL_TYPE_TIMESTAMP)};
@@ -440,13 +454,15 @@ static int build(sl_job_t *job, const query_t *q, const sl_workload_t *w,
     s = sl_stream_key_by_fields(s, auction, 1);
     sl_window_spec_t ws;
     sl_window_spec_init(&ws);
-    ws.kind = SL_WINDOW_SLIDING;
+    ws.kind = is_q7 ? SL_WINDOW_TUMBLING : SL_WINDOW_SLIDING;
     ws.time_field = "date_time";
     ws.size_us = 10000000;
-    ws.slide_us = 2000000;
+    ws.slide_us = is_q7 ? 0 : 2000000;
     sl_agg_t aggs[] = {{"num", SL_AGG_COUNT, NULL},
                        {"ingest_time", SL_AGG_MAX, "ingest_time"}};
-    s = sl_stream_window_aggregate(s, "q5-count", &ws, aggs, 2);
+    if (is_q7) aggs[0] = (sl_agg_t){"price", SL_AGG_MAX, "price"};
+    s = sl_stream_window_aggregate(s, is_q7 ? "q7-max" : "q5-count", &ws,
+                                   aggs, 2);
     s = sl_stream_key_by_fields(s, wend, 1);
     sl_process_fns_t fns;
     memset(&fns, 0, sizeof(fns));
@@ -454,7 +470,7 @@ static int build(sl_job_t *job, const query_t *q, const sl_workload_t *w,
     fns.process = top_process;
     fns.close = top_close;
     fns.on_event_timer = top_timer;
-    s = sl_stream_process(s, "q5-top", out, &fns, NULL);
+    s = sl_stream_process(s, is_q7 ? "q7-top" : "q5-top", out, &fns, NULL);
   } else if (strcmp(q->name, "q8") == 0) {
     sl_field_t f[] = {F("id", SL_TYPE_INT64), F("name", SL_TYPE_STRING),
                       F("window_start", SL_TYPE_TIMESTAMP),
@@ -837,7 +853,7 @@ static const char usage[] =
     "usage: %s run    --query Q --rate R [options] [--csv PATH]\n"
     "       %s search --query Q --start-rate R [options] [--searches K]\n"
     "                 [--csv PATH] [--runs-dir DIR]\n"
-    "queries: q0 q1 q2 q3 q5 q8 count wagg wjoin\n"
+    "queries: q0 q1 q2 q3 q5 q7 q8 count wagg wjoin\n"
     "options: --parallelism P (1)  --duration S (16)  --warmup S (6)\n"
     "         --sample-ms MS (500)  --checkpoint-ms MS (0: off)\n"
     "         --keys K  --zipf S (count: 1.0)  --capacity EVENTS (2^21)\n"
@@ -959,7 +975,7 @@ int main(int argc, char **argv) {
   if (q == NULL) {
     fprintf(stderr, "%s: %s '%s'\n", argv[0],
             c.query ? "unknown query" : "--query is required:",
-            c.query ? c.query : "q0|q1|q2|q3|q5|q8|count|wagg|wjoin");
+            c.query ? c.query : "q0|q1|q2|q3|q5|q7|q8|count|wagg|wjoin");
     return 2;
   }
   if (c.warmup_s + 2.0 * (double)c.sample_ms / 1000 >= c.duration_s) {
