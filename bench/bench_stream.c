@@ -594,8 +594,7 @@ static void driver_main(trial_shm_t *shm, sl_workload_t *w, sl_ring_t *rings,
   _exit(0);
 }
 
-/* Sum the ring counters (the sampler's view of the driver). */
-/* The rings' counters: *gen and *cons in all-event units (the driver's
+/* The rings' counters (the sampler's view of the driver): *gen and *cons in all-event units (the driver's
  * sequence counts every event of the schedule, also those of streams the
  * query does not read, which no ring holds), *backlog in ring events, and
  * *seq the driver's sequence. */

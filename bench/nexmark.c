@@ -134,9 +134,8 @@ static sl_nex_str_t put_cstr(sbuf_t *b, const char *s) {
   return put(b, s, (uint32_t)strlen(s));
 }
 
-/* Lower-case letters with an occasional space, as the original's
- * nextString; appended to the current string at `start`. */
-/* n characters from 'a'..'z' and ' ', uniform.  Eight characters per
+/* n lower-case letters with an occasional space (the original's
+ * nextString: 'a'..'z' and ' ', uniform), appended.  Eight characters per
  * 64-bit draw: each is the high word of x * 27, and the low word, uniform
  * again, feeds the next (multiply-shift digit extraction; the bias stays
  * far below what a benchmark payload could notice).  One draw per
@@ -173,13 +172,9 @@ static void append_u64(sbuf_t *b, uint64_t v, int min_digits) {
   while (n > 0 && b->len < b->cap) b->p[b->len++] = tmp[--n];
 }
 
-/* Pad toward the average size: nothing if the event is already that big,
- * else a random string of (avg - current) +-20%. */
 /* Padding text: 64 KiB of random characters made once from a fixed seed.
- * An event's padding is a slice of it at a random offset: the same length
- * distribution as the original's nextExtra, at the cost of a memcpy.  No
- * query reads the padding; drawing it character by character made it the
- * driver's main cost (90 characters per event on average). */
+ * No query reads the padding; drawing it character by character made it
+ * the driver's main cost (90 characters per event on average). */
 #define PAD_POOL (64u * 1024u)
 static char pad_pool[PAD_POOL + SL_NEX_BUF];
 
@@ -189,6 +184,9 @@ __attribute__((constructor)) static void pad_pool_init(void) {
   append_random(&b, &r, (uint32_t)sizeof(pad_pool));
 }
 
+/* Pad toward the average size: nothing if the event is already that big,
+ * else (avg - current) +-20% characters, the original's nextExtra length,
+ * as a slice of the padding text at a random offset. */
 static sl_nex_str_t extra(sbuf_t *b, rng_t *r, uint32_t current,
                           uint32_t avg) {
   if (current >= avg) return (sl_nex_str_t){b->p + b->len, 0};
