@@ -29,32 +29,7 @@
  *           (independent trials) and reports the mean sustainable rate
  *           with a Student-t 95% interval over searches.
  *
- * Queries (--query)
- *   q0      Nexmark pass-through: bids -> (auction, bidder, price,
- *           date_time, extra)
- *   q1      Nexmark currency conversion: price * 0.908 (float64)
- *   q2      Nexmark selection: auction % 123 == 0 -> (auction, price)
- *   q3      Nexmark local item suggestion: auctions of category 10 joined
- *           with their sellers from OR, ID or CA (regular join)
- *   q5      Nexmark hot items: bids per auction over sliding windows of
- *           10 s every 2 s, then the auctions with the most bids of each
- *           window
- *   q7      Nexmark highest bid, as two window stages: the highest price
- *           per auction over tumbling 10 s windows, then the auctions whose
- *           highest bid is the window's highest, with that price.  Flink's
- *           q7 joins back to the bids to return the whole bid rows; here
- *           the bidder is not carried (the window aggregate has no
- *           arg-max), so the output is (auction, price, window_end).
- *   q8      Nexmark new users: persons who opened an auction in the same
- *           10 s tumbling window (window join, then once per person and
- *           window)
- *   count   keyed running count with Zipf-skewed keys (--zipf, --keys):
- *           key_by(key) -> count(), max(date_time) upsert aggregate
- *   wagg    Karimov et al.'s windowed aggregation: sum(value) per key over
- *           sliding windows of 8 s every 4 s
- *   wjoin   Karimov et al.'s windowed join: left ⋈ right on key within
- *           tumbling 2 s windows (default 10 M keys, so that the output
- *           stays near the input rate)
+ * Queries (--query): queries.h.
  *
  * Throughput counts every event the driver generated (for Nexmark:
  * persons, auctions and bids, as Nexmark does), also those of streams the
@@ -75,6 +50,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "queries.h"
 #include "search.h"
 #include "stats.h"
 #include "stream_io.h"
@@ -121,266 +97,27 @@ typedef struct trial_shm_s {
   sl_driver_report_t driver_final;
 } trial_shm_t;
 
-/* ---- queries ----------------------------------------------------------- */
+/* The ring sources of a trial (sl_query_source_fn). */
+typedef struct ring_sources_s {
+  const sl_workload_t *w;
+  const char *prefix;
+  sl_schema_t **schemas;
+  uint32_t *n_schemas;
+} ring_sources_t;
 
-typedef struct query_s {
-  const char *name;
-  sl_workload_kind_t workload;
-  uint32_t needed;          /* streams read (workload.h) */
-  const char *time_field;   /* latency sink */
-  const char *ingest_field;
-  const char *what;
-} query_t;
-
-static const query_t queries[] = {
-    {"q0", SL_WORKLOAD_NEXMARK, 1u << SL_NEX_BID, "date_time", "ingest_time",
-     "Nexmark q0 pass-through"},
-    {"q1", SL_WORKLOAD_NEXMARK, 1u << SL_NEX_BID, "date_time", "ingest_time",
-     "Nexmark q1 currency conversion"},
-    {"q2", SL_WORKLOAD_NEXMARK, 1u << SL_NEX_BID, "date_time", "ingest_time",
-     "Nexmark q2 selection"},
-    {"q3", SL_WORKLOAD_NEXMARK, (1u << SL_NEX_PERSON) | (1u << SL_NEX_AUCTION),
-     "date_time", "ingest_time", "Nexmark q3 local item suggestion (join)"},
-    {"q5", SL_WORKLOAD_NEXMARK, 1u << SL_NEX_BID, "event_time", "ingest_time",
-     "Nexmark q5 hot items (sliding 10 s / 2 s)"},
-    {"q7", SL_WORKLOAD_NEXMARK, 1u << SL_NEX_BID, "event_time", "ingest_time",
-     "Nexmark q7 highest bid (tumbling 10 s; auction and price)"},
-    {"q8", SL_WORKLOAD_NEXMARK, (1u << SL_NEX_PERSON) | (1u << SL_NEX_AUCTION),
-     "date_time", "ingest_time", "Nexmark q8 new users (tumbling 10 s join)"},
-    {"count", SL_WORKLOAD_KEYS, 1, "date_time", "ingest_time",
-     "keyed running count (Zipf keys)"},
-    {"wagg", SL_WORKLOAD_KEYS, 1, "event_time", "ingest_time",
-     "Karimov windowed aggregation (sliding 8 s / 4 s)"},
-    {"wjoin", SL_WORKLOAD_PAIRS, 3, "date_time", "ingest_time",
-     "Karimov windowed join (tumbling 2 s)"},
-};
-#define N_QUERIES (sizeof(queries) / sizeof(queries[0]))
-
-static const query_t *find_query(const char *name) {
-  for (size_t i = 0; i < N_QUERIES; i++)
-    if (strcmp(queries[i].name, name) == 0) return &queries[i];
-  return NULL;
-}
-
-/* q0/q1: the projection of a bid (fields 0 auction, 1 bidder, 2 price,
- * 5 date_time, 6 extra, 7 ingest_time). */
-static int q0_map(sl_ctx_t *ctx, void *user, const sl_row_t *in,
-                  sl_row_builder_t *out) {
-  (void)ctx, (void)user;
-  sl_row_builder_set_i64(out, 0, sl_row_get_i64(in, 0));
-  sl_row_builder_set_i64(out, 1, sl_row_get_i64(in, 1));
-  sl_row_builder_set_i64(out, 2, sl_row_get_i64(in, 2));
-  sl_row_builder_set_i64(out, 3, sl_row_get_i64(in, 5));
-  sl_slice_t x = sl_row_get_str(in, 6);
-  sl_row_builder_set_str(out, 4, x.ptr, x.len);
-  sl_row_builder_set_i64(out, 5, sl_row_get_i64(in, 7));
-  return SL_OK;
-}
-
-static int q1_map(sl_ctx_t *ctx, void *user, const sl_row_t *in,
-                  sl_row_builder_t *out) {
-  q0_map(ctx, user, in, out);
-  sl_row_builder_set_f64(out, 2, 0.908 * (double)sl_row_get_i64(in, 2));
-  return SL_OK;
-}
-
-static int q2_filter(sl_ctx_t *ctx, void *user, const sl_row_t *in) {
-  (void)ctx, (void)user;
-  return sl_row_get_i64(in, 0) % 123 == 0;
-}
-
-static int q2_map(sl_ctx_t *ctx, void *user, const sl_row_t *in,
-                  sl_row_builder_t *out) {
-  (void)ctx, (void)user;
-  sl_row_builder_set_i64(out, 0, sl_row_get_i64(in, 0));
-  sl_row_builder_set_i64(out, 1, sl_row_get_i64(in, 2));
-  sl_row_builder_set_i64(out, 2, sl_row_get_i64(in, 5));
-  sl_row_builder_set_i64(out, 3, sl_row_get_i64(in, 7));
-  return SL_OK;
-}
-
-/* ---- q3, q5, q8 -------------------------------------------------------- */
-
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
-static int q3_auction_filter(sl_ctx_t *ctx, void *user, const sl_row_t *in) {
-  (void)ctx, (void)user;
-  return sl_row_get_i64(in, 8) == 10; /* category */
-}
-
-static int q3_person_filter(sl_ctx_t *ctx, void *user, const sl_row_t *in) {
-  (void)ctx, (void)user;
-  sl_slice_t st = sl_row_get_str(in, 5); /* state */
-  return st.len == 2 && ((st.ptr[0] == 'O' && st.ptr[1] == 'R') ||
-                         (st.ptr[0] == 'I' && st.ptr[1] == 'D') ||
-                         (st.ptr[0] == 'C' && st.ptr[1] == 'A'));
-}
-
-/* The join of auction (0..10) and person (11..19) rows: name, city, state,
- * the auction id; the latency origins are the later of the two rows. */
-static int q3_map(sl_ctx_t *ctx, void *user, const sl_row_t *in,
-                  sl_row_builder_t *out) {
-  (void)ctx, (void)user;
-  for (uint32_t i = 0; i < 3; i++) {
-    sl_slice_t x = sl_row_get_str(in, i == 0 ? 12 : 14 + i);
-    sl_row_builder_set_str(out, i, x.ptr, x.len);
-  }
-  sl_row_builder_set_i64(out, 3, sl_row_get_i64(in, 0));
-  sl_row_builder_set_i64(out, 4, max64(sl_row_get_i64(in, 5),
-                                       sl_row_get_i64(in, 17)));
-  sl_row_builder_set_i64(out, 5, max64(sl_row_get_i64(in, 10),
-                                       sl_row_get_i64(in, 19)));
-  return SL_OK;
-}
-
-/* q5 (and q7) second stage, keyed by window_end: the auctions with the
- * most bids (q7: the highest price) of each window.  Input: auction,
- * window_start, window_end, event_time, num (q7: price), ingest_time (the
- * first stage's window results).  Value state: max
- * num, latest event and ingest time, then the auctions at max num. */
-typedef struct top_local_s {
-  sl_state_t *top;
-  sl_bytes_t buf;
-} top_local_t;
-
-static int top_open(sl_ctx_t *ctx, void *user) {
-  (void)user;
-  top_local_t *l = calloc(1, sizeof(*l));
-  if (l == NULL) return SL_ENOMEM;
-  sl_bytes_init(&l->buf);
-  sl_ctx_set_local(ctx, l);
-  sl_state_desc_t d = {"top", SL_STATE_VALUE, 1, NULL, NULL};
-  return sl_ctx_state(ctx, &d, &l->top);
-}
-
-static void top_close(sl_ctx_t *ctx, void *user) {
-  (void)user;
-  top_local_t *l = sl_ctx_local(ctx);
-  if (l) sl_bytes_close(&l->buf);
-  free(l);
-}
-
-static int top_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
-  (void)user;
-  top_local_t *l = sl_ctx_local(ctx);
-  int64_t auction = sl_row_get_i64(row, 0), wend = sl_row_get_i64(row, 2);
-  int64_t ev = sl_row_get_i64(row, 3), n = sl_row_get_i64(row, 4);
-  int64_t ing = sl_row_get_i64(row, 5);
-  sl_slice_t cur;
-  int rc = sl_value_get(l->top, &cur);
-  if (rc != SL_OK && rc != SL_ENOTFOUND) return rc;
-  int64_t h[3] = {INT64_MIN, INT64_MIN, INT64_MIN};
-  sl_bytes_clear(&l->buf);
-  if (rc == SL_ENOTFOUND) {
-    /* The whole first-stage result of a window arrives before the
-     * watermark that passes its end: fire then. */
-    if ((rc = sl_ctx_event_timer_register(ctx, wend - 1)) != SL_OK) return rc;
-  } else {
-    memcpy(h, cur.ptr, sizeof(h));
-    if (n == h[0]) sl_bytes_append(&l->buf, cur.ptr, cur.len);
-  }
-  if (n < h[0]) { /* not a top auction; keep the latency origins */
-    h[1] = max64(h[1], ev);
-    h[2] = max64(h[2], ing);
-    sl_bytes_append(&l->buf, cur.ptr, cur.len);
-    memcpy(l->buf.data, h, sizeof(h));
-    return sl_value_put(l->top, l->buf.data, l->buf.len);
-  }
-  if (l->buf.len == 0) { /* a new maximum */
-    h[0] = n;
-    if ((rc = sl_bytes_append(&l->buf, h, sizeof(h))) != SL_OK) return rc;
-  }
-  h[1] = max64(h[1], ev);
-  h[2] = max64(h[2], ing);
-  memcpy(l->buf.data, h, sizeof(h));
-  if ((rc = sl_bytes_append(&l->buf, &auction, 8)) != SL_OK) return rc;
-  return sl_value_put(l->top, l->buf.data, l->buf.len);
-}
-
-static int top_timer(sl_ctx_t *ctx, void *user, int64_t ts) {
-  (void)user;
-  top_local_t *l = sl_ctx_local(ctx);
-  sl_slice_t cur;
-  int rc = sl_value_get(l->top, &cur);
-  if (rc == SL_ENOTFOUND) return SL_OK;
-  if (rc != SL_OK) return rc;
-  int64_t h[3];
-  memcpy(h, cur.ptr, sizeof(h));
-  for (uint32_t off = sizeof(h); off + 8 <= cur.len; off += 8) {
-    int64_t auction;
-    memcpy(&auction, cur.ptr + off, 8);
-    sl_row_builder_t *b = sl_ctx_builder(ctx);
-    sl_row_builder_set_i64(b, 0, auction);
-    sl_row_builder_set_i64(b, 1, h[0]);
-    sl_row_builder_set_i64(b, 2, ts + 1);
-    sl_row_builder_set_i64(b, 3, h[1]);
-    sl_row_builder_set_i64(b, 4, h[2]);
-    if ((rc = sl_ctx_emit_builder(ctx)) != SL_OK) return rc;
-  }
-  return sl_state_clear(l->top);
-}
-
-/* q8 after the window join of person (0..8) and auction (9..19) rows,
- * window_start 20, window_end 21; keyed by (person id, window_start):
- * emit each new person of a window once. */
-typedef struct once_local_s {
-  sl_state_t *seen;
-} once_local_t;
-
-static int once_open(sl_ctx_t *ctx, void *user) {
-  (void)user;
-  once_local_t *l = calloc(1, sizeof(*l));
-  if (l == NULL) return SL_ENOMEM;
-  sl_ctx_set_local(ctx, l);
-  sl_state_desc_t d = {"seen", SL_STATE_VALUE, 1, NULL, NULL};
-  return sl_ctx_state(ctx, &d, &l->seen);
-}
-
-static void once_close(sl_ctx_t *ctx, void *user) {
-  (void)user;
-  free(sl_ctx_local(ctx));
-}
-
-static int once_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
-  (void)user;
-  once_local_t *l = sl_ctx_local(ctx);
-  int64_t v;
-  int rc = sl_value_get_i64(l->seen, &v);
-  if (rc == SL_OK) return SL_OK;
-  if (rc != SL_ENOTFOUND) return rc;
-  if ((rc = sl_value_put_i64(l->seen, 1)) != SL_OK) return rc;
-  /* The window's pairs all come before the watermark past its end. */
-  if ((rc = sl_ctx_event_timer_register(ctx, sl_row_get_i64(row, 21) - 1)))
-    return rc;
-  sl_row_builder_t *b = sl_ctx_builder(ctx);
-  sl_row_builder_set_i64(b, 0, sl_row_get_i64(row, 0));
-  sl_slice_t name = sl_row_get_str(row, 1);
-  sl_row_builder_set_str(b, 1, name.ptr, name.len);
-  sl_row_builder_set_i64(b, 2, sl_row_get_i64(row, 20));
-  sl_row_builder_set_i64(b, 3, max64(sl_row_get_i64(row, 6),
-                                     sl_row_get_i64(row, 14)));
-  sl_row_builder_set_i64(b, 4, max64(sl_row_get_i64(row, 8),
-                                     sl_row_get_i64(row, 19)));
-  return sl_ctx_emit_builder(ctx);
-}
-
-static int once_timer(sl_ctx_t *ctx, void *user, int64_t ts) {
-  (void)user, (void)ts;
-  once_local_t *l = sl_ctx_local(ctx);
-  return sl_state_clear(l->seen);
-}
-
-static sl_stream_t *source(sl_job_t *job, const sl_workload_t *w,
-                           const char *prefix, const char *stream_name,
-                           sl_schema_t **schemas, uint32_t *n_schemas) {
-  int si = sl_workload_stream(w, stream_name);
+static sl_stream_t *ring_source(void *user, sl_job_t *job,
+                                const char *stream_name) {
+  ring_sources_t *rs = user;
+  int si = sl_workload_stream(rs->w, stream_name);
   const sl_source_vt_t *vt;
   void *ctx;
   sl_schema_t *schema;
-  if (si < 0 || sl_ring_stream_schema(w, (uint32_t)si, &schema, NULL) != SL_OK)
+  if (si < 0 ||
+      sl_ring_stream_schema(rs->w, (uint32_t)si, &schema, NULL) != SL_OK)
     return NULL;
-  schemas[(*n_schemas)++] = schema;
-  if (sl_ring_source_create(w, prefix, (uint32_t)si, &vt, &ctx, NULL) != SL_OK)
+  rs->schemas[(*rs->n_schemas)++] = schema;
+  if (sl_ring_source_create(rs->w, rs->prefix, (uint32_t)si, &vt, &ctx,
+                            NULL) != SL_OK)
     return NULL;
   sl_stream_t *s = sl_job_source(job, stream_name, vt, ctx, schema);
   sl_watermark_config_t wc;
@@ -391,153 +128,19 @@ static sl_stream_t *source(sl_job_t *job, const sl_workload_t *w,
   return sl_source_watermarks(s, &wc);
 }
 
-#define F(n, t) {n, {t, 0, 0, false}}
-
-/* Build the query's operators between the ring sources and the sink. */
-static int build(sl_job_t *job, const query_t *q, const sl_workload_t *w,
+/* The query between the ring sources and the latency sink. */
+static int build(sl_job_t *job, const sl_query_t *q, const sl_workload_t *w,
                  const char *prefix, sl_lat_shared_t *lat,
                  sl_schema_t **schemas, uint32_t *n_schemas,
                  sl_error_t **out_err) {
-  sl_stream_t *s = NULL;
-  sl_schema_t *out = NULL;
-  if (strcmp(q->name, "q0") == 0 || strcmp(q->name, "q1") == 0) {
-    sl_field_t f[] = {F("auction", SL_TYPE_INT64), F("bidder", SL_TYPE_INT64),
-                      F("price", q->name[1] == '1' ? SL_TYPE_FLOAT64
-                                                   : SL_TYPE_INT64),
-                      F("date_time", SL_TYPE_TIMESTAMP),
-                      F("extra", SL_TYPE_STRING),
-                      F("ingest_time", SL_TYPE_TIMESTAMP)};
-    if (sl_schema_create(f, 6, &out, out_err) != SL_OK) return -1;
-    schemas[(*n_schemas)++] = out;
-    s = source(job, w, prefix, "bid", schemas, n_schemas);
-    s = sl_stream_map(s, q->name, out, q->name[1] == '1' ? q1_map : q0_map,
-                      NULL);
-  } else if (strcmp(q->name, "q2") == 0) {
-    sl_field_t f[] = {F("auction", SL_TYPE_INT64), F("price", SL_TYPE_INT64),
-                      F("date_time", SL_TYPE_TIMESTAMP),
-                      F("ingest_time", SL_TYPE_TIMESTAMP)};
-    if (sl_schema_create(f, 4, &out, out_err) != SL_OK) return -1;
-    schemas[(*n_schemas)++] = out;
-    s = source(job, w, prefix, "bid", schemas, n_schemas);
-    s = sl_stream_filter(s, "q2-filter", q2_filter, NULL);
-    s = sl_stream_map(s, "q2", out, q2_map, NULL);
-  } else if (strcmp(q->name, "q3") == 0) {
-    sl_field_t f[] = {F("name", SL_TYPE_STRING), F("city", SL_TYPE_STRING),
-                      F("state", SL_TYPE_STRING), F("id", SL_TYPE_INT64),
-                      F("date_time", SL_TYPE_TIMESTAMP),
-                      F("ingest_time", SL_TYPE_TIMESTAMP)};
-    if (sl_schema_create(f, 6, &out, out_err) != SL_OK) return -1;
-    schemas[(*n_schemas)++] = out;
-    const char *seller[] = {"seller"}, *id[] = {"id"};
-    sl_stream_t *a = source(job, w, prefix, "auction", schemas, n_schemas);
-    a = sl_stream_filter(a, "q3-category", q3_auction_filter, NULL);
-    a = sl_stream_key_by_fields(a, seller, 1);
-    sl_stream_t *p = source(job, w, prefix, "person", schemas, n_schemas);
-    p = sl_stream_filter(p, "q3-state", q3_person_filter, NULL);
-    p = sl_stream_key_by_fields(p, id, 1);
-    s = sl_stream_join(a, p, "q3-join");
-    s = sl_stream_map(s, "q3", out, q3_map, NULL);
-  } else if (strcmp(q->name, "q5") == 0 || strcmp(q->name, "q7") == 0) {
-    /* q5: bids per auction over sliding windows, then the auctions with
-     * the most.  q7: the highest price per auction over tumbling windows,
-     * then the auctions whose highest bid is the window's highest. */
-    bool is_q7 = q->name[1] == '7';
-    sl_field_t f[] = {F("auction", SL_TYPE_INT64),
-                      F(is_q7 ? "price" : "num", SL_TYPE_INT64),
-                      F("window_end", SL_TYPE_TIMESTAMP),
-                      F("event_time", SL_TYPE_TIMESTAMP),
-                      F("ingest_time", SL_TYPE_TIMESTAMP)};
-    if (sl_schema_create(f, 5, &out, out_err) != SL_OK) return -1;
-    schemas[(*n_schemas)++] = out;
-    const char *auction[] = {"auction"}, *wend[] = {"window_end"};
-    s = source(job, w, prefix, "bid", schemas, n_schemas);
-    s = sl_stream_key_by_fields(s, auction, 1);
-    sl_window_spec_t ws;
-    sl_window_spec_init(&ws);
-    ws.kind = is_q7 ? SL_WINDOW_TUMBLING : SL_WINDOW_SLIDING;
-    ws.time_field = "date_time";
-    ws.size_us = 10000000;
-    ws.slide_us = is_q7 ? 0 : 2000000;
-    sl_agg_t aggs[] = {{"num", SL_AGG_COUNT, NULL},
-                       {"ingest_time", SL_AGG_MAX, "ingest_time"}};
-    if (is_q7) aggs[0] = (sl_agg_t){"price", SL_AGG_MAX, "price"};
-    s = sl_stream_window_aggregate(s, is_q7 ? "q7-max" : "q5-count", &ws,
-                                   aggs, 2);
-    s = sl_stream_key_by_fields(s, wend, 1);
-    sl_process_fns_t fns;
-    memset(&fns, 0, sizeof(fns));
-    fns.open = top_open;
-    fns.process = top_process;
-    fns.close = top_close;
-    fns.on_event_timer = top_timer;
-    s = sl_stream_process(s, is_q7 ? "q7-top" : "q5-top", out, &fns, NULL);
-  } else if (strcmp(q->name, "q8") == 0) {
-    sl_field_t f[] = {F("id", SL_TYPE_INT64), F("name", SL_TYPE_STRING),
-                      F("window_start", SL_TYPE_TIMESTAMP),
-                      F("date_time", SL_TYPE_TIMESTAMP),
-                      F("ingest_time", SL_TYPE_TIMESTAMP)};
-    if (sl_schema_create(f, 5, &out, out_err) != SL_OK) return -1;
-    schemas[(*n_schemas)++] = out;
-    const char *seller[] = {"seller"}, *id[] = {"id"};
-    const char *once_key[] = {"id", "window_start"};
-    sl_stream_t *p = sl_stream_key_by_fields(
-        source(job, w, prefix, "person", schemas, n_schemas), id, 1);
-    sl_stream_t *a = sl_stream_key_by_fields(
-        source(job, w, prefix, "auction", schemas, n_schemas), seller, 1);
-    sl_window_spec_t ws;
-    sl_window_spec_init(&ws);
-    ws.time_field = "date_time";
-    ws.size_us = 10000000;
-    s = sl_stream_window_join(p, a, "q8-join", &ws, "date_time");
-    s = sl_stream_key_by_fields(s, once_key, 2);
-    sl_process_fns_t fns;
-    memset(&fns, 0, sizeof(fns));
-    fns.open = once_open;
-    fns.process = once_process;
-    fns.close = once_close;
-    fns.on_event_timer = once_timer;
-    s = sl_stream_process(s, "q8", out, &fns, NULL);
-  } else if (strcmp(q->name, "count") == 0) {
-    s = source(job, w, prefix, "keys", schemas, n_schemas);
-    const char *key[] = {"key"};
-    s = sl_stream_key_by_fields(s, key, 1);
-    sl_agg_t aggs[] = {{"n", SL_AGG_COUNT, NULL},
-                       {"date_time", SL_AGG_MAX, "date_time"},
-                       {"ingest_time", SL_AGG_MAX, "ingest_time"}};
-    s = sl_stream_aggregate(s, "count", aggs, 3, SL_AGG_EMIT_UPDATES);
-  } else if (strcmp(q->name, "wagg") == 0) {
-    s = source(job, w, prefix, "keys", schemas, n_schemas);
-    const char *key[] = {"key"};
-    s = sl_stream_key_by_fields(s, key, 1);
-    sl_window_spec_t ws;
-    sl_window_spec_init(&ws);
-    ws.kind = SL_WINDOW_SLIDING;
-    ws.time_field = "date_time";
-    ws.size_us = 8000000;
-    ws.slide_us = 4000000;
-    sl_agg_t aggs[] = {{"sum", SL_AGG_SUM, "value"},
-                       {"ingest_time", SL_AGG_MAX, "ingest_time"}};
-    s = sl_stream_window_aggregate(s, "wagg", &ws, aggs, 2);
-  } else if (strcmp(q->name, "wjoin") == 0) {
-    const char *key[] = {"key"};
-    sl_stream_t *l = sl_stream_key_by_fields(
-        source(job, w, prefix, "left", schemas, n_schemas), key, 1);
-    sl_stream_t *r = sl_stream_key_by_fields(
-        source(job, w, prefix, "right", schemas, n_schemas), key, 1);
-    sl_window_spec_t ws;
-    sl_window_spec_init(&ws);
-    ws.time_field = "date_time";
-    ws.size_us = 2000000;
-    s = sl_stream_window_join(l, r, "wjoin", &ws, "date_time");
-  } else {
-    return sl_error_set(out_err, SL_EINVAL, "no query '%s'", q->name);
-  }
+  ring_sources_t rs = {w, prefix, schemas, n_schemas};
+  sl_stream_t *s = sl_query_build(job, q, ring_source, &rs, schemas,
+                                  n_schemas, out_err);
+  if (s == NULL) return -1;
   const sl_sink_vt_t *kvt;
   void *kctx;
-  bool is_join = q->workload == SL_WORKLOAD_PAIRS;
-  if (sl_lat_sink_create2(lat, q->time_field,
-                          is_join ? "date_time_right" : NULL, q->ingest_field,
-                          is_join ? "ingest_time_right" : NULL, &kvt, &kctx))
+  if (sl_lat_sink_create2(lat, q->time_field, q->time_field2,
+                          q->ingest_field, q->ingest_field2, &kvt, &kctx))
     return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   return sl_stream_sink(s, "latency", kvt, kctx);
 }
@@ -623,7 +226,7 @@ static void ring_counters(const sl_ring_t *rings, uint32_t n, double *gen,
 }
 
 /* The trial process.  Never returns. */
-static void trial_main(const cfg_t *c, const query_t *q, double rate,
+static void trial_main(const cfg_t *c, const sl_query_t *q, double rate,
                        trial_shm_t *shm) {
   char prefix[128], ckdir[128] = "";
   snprintf(prefix, sizeof(prefix), "/dev/shm/sluice-bench-%d", (int)getpid());
@@ -793,7 +396,7 @@ static void trial_main(const cfg_t *c, const query_t *q, double rate,
 }
 
 /* Run one trial in a fresh process; the result stays in *shm. */
-static int run_trial(const cfg_t *c, const query_t *q, double rate,
+static int run_trial(const cfg_t *c, const sl_query_t *q, double rate,
                      trial_shm_t *shm) {
   memset(shm, 0, sizeof(*shm));
   fflush(NULL);
@@ -852,7 +455,7 @@ static const char usage[] =
     "usage: %s run    --query Q --rate R [options] [--csv PATH]\n"
     "       %s search --query Q --start-rate R [options] [--searches K]\n"
     "                 [--csv PATH] [--runs-dir DIR]\n"
-    "queries: q0 q1 q2 q3 q5 q7 q8 count wagg wjoin\n"
+    "queries: q0 q1 q2 q3 q4 q5 q7 q8 count wagg wjoin (queries.h)\n"
     "options: --parallelism P (1)  --duration S (16)  --warmup S (6)\n"
     "         --sample-ms MS (500)  --checkpoint-ms MS (0: off)\n"
     "         --keys K  --zipf S (count: 1.0)  --capacity EVENTS (2^21)\n"
@@ -869,7 +472,7 @@ static bool parse_f(const char *s, double *out) {
 
 typedef struct search_user_s {
   const cfg_t *c;
-  const query_t *q;
+  const sl_query_t *q;
   trial_shm_t *shm;
   const char *runs_dir;  /* write each trial's time series here, or NULL */
   int search_no;
@@ -970,11 +573,11 @@ int main(int argc, char **argv) {
     }
     i++;
   }
-  const query_t *q = c.query ? find_query(c.query) : NULL;
+  const sl_query_t *q = c.query ? sl_query_find(c.query) : NULL;
   if (q == NULL) {
     fprintf(stderr, "%s: %s '%s'\n", argv[0],
             c.query ? "unknown query" : "--query is required:",
-            c.query ? c.query : "q0|q1|q2|q3|q5|q7|q8|count|wagg|wjoin");
+            c.query ? c.query : sl_query_names());
     return 2;
   }
   if (c.warmup_s + 2.0 * (double)c.sample_ms / 1000 >= c.duration_s) {

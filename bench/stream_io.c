@@ -131,6 +131,42 @@ static void set_str(sl_row_builder_t *b, uint32_t i, sl_nex_str_t s) {
   sl_row_builder_set_str(b, i, s.p, s.len);
 }
 
+void sl_nexmark_row(const sl_nex_event_t *ev, int64_t date_time_us,
+                    int64_t ingest_us, sl_row_builder_t *b) {
+  if (ev->kind == SL_NEX_BID) {
+    sl_row_builder_set_i64(b, 0, ev->bid.auction);
+    sl_row_builder_set_i64(b, 1, ev->bid.bidder);
+    sl_row_builder_set_i64(b, 2, ev->bid.price);
+    set_str(b, 3, ev->bid.channel);
+    set_str(b, 4, ev->bid.url);
+    sl_row_builder_set_i64(b, 5, date_time_us);
+    set_str(b, 6, ev->bid.extra);
+    sl_row_builder_set_i64(b, 7, ingest_us);
+  } else if (ev->kind == SL_NEX_PERSON) {
+    sl_row_builder_set_i64(b, 0, ev->person.id);
+    set_str(b, 1, ev->person.name);
+    set_str(b, 2, ev->person.email_address);
+    set_str(b, 3, ev->person.credit_card);
+    set_str(b, 4, ev->person.city);
+    set_str(b, 5, ev->person.state);
+    sl_row_builder_set_i64(b, 6, date_time_us);
+    set_str(b, 7, ev->person.extra);
+    sl_row_builder_set_i64(b, 8, ingest_us);
+  } else {
+    sl_row_builder_set_i64(b, 0, ev->auction.id);
+    set_str(b, 1, ev->auction.item_name);
+    set_str(b, 2, ev->auction.description);
+    sl_row_builder_set_i64(b, 3, ev->auction.initial_bid);
+    sl_row_builder_set_i64(b, 4, ev->auction.reserve);
+    sl_row_builder_set_i64(b, 5, date_time_us);
+    sl_row_builder_set_i64(b, 6, ev->auction.expires_us);
+    sl_row_builder_set_i64(b, 7, ev->auction.seller);
+    sl_row_builder_set_i64(b, 8, ev->auction.category);
+    set_str(b, 9, ev->auction.extra);
+    sl_row_builder_set_i64(b, 10, ingest_us);
+  }
+}
+
 /* Build the row of one event; false if the payload is malformed. */
 static bool build(const rsrc_t *s, sl_ring_event_t *e, int64_t now_us,
                   sl_row_builder_t *b) {
@@ -146,38 +182,7 @@ static bool build(const rsrc_t *s, sl_ring_event_t *e, int64_t now_us,
   if (sl_nexmark_decode(sl_ring_payload(e), e->len, &ev) != 0 ||
       (uint32_t)ev.kind != s->stream)
     return false;
-  if (ev.kind == SL_NEX_BID) {
-    sl_row_builder_set_i64(b, 0, ev.bid.auction);
-    sl_row_builder_set_i64(b, 1, ev.bid.bidder);
-    sl_row_builder_set_i64(b, 2, ev.bid.price);
-    set_str(b, 3, ev.bid.channel);
-    set_str(b, 4, ev.bid.url);
-    sl_row_builder_set_i64(b, 5, t);
-    set_str(b, 6, ev.bid.extra);
-    sl_row_builder_set_i64(b, 7, now_us);
-  } else if (ev.kind == SL_NEX_PERSON) {
-    sl_row_builder_set_i64(b, 0, ev.person.id);
-    set_str(b, 1, ev.person.name);
-    set_str(b, 2, ev.person.email_address);
-    set_str(b, 3, ev.person.credit_card);
-    set_str(b, 4, ev.person.city);
-    set_str(b, 5, ev.person.state);
-    sl_row_builder_set_i64(b, 6, t);
-    set_str(b, 7, ev.person.extra);
-    sl_row_builder_set_i64(b, 8, now_us);
-  } else {
-    sl_row_builder_set_i64(b, 0, ev.auction.id);
-    set_str(b, 1, ev.auction.item_name);
-    set_str(b, 2, ev.auction.description);
-    sl_row_builder_set_i64(b, 3, ev.auction.initial_bid);
-    sl_row_builder_set_i64(b, 4, ev.auction.reserve);
-    sl_row_builder_set_i64(b, 5, t);
-    sl_row_builder_set_i64(b, 6, ev.auction.expires_us);
-    sl_row_builder_set_i64(b, 7, ev.auction.seller);
-    sl_row_builder_set_i64(b, 8, ev.auction.category);
-    set_str(b, 9, ev.auction.extra);
-    sl_row_builder_set_i64(b, 10, now_us);
-  }
+  sl_nexmark_row(&ev, t, now_us, b);
   return true;
 }
 

@@ -61,6 +61,14 @@ int sl_ring_source_create(const sl_workload_t *w, const char *prefix,
                           uint32_t stream, const sl_source_vt_t **out_vt,
                           void **out_ctx, sl_error_t **out_err);
 
+/**
+ * @brief Fill b (reset, with the event's stream schema) with the row of a
+ * Nexmark event, as the ring source does: its fields, then date_time and
+ * ingest_time as given.
+ */
+void sl_nexmark_row(const sl_nex_event_t *ev, int64_t date_time_us,
+                    int64_t ingest_us, sl_row_builder_t *b);
+
 typedef struct sl_lat_shared_s {
   pthread_mutex_t mu;
   sl_bench_hist_t event_time;   /* ns */
