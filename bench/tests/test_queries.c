@@ -363,6 +363,219 @@ SL_TEST(q7_every_bid_at_the_highest_price_of_its_window) {
   sl_workload_close(&w);
 }
 
+/* ---- q3, q5, q8: rows compared as sorted tuples ------------------------- */
+
+typedef struct tup_s {
+  int64_t v[4];
+} tup_t;
+
+static int tup_cmp(const void *a, const void *b) {
+  const tup_t *x = a, *y = b;
+  for (int i = 0; i < 4; i++)
+    if (x->v[i] != y->v[i]) return x->v[i] < y->v[i] ? -1 : 1;
+  return 0;
+}
+
+static void assert_tuples_equal(tup_t *got, size_t n_got, tup_t *want,
+                                size_t n_want, const char *what) {
+  qsort(got, n_got, sizeof(tup_t), tup_cmp);
+  qsort(want, n_want, sizeof(tup_t), tup_cmp);
+  size_t n = n_got < n_want ? n_got : n_want;
+  for (size_t i = 0; i < n; i++)
+    if (tup_cmp(&got[i], &want[i]) != 0)
+      SL_TEST_FAIL("%s: sorted row %zu is (%lld, %lld, %lld, %lld), want "
+                   "(%lld, %lld, %lld, %lld)", what, i,
+                   (long long)got[i].v[0], (long long)got[i].v[1],
+                   (long long)got[i].v[2], (long long)got[i].v[3],
+                   (long long)want[i].v[0], (long long)want[i].v[1],
+                   (long long)want[i].v[2], (long long)want[i].v[3]);
+  if (n_got != n_want)
+    SL_TEST_FAIL("%s: %zu rows, want %zu", what, n_got, n_want);
+}
+
+static int64_t hash_slice(sl_slice_t x) {
+  return (int64_t)hash_bytes(x.ptr, x.len);
+}
+
+static int64_t hash_str(sl_nex_str_t x) {
+  return (int64_t)hash_bytes(x.p, x.len);
+}
+
+/* q5: per sliding window (10 s every 2 s) the auctions with most bids. */
+SL_TEST(q5_auctions_with_the_most_bids_of_each_sliding_window) {
+  sl_workload_t w;
+  nexmark_workload(&w, 1u << SL_NEX_BID, 2000);
+  nex_set_t set;
+  nex_set_init(&set, &w, 66000, 500, 0);
+  const nex_src_t *bs = &set.src[SL_NEX_BID];
+  const int64_t slide = 2000000, size = 10000000;
+  /* Counts per (window end, auction): windows are few, auctions dense. */
+  static sl_nex_event_t ev;
+  nex_event(&set.cfg, set.step_us, 0, bs->ids[0], &ev);
+  int64_t t_first = ev.date_time_us, a_min = INT64_MAX, a_max = INT64_MIN;
+  int64_t end0 = t_first - t_first % slide + slide; /* first window end */
+  for (uint64_t i = 0; i < bs->n; i++) {
+    nex_event(&set.cfg, set.step_us, 0, bs->ids[i], &ev);
+    if (ev.bid.auction < a_min) a_min = ev.bid.auction;
+    if (ev.bid.auction > a_max) a_max = ev.bid.auction;
+  }
+  int64_t t_last = ev.date_time_us;
+  size_t n_win = (size_t)((t_last - t_last % slide + size - end0) / slide + 1);
+  size_t n_auc = (size_t)(a_max - a_min + 1);
+  int64_t *cnt = calloc(n_win * n_auc, 8);
+  for (uint64_t i = 0; i < bs->n; i++) {
+    nex_event(&set.cfg, set.step_us, 0, bs->ids[i], &ev);
+    int64_t t = ev.date_time_us, e = t - t % slide + slide;
+    for (int64_t j = 0; j < size / slide; j++) { /* the 5 windows of t */
+      size_t wi = (size_t)((e + j * slide - end0) / slide);
+      SL_ASSERT_TRUE(wi < n_win);
+      cnt[wi * n_auc + (size_t)(ev.bid.auction - a_min)]++;
+    }
+  }
+  tup_t *want = calloc(n_win * n_auc + 1, sizeof(tup_t));
+  size_t n_want = 0;
+  for (size_t wi = 0; wi < n_win; wi++) {
+    int64_t best = 0;
+    for (size_t a = 0; a < n_auc; a++)
+      if (cnt[wi * n_auc + a] > best) best = cnt[wi * n_auc + a];
+    for (size_t a = 0; best > 0 && a < n_auc; a++)
+      if (cnt[wi * n_auc + a] == best)
+        want[n_want++] = (tup_t){{end0 + (int64_t)wi * slide,
+                                  a_min + (int64_t)a, best, 0}};
+  }
+  SL_ASSERT_TRUE(n_want >= 15); /* 33 s of bids: 20 windows or more */
+  csink_t c;
+  run_query("q5", &set, 2, &c);
+  tup_t *got = calloc(c.n_rows + 1, sizeof(tup_t));
+  for (size_t i = 0; i < c.n_rows; i++) {
+    sl_row_t r = crow(&c, i);
+    got[i] = (tup_t){{sl_row_get_i64(&r, 2), sl_row_get_i64(&r, 0),
+                      sl_row_get_i64(&r, 1), 0}};
+  }
+  assert_tuples_equal(got, c.n_rows, want, n_want, "q5");
+  free(got), free(want), free(cnt);
+  csink_free(&c);
+  nex_set_free(&set);
+  sl_workload_close(&w);
+}
+
+/* Persons by id (ids are dense from the first). */
+typedef struct persons_s {
+  int64_t first;
+  size_t n;
+  int64_t *date_time, *name, *city;
+  char (*state)[3];
+} persons_t;
+
+static void persons_load(const nex_set_t *set, persons_t *p) {
+  const nex_src_t *ps = &set->src[SL_NEX_PERSON];
+  static sl_nex_event_t ev;
+  p->n = ps->n;
+  p->date_time = calloc(p->n + 1, 8);
+  p->name = calloc(p->n + 1, 8);
+  p->city = calloc(p->n + 1, 8);
+  p->state = calloc(p->n + 1, 3);
+  for (uint64_t i = 0; i < ps->n; i++) {
+    nex_event(&set->cfg, set->step_us, 0, ps->ids[i], &ev);
+    if (i == 0) p->first = ev.person.id;
+    SL_ASSERT_EQ_INT(ev.person.id, p->first + (int64_t)i);
+    p->date_time[i] = ev.date_time_us;
+    p->name[i] = hash_str(ev.person.name);
+    p->city[i] = hash_str(ev.person.city);
+    SL_ASSERT_EQ_INT(ev.person.state.len, 2);
+    memcpy(p->state[i], ev.person.state.p, 2);
+  }
+}
+
+static void persons_free(persons_t *p) {
+  free(p->date_time), free(p->name), free(p->city), free(p->state);
+}
+
+/* q3: auctions of category 10 with their sellers from OR, ID or CA. */
+SL_TEST(q3_local_item_suggestions_are_the_join_by_brute_force) {
+  sl_workload_t w;
+  nexmark_workload(&w, (1u << SL_NEX_PERSON) | (1u << SL_NEX_AUCTION), 2000);
+  nex_set_t set;
+  nex_set_init(&set, &w, 100000, 500, 0);
+  persons_t ps;
+  persons_load(&set, &ps);
+  const nex_src_t *as = &set.src[SL_NEX_AUCTION];
+  static sl_nex_event_t ev;
+  tup_t *want = calloc(as->n + 1, sizeof(tup_t));
+  size_t n_want = 0;
+  for (uint64_t i = 0; i < as->n; i++) {
+    nex_event(&set.cfg, set.step_us, 0, as->ids[i], &ev);
+    int64_t k = ev.auction.seller - ps.first;
+    if (ev.auction.category != 10 || k < 0 || k >= (int64_t)ps.n) continue;
+    const char *st = ps.state[k];
+    if (strcmp(st, "OR") && strcmp(st, "ID") && strcmp(st, "CA")) continue;
+    want[n_want++] = (tup_t){{ev.auction.id, ps.name[k], ps.city[k],
+                              st[0] * 256 + st[1]}};
+  }
+  SL_ASSERT_TRUE(n_want >= 100);
+  csink_t c;
+  run_query("q3", &set, 2, &c);
+  tup_t *got = calloc(c.n_rows + 1, sizeof(tup_t));
+  for (size_t i = 0; i < c.n_rows; i++) {
+    sl_row_t r = crow(&c, i);
+    SL_ASSERT_EQ_INT(sl_row_kind(&r), SL_ROW_INSERT);
+    sl_slice_t st = sl_row_get_str(&r, 2);
+    SL_ASSERT_EQ_INT(st.len, 2);
+    got[i] = (tup_t){{sl_row_get_i64(&r, 3), hash_slice(sl_row_get_str(&r, 0)),
+                      hash_slice(sl_row_get_str(&r, 1)),
+                      st.ptr[0] * 256 + st.ptr[1]}};
+  }
+  assert_tuples_equal(got, c.n_rows, want, n_want, "q3");
+  free(got), free(want);
+  persons_free(&ps);
+  csink_free(&c);
+  nex_set_free(&set);
+  sl_workload_close(&w);
+}
+
+/* q8: persons who opened an auction within the 10 s tumbling window in
+ * which they registered, once per person and window. */
+SL_TEST(q8_new_users_with_an_auction_in_their_window) {
+  sl_workload_t w;
+  nexmark_workload(&w, (1u << SL_NEX_PERSON) | (1u << SL_NEX_AUCTION), 2000);
+  nex_set_t set;
+  nex_set_init(&set, &w, 100000, 500, 0); /* 50 s: 5 or 6 windows */
+  persons_t ps;
+  persons_load(&set, &ps);
+  const nex_src_t *as = &set.src[SL_NEX_AUCTION];
+  static sl_nex_event_t ev;
+  bool *hit = calloc(ps.n + 1, 1);
+  for (uint64_t i = 0; i < as->n; i++) {
+    nex_event(&set.cfg, set.step_us, 0, as->ids[i], &ev);
+    int64_t k = ev.auction.seller - ps.first;
+    if (k < 0 || k >= (int64_t)ps.n) continue;
+    if (ev.date_time_us / WINDOW_US == ps.date_time[k] / WINDOW_US)
+      hit[k] = true;
+  }
+  tup_t *want = calloc(ps.n + 1, sizeof(tup_t));
+  size_t n_want = 0;
+  for (size_t k = 0; k < ps.n; k++)
+    if (hit[k])
+      want[n_want++] = (tup_t){{ps.first + (int64_t)k, ps.name[k],
+                                ps.date_time[k] - ps.date_time[k] % WINDOW_US,
+                                0}};
+  SL_ASSERT_TRUE(n_want >= 50);
+  csink_t c;
+  run_query("q8", &set, 2, &c);
+  tup_t *got = calloc(c.n_rows + 1, sizeof(tup_t));
+  for (size_t i = 0; i < c.n_rows; i++) {
+    sl_row_t r = crow(&c, i);
+    got[i] = (tup_t){{sl_row_get_i64(&r, 0), hash_slice(sl_row_get_str(&r, 1)),
+                      sl_row_get_i64(&r, 2), 0}};
+  }
+  assert_tuples_equal(got, c.n_rows, want, n_want, "q8");
+  free(got), free(want), free(hit);
+  persons_free(&ps);
+  csink_free(&c);
+  nex_set_free(&set);
+  sl_workload_close(&w);
+}
+
 SL_TEST(unknown_query_names_itself) {
   SL_ASSERT_TRUE(sl_query_find("q6") == NULL);
   SL_ASSERT_TRUE(strstr(sl_query_names(), "q4") != NULL);
