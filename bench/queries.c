@@ -131,11 +131,11 @@ static int q3_map(sl_ctx_t *ctx, void *user, const sl_row_t *in,
   return SL_OK;
 }
 
-/* q5 (and q7) second stage, keyed by window_end: the auctions with the
- * most bids (q7: the highest price) of each window.  Input: auction,
- * window_start, window_end, event_time, num (q7: price), ingest_time (the
- * first stage's window results).  Value state: max
- * num, latest event and ingest time, then the auctions at max num. */
+/* q5 second stage, keyed by window_end: the auctions with the most bids of
+ * each window.  Input: auction, window_start, window_end, event_time, num,
+ * ingest_time (the first stage's window results).  Value state: max num,
+ * latest event and ingest time, then the auctions at max num.  q7's second
+ * stage (below) has the same local data. */
 typedef struct top_local_s {
   sl_state_t *top;
   sl_bytes_t buf;
