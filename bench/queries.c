@@ -138,7 +138,7 @@ static int q3_map(sl_ctx_t *ctx, void *user, const sl_row_t *in,
  * stage (below) has the same local data. */
 typedef struct top_local_s {
   sl_state_t *top;
-  sl_bytes_t buf;
+  sl_bytes_t buf, items;
 } top_local_t;
 
 static int top_open(sl_ctx_t *ctx, void *user) {
@@ -146,6 +146,7 @@ static int top_open(sl_ctx_t *ctx, void *user) {
   top_local_t *l = calloc(1, sizeof(*l));
   if (l == NULL) return SL_ENOMEM;
   sl_bytes_init(&l->buf);
+  sl_bytes_init(&l->items);
   sl_ctx_set_local(ctx, l);
   sl_state_desc_t d = {"top", SL_STATE_VALUE, 1, NULL, NULL};
   return sl_ctx_state(ctx, &d, &l->top);
@@ -154,45 +155,46 @@ static int top_open(sl_ctx_t *ctx, void *user) {
 static void top_close(sl_ctx_t *ctx, void *user) {
   (void)user;
   top_local_t *l = sl_ctx_local(ctx);
-  if (l) sl_bytes_close(&l->buf);
+  if (l) sl_bytes_close(&l->buf), sl_bytes_close(&l->items);
   free(l);
+}
+
+/* Fold one first-stage result into its window's value: v (q5: count, q7:
+ * price), the latency origins, and the entries to keep when v is the
+ * window's highest so far (they replace those of a lower one). */
+static int top_fold(sl_ctx_t *ctx, top_local_t *l, int64_t wend, int64_t v,
+                    int64_t ev, int64_t ing, const void *entries,
+                    size_t len) {
+  sl_slice_t cur;
+  int rc = sl_value_get(l->top, &cur);
+  if (rc != SL_OK && rc != SL_ENOTFOUND) return rc;
+  bool is_found = rc == SL_OK;
+  int64_t h[3] = {INT64_MIN, INT64_MIN, INT64_MIN};
+  if (is_found) {
+    memcpy(h, cur.ptr, sizeof(h));
+  } else {
+    /* The whole first-stage result of a window arrives before the
+     * watermark that passes its end: fire then. */
+    if ((rc = sl_ctx_event_timer_register(ctx, wend - 1)) != SL_OK) return rc;
+  }
+  sl_bytes_clear(&l->buf);
+  if (is_found && v <= h[0]) rc = sl_bytes_append(&l->buf, cur.ptr, cur.len);
+  else rc = sl_bytes_append(&l->buf, h, sizeof(h));
+  if (rc == SL_OK && v >= h[0]) rc = sl_bytes_append(&l->buf, entries, len);
+  if (rc != SL_OK) return rc;
+  h[0] = max64(h[0], v);
+  h[1] = max64(h[1], ev);
+  h[2] = max64(h[2], ing);
+  memcpy(l->buf.data, h, sizeof(h));
+  return sl_value_put(l->top, l->buf.data, l->buf.len);
 }
 
 static int top_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
   (void)user;
-  top_local_t *l = sl_ctx_local(ctx);
-  int64_t auction = sl_row_get_i64(row, 0), wend = sl_row_get_i64(row, 2);
-  int64_t ev = sl_row_get_i64(row, 3), n = sl_row_get_i64(row, 4);
-  int64_t ing = sl_row_get_i64(row, 5);
-  sl_slice_t cur;
-  int rc = sl_value_get(l->top, &cur);
-  if (rc != SL_OK && rc != SL_ENOTFOUND) return rc;
-  int64_t h[3] = {INT64_MIN, INT64_MIN, INT64_MIN};
-  sl_bytes_clear(&l->buf);
-  if (rc == SL_ENOTFOUND) {
-    /* The whole first-stage result of a window arrives before the
-     * watermark that passes its end: fire then. */
-    if ((rc = sl_ctx_event_timer_register(ctx, wend - 1)) != SL_OK) return rc;
-  } else {
-    memcpy(h, cur.ptr, sizeof(h));
-    if (n == h[0]) sl_bytes_append(&l->buf, cur.ptr, cur.len);
-  }
-  if (n < h[0]) { /* not a top auction; keep the latency origins */
-    h[1] = max64(h[1], ev);
-    h[2] = max64(h[2], ing);
-    sl_bytes_append(&l->buf, cur.ptr, cur.len);
-    memcpy(l->buf.data, h, sizeof(h));
-    return sl_value_put(l->top, l->buf.data, l->buf.len);
-  }
-  if (l->buf.len == 0) { /* a new maximum */
-    h[0] = n;
-    if ((rc = sl_bytes_append(&l->buf, h, sizeof(h))) != SL_OK) return rc;
-  }
-  h[1] = max64(h[1], ev);
-  h[2] = max64(h[2], ing);
-  memcpy(l->buf.data, h, sizeof(h));
-  if ((rc = sl_bytes_append(&l->buf, &auction, 8)) != SL_OK) return rc;
-  return sl_value_put(l->top, l->buf.data, l->buf.len);
+  int64_t auction = sl_row_get_i64(row, 0);
+  return top_fold(ctx, sl_ctx_local(ctx), sl_row_get_i64(row, 2),
+                  sl_row_get_i64(row, 4), sl_row_get_i64(row, 3),
+                  sl_row_get_i64(row, 5), &auction, sizeof(auction));
 }
 
 static int top_timer(sl_ctx_t *ctx, void *user, int64_t ts) {
@@ -469,45 +471,19 @@ static int q7_result(sl_ctx_t *ctx, void *user, const sl_window_t *w,
 static int q7_top_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
   (void)user;
   top_local_t *l = sl_ctx_local(ctx);
-  int64_t auction = sl_row_get_i64(row, 0), price = sl_row_get_i64(row, 1);
-  int64_t wend = sl_row_get_i64(row, 2), ev = sl_row_get_i64(row, 3);
-  int64_t ing = sl_row_get_i64(row, 4);
+  int64_t auction = sl_row_get_i64(row, 0);
   sl_slice_t bids = sl_row_get_str(row, 5);
-  sl_slice_t cur;
-  int rc = sl_value_get(l->top, &cur);
-  if (rc != SL_OK && rc != SL_ENOTFOUND) return rc;
-  int64_t h[3] = {INT64_MIN, INT64_MIN, INT64_MIN};
-  sl_bytes_clear(&l->buf);
-  if (rc == SL_ENOTFOUND) {
-    /* The window's first-stage results all arrive before the watermark
-     * that passes its end: emit then. */
-    if ((rc = sl_ctx_event_timer_register(ctx, wend - 1)) != SL_OK) return rc;
-  } else {
-    memcpy(h, cur.ptr, sizeof(h));
+  sl_bytes_clear(&l->items); /* (auction, packed bid) per bid */
+  for (size_t off = 0, n; off + 20 <= bids.len; off += n) {
+    n = q7_bid_len(bids.ptr + off);
+    if (off + n > bids.len) break;
+    int rc = sl_bytes_append(&l->items, &auction, 8);
+    if (rc == SL_OK) rc = sl_bytes_append(&l->items, bids.ptr + off, n);
+    if (rc != SL_OK) return rc;
   }
-  h[1] = max64(h[1], ev);
-  h[2] = max64(h[2], ing);
-  if (price < h[0]) { /* the bids of an auction below the window's best */
-    if ((rc = sl_bytes_append(&l->buf, cur.ptr, cur.len)) != SL_OK) return rc;
-  } else {
-    if (price == h[0] &&
-        (rc = sl_bytes_append(&l->buf, cur.ptr, cur.len)) != SL_OK)
-      return rc;
-    if (l->buf.len == 0 &&
-        (rc = sl_bytes_append(&l->buf, h, sizeof(h))) != SL_OK)
-      return rc;
-    h[0] = price;
-    for (size_t off = 0; off + 20 <= bids.len;) {
-      size_t n = q7_bid_len(bids.ptr + off);
-      if (off + n > bids.len) break;
-      if ((rc = sl_bytes_append(&l->buf, &auction, 8)) != SL_OK ||
-          (rc = sl_bytes_append(&l->buf, bids.ptr + off, n)) != SL_OK)
-        return rc;
-      off += n;
-    }
-  }
-  memcpy(l->buf.data, h, sizeof(h));
-  return sl_value_put(l->top, l->buf.data, l->buf.len);
+  return top_fold(ctx, l, sl_row_get_i64(row, 2), sl_row_get_i64(row, 1),
+                  sl_row_get_i64(row, 3), sl_row_get_i64(row, 4),
+                  l->items.data, l->items.len);
 }
 
 static int q7_top_timer(sl_ctx_t *ctx, void *user, int64_t ts) {
