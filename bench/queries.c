@@ -582,6 +582,23 @@ static sl_schema_t *schema(const sl_field_t *f, uint32_t n,
                          out_err)
 #define SOURCE(name) src(src_user, job, name)
 
+/* The second stage of q5, q7 and q8: a process function keyed by fields. */
+static sl_stream_t *keyed_process(sl_stream_t *s, const char *const *key,
+                                  uint32_t n_key, const char *uid,
+                                  sl_schema_t *out, sl_process_fns_t *fns,
+                                  int (*open)(sl_ctx_t *, void *),
+                                  int (*process)(sl_ctx_t *, void *,
+                                                 const sl_row_t *),
+                                  void (*close)(sl_ctx_t *, void *),
+                                  int (*timer)(sl_ctx_t *, void *, int64_t)) {
+  fns->open = open;
+  fns->process = process;
+  fns->close = close;
+  fns->on_event_timer = timer;
+  return sl_stream_process(sl_stream_key_by_fields(s, key, n_key), uid, out,
+                           fns, NULL);
+}
+
 sl_stream_t *sl_query_build(sl_job_t *job, const sl_query_t *q,
                             sl_query_source_fn src, void *src_user,
                             sl_schema_t **schemas, uint32_t *n_schemas,
@@ -671,12 +688,8 @@ sl_stream_t *sl_query_build(sl_job_t *job, const sl_query_t *q,
     sl_agg_t aggs[] = {{"num", SL_AGG_COUNT, NULL},
                        {"ingest_time", SL_AGG_MAX, "ingest_time"}};
     s = sl_stream_window_aggregate(s, "q5-count", &ws, aggs, 2);
-    s = sl_stream_key_by_fields(s, wend, 1);
-    fns.open = top_open;
-    fns.process = top_process;
-    fns.close = top_close;
-    fns.on_event_timer = top_timer;
-    s = sl_stream_process(s, "q5-top", out, &fns, NULL);
+    s = keyed_process(s, wend, 1, "q5-top", out, &fns, top_open, top_process,
+                      top_close, top_timer);
   } else if (strcmp(q->name, "q7") == 0) {
     sl_field_t f1[] = {F("auction", SL_TYPE_INT64), F("price", SL_TYPE_INT64),
                        F("window_end", SL_TYPE_TIMESTAMP),
@@ -698,12 +711,8 @@ sl_stream_t *sl_query_build(sl_job_t *job, const sl_query_t *q,
     ws.size_us = 10000000;
     sl_window_agg_fns_t wf = {q7_add, NULL, q7_result};
     s = sl_stream_window_reduce(s, "q7-max", &ws, best, &wf, NULL);
-    s = sl_stream_key_by_fields(s, wend, 1);
-    fns.open = top_open;
-    fns.process = q7_top_process;
-    fns.close = top_close;
-    fns.on_event_timer = q7_top_timer;
-    s = sl_stream_process(s, "q7-top", out, &fns, NULL);
+    s = keyed_process(s, wend, 1, "q7-top", out, &fns, top_open,
+                      q7_top_process, top_close, q7_top_timer);
   } else if (strcmp(q->name, "q8") == 0) {
     sl_field_t f[] = {F("id", SL_TYPE_INT64), F("name", SL_TYPE_STRING),
                       F("window_start", SL_TYPE_TIMESTAMP),
@@ -716,12 +725,8 @@ sl_stream_t *sl_query_build(sl_job_t *job, const sl_query_t *q,
     sl_stream_t *a = sl_stream_key_by_fields(SOURCE("auction"), seller, 1);
     ws.size_us = 10000000;
     s = sl_stream_window_join(p, a, "q8-join", &ws, "date_time");
-    s = sl_stream_key_by_fields(s, once_key, 2);
-    fns.open = once_open;
-    fns.process = once_process;
-    fns.close = once_close;
-    fns.on_event_timer = once_timer;
-    s = sl_stream_process(s, "q8", out, &fns, NULL);
+    s = keyed_process(s, once_key, 2, "q8", out, &fns, once_open,
+                      once_process, once_close, once_timer);
   } else if (strcmp(q->name, "count") == 0) {
     const char *key[] = {"key"};
     s = sl_stream_key_by_fields(SOURCE("keys"), key, 1);
