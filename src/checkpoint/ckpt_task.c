@@ -15,7 +15,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "core/inject.h"
-#include "runtime/runtime.h"
+#include "runtime/task_int.h"
 #include "sluice/sluice.h"
 
 typedef struct keyed_snap_s {

@@ -42,7 +42,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "core/inject.h"
-#include "runtime/runtime.h"
+#include "runtime/task_int.h"
 
 #define MAX_HISTORY 64
 

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "graph/graph.h"
+#include "runtime/task_int.h"
 
 static int plan_error(sl_error_t **out_err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

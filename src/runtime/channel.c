@@ -21,7 +21,7 @@
  *  again once more, so a wake that races with the task's last check is
  *  never lost.
  */
-#include "runtime/runtime.h"
+#include "runtime/task_int.h"
 
 sl_buf_t *sl__buf_new(uint32_t cap) {
   sl_buf_t *b = sl_malloc(sizeof(*b) + cap);

@@ -7,7 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "runtime/runtime.h"
+#include "runtime/task_int.h"
 
 int sl__keysel_extract(const sl_keysel_t *ks, const sl_row_t *row,
                        sl_bytes_t *out) {

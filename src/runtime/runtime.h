@@ -348,13 +348,6 @@ int sl__writer_send_event(sl_writer_t *w, sl_buf_kind_t kind, int64_t value,
 
 typedef struct sl_job_rt_s sl_job_rt_t; /* the job's runtime side */
 
-typedef enum sl_task_phase_e {
-  SL_PHASE_CREATED = 0,
-  SL_PHASE_RUNNING,
-  SL_PHASE_ENDING, /* input ended; sending EOP downstream */
-  SL_PHASE_DONE
-} sl_task_phase_t;
-
 /* Watermark generation of a source subtask (task.c, "Event time"). */
 typedef struct sl_wm_split_s {
   int64_t max_ts;      /* largest event time seen, INT64_MIN first */
@@ -381,109 +374,6 @@ typedef struct sl_source_rt_s {
   uint32_t n_splits;
   sl_wmgen_t *wm;       /* NULL: this source has no watermarks */
 } sl_source_rt_t;
-
-struct sl_source_out_s {
-  sl_task_t *task;
-  sl_op_t *op;
-  uint32_t budget;
-  int64_t wait_until;
-  bool is_failed;
-  sl_wmgen_t *wm;
-};
-
-struct sl_source_waker_s {
-  sl_task_t *task;
-};
-
-/*
- * A task: a chain of operators of one subtask, run by one thread at a
- * time.  sched_* fields belong to the scheduler; metrics are atomics read
- * by any thread; everything else belongs to the thread running the task.
- */
-struct sl_task_s {
-  /* Scheduler. */
-  _Atomic int sched_state;
-  sl_task_t *run_next;
-  int64_t wait_since;
-  sl_run_result_t last_result;
-  int64_t timer_at; /* pending wake_at, INT64_MAX if none */
-  /* Metrics. */
-  _Atomic uint64_t busy_ns;
-  _Atomic uint64_t backpressured_ns;
-  _Atomic uint64_t idle_ns;
-  _Atomic bool is_finished;
-  /* Identity. */
-  sl_job_rt_t *job;
-  sl_sched_t *sched;
-  uint32_t index;
-  uint32_t subtask;
-  uint32_t parallelism;
-  char *name;
-  /* Chain, in topological order; ops[0] is the head. */
-  sl_op_t **ops;
-  uint32_t n_ops;
-  /* Source tasks. */
-  sl_source_rt_t *source;
-  sl_source_out_t sout;
-  sl_source_waker_t waker;
-  /* Inputs. */
-  sl_channel_t **inputs;
-  uint32_t n_inputs;
-  uint32_t n_finished;
-  uint32_t rr;
-  sl_buf_t *cur_buf;       /* partly processed input buffer */
-  sl_channel_t *cur_ch;
-  uint32_t cur_off;
-  /* Key hash of the row being pushed into ops[0], from a hash channel. */
-  uint64_t in_hash;
-  bool has_in_hash;
-  /* Outputs. */
-  sl_writer_t **writers;
-  uint32_t n_writers;
-  sl_channel_t **out_chs;  /* every output channel of every writer */
-  uint32_t n_out_chs;
-  uint32_t n_blocked;      /* output channels with pending buffers */
-  /* Keyed operators with timers. */
-  sl_op_t **timer_ops;
-  uint32_t n_timer_ops;
-  sl_bytes_t timer_key;
-  /* Event time: the watermark of the task (every operator of the chain
-   * sees it) and whether downstream was told the task is idle. */
-  int64_t wm;
-  bool is_wm_idle;
-  _Atomic int64_t wm_metric; /* wm, for the progress line */
-  /* Checkpoints: the coordinator writes the atomics, the task reads them. */
-  _Atomic uint64_t ckpt_trigger;  /* sources: newest triggered id */
-  _Atomic uint64_t ckpt_complete; /* newest completed id */
-  _Atomic uint64_t ckpt_abort;    /* newest aborted id */
-  uint64_t ckpt_last;             /* newest id snapshotted or aligning */
-  uint64_t ckpt_notified;         /* newest completion given to operators */
-  uint64_t ckpt_abort_seen;
-  uint64_t align_id;              /* checkpoint being aligned, 0 if none */
-  uint32_t n_aligned;             /* inputs that delivered align_id */
-  int64_t align_first_ns;         /* first barrier of align_id */
-  int64_t align_ts;               /* trigger time of align_id */
-  /* Aligned with a timeout: a snapshot waits until its in-band barriers
-   * leave the pending queues, or is converted when the timeout passes. */
-  uint64_t ob_id;
-  void *ob_snap;
-  int64_t ob_ts;
-  /* Unaligned checkpoint in progress: snapshot taken, capturing the
-   * in-flight records that were sent before the barrier. */
-  uint64_t uc_id;
-  void *uc_snap;
-  sl_bytes_t uc_state;            /* channel state, see task.c */
-  uint32_t n_uc_done;
-  uint32_t cur_idx;               /* ring index of cur_buf in cur_ch */
-  /* Channel state restored from an unaligned checkpoint, replayed first. */
-  uint8_t *restore_cs;
-  size_t restore_cs_len;
-  size_t restore_cs_off;   /* 1 once the output buffers were pushed */
-  size_t restore_cs_pos;   /* replay position of the input records */
-  /* Status. */
-  sl_task_phase_t phase;
-  sl_error_t *err;
-};
 
 /* Timing of one task's part in a checkpoint, for its statistics. */
 typedef struct sl_ckpt_timing_s {
@@ -542,8 +432,7 @@ void sl__task_destroy(sl_task_t *task);
  */
 int sl__task_advance_wm(sl_task_t *task, int64_t wm);
 
-static inline int64_t sl__task_now(const sl_task_t *task) {
-  return task->sched->ops->now(task->sched);
-}
+/** @brief Processing time of the task's scheduler.  @thread the task. */
+int64_t sl__task_now(const sl_task_t *task);
 
 #endif

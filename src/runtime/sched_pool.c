@@ -25,7 +25,7 @@
 #include <errno.h>
 #include <time.h>
 
-#include "runtime/runtime.h"
+#include "runtime/task_int.h"
 
 typedef struct timer_ent_s {
   int64_t at;

@@ -30,7 +30,7 @@
  *  T4. The task reads no clock and never sleeps; it asks the scheduler.
  */
 #include "core/inject.h"
-#include "runtime/runtime.h"
+#include "runtime/task_int.h"
 
 #define QUANTUM_RECORDS 16384u /* source records per run */
 #define QUANTUM_BUFFERS 64u    /* input buffers per run */
@@ -39,6 +39,10 @@
  * source waits to take its checkpoint or other tasks wait to run. */
 #define QUANTUM_NS 2000000
 #define MAX_EMPTY_POLLS 8u     /* polls that return MORE without records */
+
+int64_t sl__task_now(const sl_task_t *t) {
+  return t->sched->ops->now(t->sched);
+}
 
 void sl__task_note_blocked(sl_task_t *t, sl_channel_t *ch) {
   SL_UNUSED(ch);

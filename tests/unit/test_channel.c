@@ -11,7 +11,7 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include "runtime/runtime.h"
+#include "runtime/task_int.h"
 #include "sl_test.h"
 
 static sl_buf_t *buf_with(uint32_t cap, int64_t value) {
