@@ -94,12 +94,10 @@ static sl_run_result_t task_fail(sl_task_t *t) {
   return SL_RUN_DONE;
 }
 
-static int check_output_barrier(sl_task_t *t);
-
 /* Successful end; a sink whose final close fails still fails the job. */
 static sl_run_result_t task_done(sl_task_t *t) {
   /* Every output is flushed: a held snapshot can be submitted now. */
-  if (t->ob_id && check_output_barrier(t) != SL_OK) return task_fail(t);
+  if (t->ob_id && sl__align_check_output(t) != SL_OK) return task_fail(t);
   task_finish(t, true);
   if (t->err) report_error(t);
   return SL_RUN_DONE;
@@ -380,446 +378,6 @@ static bool wmgen_on_record(sl_source_out_t *out, const sl_row_t *row) {
   return true;
 }
 
-/* ------------------------------------------------------------------ */
-/* Checkpoints: notifications, triggers, aligned and unaligned barriers.
- *
- * Aligned (Algorithm 1 of Carbone et al.): a barrier blocks its input until
- * every input delivered it; then the task snapshots, forwards the barrier
- * in band and unblocks.  At-least-once counts barriers without blocking.
- *
- * Unaligned: barriers overtake the queues.  A task that takes an unaligned
- * snapshot sends, on each output channel, a priority barrier with a cutoff
- * (the ring index the next pushed buffer will get), and keeps as output
- * channel state the buffers it has not pushed yet (they lie after the
- * cutoff but were produced before the barrier).  A receiver snapshots on
- * the first priority barrier it sees and keeps as input channel state every
- * queued buffer before each input's cutoff: it copies them out of the ring
- * without waiting to process them.  Inputs whose barrier has not come yet
- * are kept buffer by buffer as they are popped, until it comes.  When every
- * input is past its cutoff (or finished, or delivered the barrier in band)
- * the snapshot is submitted with its channel state.  An aligned checkpoint
- * still aligning after the alignment timeout switches to this; inputs that
- * delivered the barrier in band are complete, the others are complete when
- * their in-band barrier is found in the ring.
- *
- * Channel state layout (docs/checkpoint-format.md): entries
- *   [u8 0][u32 input][u32 len][row]               an input record
- *   [u8 1][u32 writer][u32 channel][u32 len][buf] an output buffer
- * Restoring pushes the output buffers first, then replays the records.
- *
- * Ordering that makes the cutoff safe: the sender publishes the cutoff and
- * id (release) before it pushes any buffer past the cutoff; the receiver
- * checks priority barriers after it has seen a buffer in the ring
- * (acquire) and before it pops it.
- */
-
-static void unblock_inputs(sl_task_t *t) {
-  for (uint32_t i = 0; i < t->n_inputs; i++) t->inputs[i]->is_blocked = false;
-  t->align_id = 0;
-  t->n_aligned = 0;
-}
-
-static void uc_reset(sl_task_t *t) {
-  t->uc_id = 0;
-  t->uc_snap = NULL;
-  t->uc_state.len = 0;
-  t->n_uc_done = 0;
-  for (uint32_t i = 0; i < t->n_inputs; i++) {
-    t->inputs[i]->uc_has_cutoff = false;
-    t->inputs[i]->uc_done = false;
-  }
-}
-
-static void uc_abandon(sl_task_t *t) {
-  const sl_ckpt_hooks_t *h = t->job->ckpt;
-  if (t->uc_snap) h->snapshot_drop(h->ctx, t->uc_snap);
-  uc_reset(t);
-}
-
-/* Deliver completion and abort notifications to the operators. */
-static void ckpt_notify(sl_task_t *t) {
-  uint64_t done = atomic_load_explicit(&t->ckpt_complete, memory_order_acquire);
-  if (done > t->ckpt_notified) {
-    t->ckpt_notified = done;
-    for (uint32_t i = 0; i < t->n_ops; i++) {
-      sl_op_t *op = t->ops[i];
-      if (op->vt->checkpoint_complete && op->is_open)
-        op->vt->checkpoint_complete(op, done);
-      if (op->kstate) sl__kstate_gc(op->kstate);
-    }
-  }
-  uint64_t ab = atomic_load_explicit(&t->ckpt_abort, memory_order_acquire);
-  if (ab > t->ckpt_abort_seen) {
-    t->ckpt_abort_seen = ab;
-    /* Work for an aborted checkpoint must not block input or capture. */
-    if (t->align_id && t->align_id <= ab) unblock_inputs(t);
-    if (t->uc_id && t->uc_id <= ab) uc_abandon(t);
-    if (t->ob_id && t->ob_id <= ab) {
-      t->job->ckpt->snapshot_drop(t->job->ckpt->ctx, t->ob_snap);
-      t->ob_id = 0;
-      t->ob_snap = NULL;
-    }
-    for (uint32_t i = 0; i < t->n_ops; i++) {
-      sl_op_t *op = t->ops[i];
-      if (op->vt->checkpoint_aborted && op->is_open)
-        op->vt->checkpoint_aborted(op, ab);
-      if (op->kstate) sl__kstate_gc(op->kstate);
-    }
-  }
-}
-
-static int uc_put(sl_task_t *t, const void *p, size_t n) {
-  return sl_bytes_append(&t->uc_state, p, n);
-}
-
-/* Keep the records of a data buffer, from byte off, as input state. */
-static int uc_capture_buffer(sl_task_t *t, const sl_channel_t *ch,
-                             const sl_buf_t *b, uint32_t off) {
-  if (b->kind != SL_BUF_DATA) return SL_OK;
-  uint32_t hash_len = ch->has_hash ? 8 : 0;
-  while (off < b->len) {
-    uint32_t len;
-    memcpy(&len, b->data + off, 4);
-    uint8_t kind = 0;
-    uint32_t hdr[2] = {ch->input, len};
-    int rc = uc_put(t, &kind, 1);
-    if (rc == SL_OK) rc = uc_put(t, hdr, 8);
-    if (rc == SL_OK) rc = uc_put(t, b->data + off + 4 + hash_len, len);
-    if (rc != SL_OK) return rc;
-    off += 4 + hash_len + len;
-  }
-  return SL_OK;
-}
-
-/* Send barrier id on every output, in band or with priority.  With
- * priority, buffers not yet pushed become output channel state. */
-/* Publish a priority barrier on ch: buffers pushed so far lie before it. */
-static void publish_priority(sl_channel_t *ch, uint64_t id) {
-  atomic_store_explicit(&ch->prio_cutoff, ch->tail, memory_order_relaxed);
-  /* release: the receiver that sees the id sees the cutoff. */
-  atomic_store_explicit(&ch->prio_id, id, memory_order_release);
-  if (ch->receiver)
-    ch->receiver->sched->ops->wake(ch->receiver->sched, ch->receiver);
-}
-
-static int capture_output(sl_task_t *t, uint32_t writer, uint32_t k,
-                          const sl_buf_t *b) {
-  if (b->kind != SL_BUF_DATA) return SL_OK;
-  uint8_t kind = 1;
-  uint32_t hdr[3] = {writer, k, b->len};
-  if (uc_put(t, &kind, 1) != SL_OK || uc_put(t, hdr, 12) != SL_OK ||
-      uc_put(t, b->data, b->len) != SL_OK)
-    return SL_ENOMEM;
-  return SL_OK;
-}
-
-static int send_barrier(sl_task_t *t, uint64_t id, int64_t ts,
-                        bool is_priority) {
-  for (uint32_t i = 0; i < t->n_writers; i++) {
-    sl_writer_t *w = t->writers[i];
-    if (!is_priority) {
-      if (sl__writer_send_event(w, SL_BUF_BARRIER, (int64_t)id, ts) != SL_OK)
-        return SL_ENOMEM;
-      continue;
-    }
-    sl__writer_flush(w); /* the partly filled buffer joins the pending ones */
-    for (uint32_t k = 0; k < w->n_chs; k++) {
-      sl_channel_t *ch = w->chs[k];
-      for (sl_buf_t *b = ch->pending_head; b; b = b->next)
-        if (capture_output(t, w->index, k, b) != SL_OK) return SL_ENOMEM;
-      publish_priority(ch, id);
-    }
-  }
-  return SL_OK;
-}
-
-/*
- * Snapshot the chain (sync phase) and forward barrier id.  The snapshot
- * comes first: a failed snapshot forwards nothing.  With keep_pending the
- * snapshot waits in t->uc_snap for its input channel state; otherwise it
- * is submitted now (with the output channel state of a priority barrier).
- */
-/* Is an in-band barrier id still in the pending queue of an output? */
-static bool has_pending_barrier(const sl_task_t *t, uint64_t id) {
-  for (uint32_t i = 0; i < t->n_out_chs; i++)
-    for (const sl_buf_t *b = t->out_chs[i]->pending_head; b; b = b->next)
-      if (b->kind == SL_BUF_BARRIER && (uint64_t)b->value == id) return true;
-  return false;
-}
-
-static int take_checkpoint(sl_task_t *t, uint64_t id, int64_t ts,
-                           const sl_ckpt_timing_t *timing, bool is_priority,
-                           bool keep_pending) {
-  const sl_ckpt_hooks_t *h = t->job->ckpt;
-  t->ckpt_last = id;
-  void *snap = NULL;
-  int rc = h->snapshot_sync(h->ctx, t, id, timing, &snap);
-  if (rc != SL_OK) return rc;
-  if ((rc = SL_INJECT("task.before_barrier_forward")) != SL_OK) {
-    h->snapshot_drop(h->ctx, snap);
-    return sl__op_fail(t->ops[0], rc, "injected failure at "
-                       "task.before_barrier_forward");
-  }
-  if (!keep_pending) t->uc_state.len = 0;
-  if (send_barrier(t, id, ts, is_priority) != SL_OK) {
-    h->snapshot_drop(h->ctx, snap);
-    return sl__op_fail(t->ops[0], SL_ENOMEM, "out of memory sending a "
-                       "checkpoint barrier");
-  }
-  if (SL_INJECT("task.after_barrier_forward") != SL_OK) {
-    h->snapshot_drop(h->ctx, snap);
-    return sl__op_fail(t->ops[0], SL_EFAILED, "injected failure at "
-                       "task.after_barrier_forward");
-  }
-  if (keep_pending) {
-    t->uc_snap = snap;
-    return SL_OK;
-  }
-  if (!is_priority && h->mode == SL_CKPT_ALIGNED &&
-      h->alignment_timeout_ns > 0 && has_pending_barrier(t, id)) {
-    /* The barrier waits behind backpressured output: hold the snapshot
-     * until it leaves, or convert it when the alignment timeout passes. */
-    if (t->ob_snap) h->snapshot_drop(h->ctx, t->ob_snap);
-    t->ob_id = id;
-    t->ob_snap = snap;
-    t->ob_ts = ts;
-    t->sched->ops->wake_at(t->sched, t, ts + h->alignment_timeout_ns);
-    return SL_OK;
-  }
-  rc = h->snapshot_submit(h->ctx, snap, t->uc_state.data, t->uc_state.len);
-  t->uc_state.len = 0;
-  return rc;
-}
-
-/*
- * A held snapshot (see take_checkpoint): submit it once its barriers left
- * the pending queues; past the alignment timeout, turn each still pending
- * barrier into a priority barrier, keeping the pending buffers before it
- * as output channel state.
- */
-static int check_output_barrier(sl_task_t *t) {
-  const sl_ckpt_hooks_t *h = t->job->ckpt;
-  if (t->ob_id == 0) return SL_OK;
-  void *snap = t->ob_snap;
-  if (!has_pending_barrier(t, t->ob_id)) {
-    t->ob_id = 0;
-    t->ob_snap = NULL;
-    return h->snapshot_submit(h->ctx, snap, NULL, 0);
-  }
-  if (sl__task_now(t) < t->ob_ts + h->alignment_timeout_ns) return SL_OK;
-  t->uc_state.len = 0;
-  for (uint32_t i = 0; i < t->n_writers; i++) {
-    sl_writer_t *w = t->writers[i];
-    for (uint32_t k = 0; k < w->n_chs; k++) {
-      sl_channel_t *ch = w->chs[k];
-      sl_buf_t *bar = ch->pending_head, *prev = NULL;
-      while (bar && !(bar->kind == SL_BUF_BARRIER &&
-                      (uint64_t)bar->value == t->ob_id)) {
-        prev = bar;
-        bar = bar->next;
-      }
-      if (bar == NULL) continue; /* already in the ring: in band it stays */
-      for (sl_buf_t *b = ch->pending_head; b != bar; b = b->next)
-        if (capture_output(t, w->index, k, b) != SL_OK) return SL_ENOMEM;
-      /* The priority barrier replaces the pending one. */
-      if (prev) prev->next = bar->next;
-      else ch->pending_head = bar->next;
-      if (ch->pending_tail == bar) ch->pending_tail = prev;
-      sl__buf_free(bar);
-      if (--ch->n_pending == 0) t->n_blocked--;
-      publish_priority(ch, t->ob_id);
-    }
-  }
-  t->ob_id = 0;
-  t->ob_snap = NULL;
-  int rc = h->snapshot_submit(h->ctx, snap, t->uc_state.data, t->uc_state.len);
-  t->uc_state.len = 0;
-  return rc;
-}
-
-static int uc_finish(sl_task_t *t) {
-  const sl_ckpt_hooks_t *h = t->job->ckpt;
-  void *snap = t->uc_snap;
-  t->uc_snap = NULL;
-  int rc = snap ? h->snapshot_submit(h->ctx, snap, t->uc_state.data,
-                                     t->uc_state.len)
-                : SL_OK;
-  uc_reset(t);
-  return rc;
-}
-
-static int uc_mark_done(sl_task_t *t, sl_channel_t *ch) {
-  if (t->uc_id == 0 || ch->uc_done) return SL_OK;
-  ch->uc_done = true;
-  return ++t->n_uc_done == t->n_inputs ? uc_finish(t) : SL_OK;
-}
-
-static inline bool idx_before(uint32_t a, uint32_t b) {
-  return (int32_t)(a - b) < 0;
-}
-
-/*
- * Try to complete the capture of ch from what is queued: copy the buffers
- * before the cutoff out of the ring, or, without a cutoff (alignment
- * timeout), up to the in-band barrier of the checkpoint if it is queued.
- */
-static int uc_try_complete(sl_task_t *t, sl_channel_t *ch) {
-  if (t->uc_id == 0 || ch->uc_done) return SL_OK;
-  uint32_t count = atomic_load_explicit(&ch->count, memory_order_acquire);
-  uint32_t from = idx_before(ch->uc_captured, ch->head) ? ch->head
-                                                        : ch->uc_captured;
-  uint32_t end = ch->head + count;
-  uint32_t limit = end;
-  if (ch->uc_has_cutoff) {
-    if (idx_before(end, ch->uc_cutoff)) return SL_OK; /* not all queued */
-    limit = ch->uc_cutoff;
-  } else {
-    bool has_barrier = false;
-    for (uint32_t i = from; idx_before(i, end); i++) {
-      const sl_buf_t *b = ch->ring[i & ch->mask];
-      if (b->kind == SL_BUF_BARRIER && (uint64_t)b->value == t->uc_id) {
-        limit = i;
-        has_barrier = true;
-        break;
-      }
-    }
-    if (!has_barrier) return SL_OK;
-  }
-  for (uint32_t i = from; idx_before(i, limit); i++) {
-    int rc = uc_capture_buffer(t, ch, ch->ring[i & ch->mask], 0);
-    if (rc != SL_OK) return rc;
-  }
-  ch->uc_captured = limit;
-  return uc_mark_done(t, ch);
-}
-
-/* Start an unaligned checkpoint id (first priority barrier, or the
- * alignment timeout of an aligned one). */
-static int uc_begin(sl_task_t *t, uint64_t id) {
-  if (t->uc_id) uc_abandon(t);
-  int64_t now = sl__task_now(t);
-  int64_t first = t->align_id == id ? t->align_first_ns : now;
-  sl_ckpt_timing_t timing = {first, now - first, true};
-  int rc = SL_INJECT("task.on_first_barrier");
-  if (rc != SL_OK)
-    return sl__op_fail(t->ops[0], rc, "injected failure at "
-                       "task.on_first_barrier");
-  t->uc_id = id;
-  t->uc_state.len = 0;
-  if ((rc = take_checkpoint(t, id, 0, &timing, true, true)) != SL_OK) {
-    uc_reset(t);
-    return rc;
-  }
-  /* Everything processed so far is in the snapshot; what is left of the
-   * buffer being processed, and everything queued, is not. */
-  for (uint32_t i = 0; i < t->n_inputs; i++)
-    t->inputs[i]->uc_captured = t->inputs[i]->head;
-  if (t->cur_buf && t->cur_buf->kind == SL_BUF_DATA) {
-    sl_channel_t *c = t->cur_ch;
-    if (!c->uc_has_cutoff || idx_before(t->cur_idx, c->uc_cutoff))
-      rc = uc_capture_buffer(t, c, t->cur_buf, t->cur_off);
-    if (rc != SL_OK) return rc;
-  }
-  t->n_uc_done = 0;
-  for (uint32_t i = 0; i < t->n_inputs; i++) {
-    sl_channel_t *c = t->inputs[i];
-    c->uc_done = c->is_finished || c->last_barrier == id;
-    if (c->uc_done) t->n_uc_done++;
-  }
-  unblock_inputs(t);
-  if (t->n_uc_done == t->n_inputs) return uc_finish(t);
-  for (uint32_t i = 0; i < t->n_inputs && t->uc_id; i++)
-    if ((rc = uc_try_complete(t, t->inputs[i])) != SL_OK) return rc;
-  return SL_OK;
-}
-
-/* Look for priority barriers on every input, and complete captures from
- * what is queued. */
-static int poll_priority(sl_task_t *t) {
-  for (uint32_t i = 0; i < t->n_inputs; i++) {
-    sl_channel_t *ch = t->inputs[i];
-    uint64_t id = atomic_load_explicit(&ch->prio_id, memory_order_acquire);
-    if (id <= ch->prio_seen) continue;
-    uint32_t cutoff;
-    for (;;) { /* id and cutoff of the same barrier */
-      cutoff = atomic_load_explicit(&ch->prio_cutoff, memory_order_relaxed);
-      uint64_t again = atomic_load_explicit(&ch->prio_id, memory_order_acquire);
-      if (again == id) break;
-      id = again;
-    }
-    ch->prio_seen = id;
-    if (id <= t->ckpt_abort_seen || id < t->uc_id) continue;
-    bool is_new = id > t->uc_id && (id > t->ckpt_last || id == t->align_id);
-    if (id != t->uc_id && !is_new) continue; /* stale */
-    ch->uc_cutoff = cutoff;
-    ch->uc_has_cutoff = true;
-    if (id != t->uc_id) {
-      int rc = uc_begin(t, id);
-      if (rc != SL_OK) return rc;
-    }
-  }
-  for (uint32_t i = 0; i < t->n_inputs && t->uc_id; i++) {
-    int rc = uc_try_complete(t, t->inputs[i]);
-    if (rc != SL_OK) return rc;
-  }
-  return SL_OK;
-}
-
-/* Alignment is complete when every input is finished or delivered it. */
-static bool is_aligned(const sl_task_t *t) {
-  for (uint32_t i = 0; i < t->n_inputs; i++) {
-    const sl_channel_t *c = t->inputs[i];
-    if (!c->is_finished && c->last_barrier != t->align_id) return false;
-  }
-  return true;
-}
-
-static int finish_alignment(sl_task_t *t) {
-  uint64_t id = t->align_id;
-  sl_ckpt_timing_t timing = {t->align_first_ns,
-                             sl__task_now(t) - t->align_first_ns, false};
-  int rc = take_checkpoint(t, id, t->align_ts, &timing, false, false);
-  unblock_inputs(t);
-  return rc;
-}
-
-/* An in-band barrier id arrived on input ch. */
-static int on_barrier(sl_task_t *t, sl_channel_t *ch, uint64_t id,
-                      int64_t ts) {
-  const sl_ckpt_hooks_t *h = t->job->ckpt;
-  ch->last_barrier = id;
-  if (h == NULL || id <= t->ckpt_abort_seen) return SL_OK;
-  if (t->uc_id == id) return uc_mark_done(t, ch); /* end of its capture */
-  if (id < t->align_id || (t->align_id == 0 && id <= t->ckpt_last))
-    return SL_OK;
-  if (id > t->align_id) {
-    if (t->align_id) unblock_inputs(t);
-    t->align_id = id;
-    t->align_first_ns = sl__task_now(t);
-    t->align_ts = ts ? ts : t->align_first_ns;
-    int rc = SL_INJECT("task.on_first_barrier");
-    if (rc != SL_OK)
-      return sl__op_fail(t->ops[0], rc, "injected failure at "
-                         "task.on_first_barrier");
-    if (h->alignment_timeout_ns > 0)
-      t->sched->ops->wake_at(t->sched, t, t->align_ts + h->alignment_timeout_ns);
-  }
-  if (h->mode == SL_CKPT_ALIGNED) ch->is_blocked = true;
-  t->n_aligned++;
-  return is_aligned(t) ? finish_alignment(t) : SL_OK;
-}
-
-/* Aligned mode with a timeout: switch a long alignment to unaligned. */
-static int check_alignment_timeout(sl_task_t *t) {
-  const sl_ckpt_hooks_t *h = t->job->ckpt;
-  if (t->align_id == 0 || h->mode != SL_CKPT_ALIGNED ||
-      h->alignment_timeout_ns <= 0)
-    return SL_OK;
-  /* Measured from the trigger: the checkpoint has been running that long. */
-  if (sl__task_now(t) - t->align_ts < h->alignment_timeout_ns) return SL_OK;
-  return uc_begin(t, t->align_id);
-}
-
 /*
  * Restored channel state, step 1: push the output buffers into their
  * channels, ahead of anything the task will send (they were produced
@@ -912,25 +470,12 @@ static sl_run_result_t task_end_input(sl_task_t *t) {
   return task_done(t);
 }
 
-/* A trigger is handled between two polls: the positions the readers report
- * and the barrier describe the same record boundary. */
-static int source_trigger(sl_task_t *t) {
-  const sl_ckpt_hooks_t *h = t->job->ckpt;
-  if (h == NULL) return SL_OK;
-  uint64_t trig = atomic_load_explicit(&t->ckpt_trigger, memory_order_acquire);
-  if (trig <= t->ckpt_last) return SL_OK;
-  bool is_unaligned = h->mode == SL_CKPT_UNALIGNED;
-  int64_t now = sl__task_now(t);
-  sl_ckpt_timing_t timing = {now, 0, is_unaligned};
-  return take_checkpoint(t, trig, now, &timing, is_unaligned, false);
-}
-
 static sl_run_result_t run_source(sl_task_t *t) {
   sl_source_rt_t *src = t->source;
   sl_source_out_t *out = &t->sout;
   out->budget = QUANTUM_RECORDS;
   for (uint32_t empty = 0;;) {
-    if (source_trigger(t) != SL_OK) return task_fail(t);
+    if (sl__align_source_trigger(t) != SL_OK) return task_fail(t);
     if (t->n_blocked) return SL_RUN_WAIT_OUTPUT;
     out->wait_until = 0;
     uint32_t before = out->budget;
@@ -980,7 +525,7 @@ static bool process_data(sl_task_t *t, sl_run_result_t *out_result) {
   while (off < b->len) {
     if (SL_UNLIKELY(is_prio_possible) && (++n_rec & 63) == 0) {
       t->cur_off = off;
-      if (poll_priority(t) != SL_OK || check_alignment_timeout(t) != SL_OK) {
+      if (sl__align_poll_priority(t) != SL_OK || sl__align_check_timeout(t) != SL_OK) {
         t->has_in_hash = false;
         *out_result = task_fail(t);
         return true;
@@ -1036,15 +581,15 @@ static sl_run_result_t run_inputs(sl_task_t *t) {
       /* The next buffer is visible in the ring (acquire): a priority
        * barrier published before it was pushed is visible too.  Handle it
        * before the buffer, which may lie past the cutoff. */
-      if (t->job->ckpt && poll_priority(t) != SL_OK) return task_fail(t);
+      if (t->job->ckpt && sl__align_poll_priority(t) != SL_OK) return task_fail(t);
       t->cur_idx = ch->head;
       t->cur_buf = sl__channel_pop(ch);
       t->cur_ch = ch;
       t->cur_off = 0;
       if (t->uc_id && !ch->uc_done && !ch->uc_has_cutoff &&
-          !idx_before(t->cur_idx, ch->uc_captured)) {
+          !sl__idx_before(t->cur_idx, ch->uc_captured)) {
         /* No barrier on ch yet: this buffer was sent before it. */
-        if (uc_capture_buffer(t, ch, t->cur_buf, 0) != SL_OK) {
+        if (sl__align_capture_input(t, ch, t->cur_buf, 0) != SL_OK) {
           sl__op_fail(t->ops[0], SL_ENOMEM, "out of memory keeping "
                       "in-flight records");
           return task_fail(t);
@@ -1064,9 +609,9 @@ static sl_run_result_t run_inputs(sl_task_t *t) {
       sl__channel_recycle(ch, b);
       ch->is_finished = true;
       ch->is_blocked = false;
-      if (t->uc_id && uc_mark_done(t, ch) != SL_OK) return task_fail(t);
+      if (t->uc_id && sl__align_input_done(t, ch) != SL_OK) return task_fail(t);
       if (++t->n_finished == t->n_inputs) return task_end_input(t);
-      if (t->align_id && is_aligned(t) && finish_alignment(t) != SL_OK)
+      if (t->align_id && sl__align_is_complete(t) && sl__align_finish(t) != SL_OK)
         return task_fail(t);
       if (t->job->has_event_time && input_wm_update(t) != SL_OK)
         return task_fail(t);
@@ -1077,7 +622,7 @@ static sl_run_result_t run_inputs(sl_task_t *t) {
       uint64_t id = (uint64_t)b->value;
       int64_t ts = b->ts;
       sl__channel_recycle(ch, b);
-      if (on_barrier(t, ch, id, ts) != SL_OK) return task_fail(t);
+      if (sl__align_on_barrier(t, ch, id, ts) != SL_OK) return task_fail(t);
       if (t->n_blocked) return SL_RUN_WAIT_OUTPUT;
       continue;
     }
@@ -1105,15 +650,15 @@ static sl_run_result_t task_run_quantum(sl_task_t *t) {
     return task_fail(t);
   }
   if (t->job->ckpt) {
-    ckpt_notify(t);
-    if (!t->source && (poll_priority(t) != SL_OK ||
-                       check_alignment_timeout(t) != SL_OK))
+    sl__align_notify(t);
+    if (!t->source && (sl__align_poll_priority(t) != SL_OK ||
+                       sl__align_check_timeout(t) != SL_OK))
       return task_fail(t);
-    if (t->ob_id && check_output_barrier(t) != SL_OK) return task_fail(t);
+    if (t->ob_id && sl__align_check_output(t) != SL_OK) return task_fail(t);
     /* A backpressured source still takes its checkpoint: an in-band
      * barrier queues behind its pending output, a priority barrier
      * overtakes it. */
-    if (t->source && t->phase == SL_PHASE_RUNNING && source_trigger(t) != SL_OK)
+    if (t->source && t->phase == SL_PHASE_RUNNING && sl__align_source_trigger(t) != SL_OK)
       return task_fail(t);
   }
   if (!flush_pending(t)) return SL_RUN_WAIT_OUTPUT;

@@ -124,4 +124,37 @@ struct sl_task_s {
   sl_error_t *err;
 };
 
+/* ------------------------------------------------------------------ */
+/* Checkpoint barriers (barrier_align.c).  Every call runs on the task's
+ * thread, between two records; a negative return fails the task. */
+
+/** @brief Ring index a lies before b (indices wrap). */
+static inline bool sl__idx_before(uint32_t a, uint32_t b) {
+  return (int32_t)(a - b) < 0;
+}
+
+/** @brief Deliver checkpoint completion and abort notices to the chain. */
+void sl__align_notify(sl_task_t *t);
+/** @brief A source's newest trigger: snapshot and send the barrier. */
+int sl__align_source_trigger(sl_task_t *t);
+/** @brief An in-band barrier id (triggered at ts) arrived on input ch. */
+int sl__align_on_barrier(sl_task_t *t, sl_channel_t *ch, uint64_t id,
+                         int64_t ts);
+/** @brief Every input is finished or delivered the barrier being aligned. */
+bool sl__align_is_complete(const sl_task_t *t);
+/** @brief Alignment complete: snapshot, forward the barrier, unblock. */
+int sl__align_finish(sl_task_t *t);
+/** @brief Look for priority barriers; complete captures from the queues. */
+int sl__align_poll_priority(sl_task_t *t);
+/** @brief Aligned with a timeout: switch a long alignment to unaligned. */
+int sl__align_check_timeout(sl_task_t *t);
+/** @brief Submit a snapshot held until its barriers left the outputs. */
+int sl__align_check_output(sl_task_t *t);
+/** @brief Keep the records of a data buffer, from byte off, as input
+ * channel state of the unaligned checkpoint in progress. */
+int sl__align_capture_input(sl_task_t *t, const sl_channel_t *ch,
+                            const sl_buf_t *b, uint32_t off);
+/** @brief Input ch is past its cutoff: its capture is complete. */
+int sl__align_input_done(sl_task_t *t, sl_channel_t *ch);
+
 #endif
