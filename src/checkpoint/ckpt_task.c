@@ -442,58 +442,13 @@ int sl__ckpt_restore_channels(const sl_ckpt_meta_t *m, const sl_ckpt_op_t *mop,
                      : SL_ENOMEM;
   sl_bytes_close(&path);
   if (rc != SL_OK) return rc;
-  /* Validate every entry before trusting it (docs/checkpoint-format.md). */
-  size_t off = 0, n = s->channel_size;
-  bool is_bad = false;
-  while (off < n && !is_bad) {
-    uint8_t kind = blob[off];
-    if (kind == 0 && n - off >= 9) {
-      uint32_t input, len;
-      memcpy(&input, blob + off + 1, 4);
-      memcpy(&len, blob + off + 5, 4);
-      if (t->source || input > 1 || op->in_schema[input] == NULL ||
-          len > n - off - 9 ||
-          sl_row_validate(op->in_schema[input], blob + off + 9, len) != SL_OK)
-        is_bad = true;
-      off += 9 + (size_t)len;
-    } else if (kind == 1 && n - off >= 13) {
-      uint32_t hdr[3];
-      memcpy(hdr, blob + off + 1, 12);
-      if (hdr[0] >= t->n_writers || hdr[1] >= t->writers[hdr[0]]->n_chs ||
-          hdr[2] > n - off - 13) {
-        is_bad = true;
-        break;
-      }
-      const sl_writer_t *w = t->writers[hdr[0]];
-      uint32_t hl = w->chs[hdr[1]]->has_hash ? 8 : 0;
-      const uint8_t *b = blob + off + 13;
-      uint32_t bo = 0;
-      while (bo < hdr[2] && !is_bad) {
-        uint32_t len;
-        if (hdr[2] - bo < 4 + hl) {
-          is_bad = true;
-          break;
-        }
-        memcpy(&len, b + bo, 4);
-        if (len > hdr[2] - bo - 4 - hl ||
-            sl_row_validate(w->schema, b + bo + 4 + hl, len) != SL_OK)
-          is_bad = true;
-        bo += 4 + hl + len;
-      }
-      off += 13 + (size_t)hdr[2];
-    } else {
-      is_bad = true;
-    }
-  }
-  if (is_bad || off != n) {
+  /* Validated entry by entry before it is trusted (runtime/chanstate.h). */
+  if (sl__task_restore_channel_state(t, blob, s->channel_size) != SL_OK) {
     sl_free(blob);
     return sl_error_set(out_err, SL_ECORRUPT,
                         "checkpoint file '%s/%s' is corrupt: malformed "
                         "in-flight records", m->dir, s->channel_file);
   }
-  t->restore_cs = blob;
-  t->restore_cs_len = s->channel_size;
-  t->restore_cs_off = 0;
   return SL_OK;
 }
 

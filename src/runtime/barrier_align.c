@@ -9,6 +9,7 @@
  * sl_ckpt_hooks_t.  See README.md ("Checkpoint barriers").
  */
 #include "core/inject.h"
+#include "runtime/chanstate.h"
 #include "runtime/task_int.h"
 
 /* ------------------------------------------------------------------ */
@@ -33,10 +34,9 @@
  * delivered the barrier in band are complete, the others are complete when
  * their in-band barrier is found in the ring.
  *
- * Channel state layout (docs/checkpoint-format.md): entries
- *   [u8 0][u32 input][u32 len][row]               an input record
- *   [u8 1][u32 writer][u32 channel][u32 len][buf] an output buffer
- * Restoring pushes the output buffers first, then replays the records.
+ * The channel state is written with the codec of chanstate.h (input
+ * records and output buffers); restoring (chanstate.c) pushes the output
+ * buffers first, then replays the records.
  *
  * Ordering that makes the cutoff safe: the sender publishes the cutoff and
  * id (release) before it pushes any buffer past the cutoff; the receiver
@@ -99,10 +99,6 @@ void sl__align_notify(sl_task_t *t) {
   }
 }
 
-static int uc_put(sl_task_t *t, const void *p, size_t n) {
-  return sl_bytes_append(&t->uc_state, p, n);
-}
-
 /* Keep the records of a data buffer, from byte off, as input state. */
 int sl__align_capture_input(sl_task_t *t, const sl_channel_t *ch,
                             const sl_buf_t *b, uint32_t off) {
@@ -111,11 +107,8 @@ int sl__align_capture_input(sl_task_t *t, const sl_channel_t *ch,
   while (off < b->len) {
     uint32_t len;
     memcpy(&len, b->data + off, 4);
-    uint8_t kind = 0;
-    uint32_t hdr[2] = {ch->input, len};
-    int rc = uc_put(t, &kind, 1);
-    if (rc == SL_OK) rc = uc_put(t, hdr, 8);
-    if (rc == SL_OK) rc = uc_put(t, b->data + off + 4 + hash_len, len);
+    int rc = sl__chanstate_put_record(&t->uc_state, ch->input,
+                                      b->data + off + 4 + hash_len, len);
     if (rc != SL_OK) return rc;
     off += 4 + hash_len + len;
   }
@@ -136,12 +129,7 @@ static void publish_priority(sl_channel_t *ch, uint64_t id) {
 static int capture_output(sl_task_t *t, uint32_t writer, uint32_t k,
                           const sl_buf_t *b) {
   if (b->kind != SL_BUF_DATA) return SL_OK;
-  uint8_t kind = 1;
-  uint32_t hdr[3] = {writer, k, b->len};
-  if (uc_put(t, &kind, 1) != SL_OK || uc_put(t, hdr, 12) != SL_OK ||
-      uc_put(t, b->data, b->len) != SL_OK)
-    return SL_ENOMEM;
-  return SL_OK;
+  return sl__chanstate_put_buffer(&t->uc_state, writer, k, b->data, b->len);
 }
 
 static int send_barrier(sl_task_t *t, uint64_t id, int64_t ts,
@@ -416,7 +404,8 @@ int sl__align_on_barrier(sl_task_t *t, sl_channel_t *ch, uint64_t id,
   const sl_ckpt_hooks_t *h = t->job->ckpt;
   ch->last_barrier = id;
   if (h == NULL || id <= t->ckpt_abort_seen) return SL_OK;
-  if (t->uc_id == id) return sl__align_input_done(t, ch); /* end of its capture */
+  if (t->uc_id == id) /* end of its capture */
+    return sl__align_input_done(t, ch);
   if (id < t->align_id || (t->align_id == 0 && id <= t->ckpt_last))
     return SL_OK;
   if (id > t->align_id) {

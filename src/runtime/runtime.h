@@ -425,6 +425,15 @@ void sl__job_rt_cancel(sl_job_rt_t *rt);
 /** @brief Note a sender became blocked on ch. */
 void sl__task_note_blocked(sl_task_t *task, sl_channel_t *ch);
 void sl__task_destroy(sl_task_t *task);
+/**
+ * @brief Give a task the channel state of an unaligned checkpoint (the
+ * bytes of its `.channel` file), replayed when it first runs.  Validates
+ * every entry against the task's inputs and outputs first.
+ * @return SL_OK, or SL_ECORRUPT (blob stays with the caller).
+ * @ownership takes blob on success.  @thread the planner, before the run.
+ */
+int sl__task_restore_channel_state(sl_task_t *task, uint8_t *blob,
+                                   size_t len);
 
 /**
  * @brief Advance the task's watermark to wm (no-op if not larger): fire the

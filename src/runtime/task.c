@@ -378,71 +378,6 @@ static bool wmgen_on_record(sl_source_out_t *out, const sl_row_t *row) {
   return true;
 }
 
-/*
- * Restored channel state, step 1: push the output buffers into their
- * channels, ahead of anything the task will send (they were produced
- * before the snapshot).  The entries were validated on restore.
- */
-static int restore_output_state(sl_task_t *t) {
-  if (t->restore_cs_off != 0) return SL_OK; /* done already */
-  size_t off = 0;
-  while (off < t->restore_cs_len) {
-    const uint8_t *e = t->restore_cs + off;
-    if (e[0] == 0) {
-      uint32_t len;
-      memcpy(&len, e + 5, 4);
-      off += 9 + (size_t)len;
-      continue;
-    }
-    uint32_t hdr[3];
-    memcpy(hdr, e + 1, 12);
-    sl_channel_t *ch = t->writers[hdr[0]]->chs[hdr[1]];
-    sl_buf_t *b = sl__channel_get_buffer(ch, hdr[2]);
-    if (b == NULL) return SL_ENOMEM;
-    memcpy(b->data, e + 13, hdr[2]);
-    b->len = hdr[2];
-    sl__channel_send(ch, b);
-    off += 13 + (size_t)hdr[2];
-  }
-  t->restore_cs_off = 1; /* marks step 1 done; step 2 restarts at 0 */
-  t->restore_cs_pos = 0;
-  return SL_OK;
-}
-
-/* Step 2: replay the input records before reading the channels. */
-static bool replay_channel_state(sl_task_t *t, sl_run_result_t *out) {
-  sl_op_t *head = t->ops[0];
-  while (t->restore_cs_pos < t->restore_cs_len) {
-    const uint8_t *e = t->restore_cs + t->restore_cs_pos;
-    if (e[0] == 1) {
-      uint32_t len;
-      memcpy(&len, e + 9, 4);
-      t->restore_cs_pos += 13 + (size_t)len;
-      continue;
-    }
-    uint32_t input, len;
-    memcpy(&input, e + 1, 4);
-    memcpy(&len, e + 5, 4);
-    sl_row_t row;
-    sl_row_view(&row, head->in_schema[input], e + 9, len);
-    t->restore_cs_pos += 9 + (size_t)len;
-    int rc = sl__op_push(head, input, &row);
-    if (rc != SL_OK) {
-      sl__op_fail_err(head, NULL, rc);
-      *out = task_fail(t);
-      return true;
-    }
-    if (t->n_blocked) {
-      *out = SL_RUN_WAIT_OUTPUT;
-      return true;
-    }
-  }
-  sl_free(t->restore_cs);
-  t->restore_cs = NULL;
-  t->restore_cs_len = t->restore_cs_off = t->restore_cs_pos = 0;
-  return false;
-}
-
 static sl_run_result_t task_end_input(sl_task_t *t) {
   if (t->job->ckpt) t->job->ckpt->task_finished(t->job->ckpt->ctx, t);
   /* End of input: every pending event-time timer is due. */
@@ -525,7 +460,8 @@ static bool process_data(sl_task_t *t, sl_run_result_t *out_result) {
   while (off < b->len) {
     if (SL_UNLIKELY(is_prio_possible) && (++n_rec & 63) == 0) {
       t->cur_off = off;
-      if (sl__align_poll_priority(t) != SL_OK || sl__align_check_timeout(t) != SL_OK) {
+      if (sl__align_poll_priority(t) != SL_OK ||
+          sl__align_check_timeout(t) != SL_OK) {
         t->has_in_hash = false;
         *out_result = task_fail(t);
         return true;
@@ -581,7 +517,8 @@ static sl_run_result_t run_inputs(sl_task_t *t) {
       /* The next buffer is visible in the ring (acquire): a priority
        * barrier published before it was pushed is visible too.  Handle it
        * before the buffer, which may lie past the cutoff. */
-      if (t->job->ckpt && sl__align_poll_priority(t) != SL_OK) return task_fail(t);
+      if (t->job->ckpt && sl__align_poll_priority(t) != SL_OK)
+        return task_fail(t);
       t->cur_idx = ch->head;
       t->cur_buf = sl__channel_pop(ch);
       t->cur_ch = ch;
@@ -611,7 +548,8 @@ static sl_run_result_t run_inputs(sl_task_t *t) {
       ch->is_blocked = false;
       if (t->uc_id && sl__align_input_done(t, ch) != SL_OK) return task_fail(t);
       if (++t->n_finished == t->n_inputs) return task_end_input(t);
-      if (t->align_id && sl__align_is_complete(t) && sl__align_finish(t) != SL_OK)
+      if (t->align_id && sl__align_is_complete(t) &&
+          sl__align_finish(t) != SL_OK)
         return task_fail(t);
       if (t->job->has_event_time && input_wm_update(t) != SL_OK)
         return task_fail(t);
@@ -645,7 +583,7 @@ static sl_run_result_t task_run_quantum(sl_task_t *t) {
     if (task_open(t) != SL_OK) return task_fail(t);
     t->phase = SL_PHASE_RUNNING;
   }
-  if (t->restore_cs && restore_output_state(t) != SL_OK) {
+  if (t->restore_cs && sl__chanstate_restore_outputs(t) != SL_OK) {
     sl__op_fail(t->ops[0], SL_ENOMEM, "out of memory restoring in-flight data");
     return task_fail(t);
   }
@@ -658,7 +596,8 @@ static sl_run_result_t task_run_quantum(sl_task_t *t) {
     /* A backpressured source still takes its checkpoint: an in-band
      * barrier queues behind its pending output, a priority barrier
      * overtakes it. */
-    if (t->source && t->phase == SL_PHASE_RUNNING && sl__align_source_trigger(t) != SL_OK)
+    if (t->source && t->phase == SL_PHASE_RUNNING &&
+        sl__align_source_trigger(t) != SL_OK)
       return task_fail(t);
   }
   if (!flush_pending(t)) return SL_RUN_WAIT_OUTPUT;
@@ -673,8 +612,9 @@ static sl_run_result_t task_run_quantum(sl_task_t *t) {
   }
   if (t->source) return run_source(t);
   if (t->restore_cs && t->restore_cs_off) {
-    sl_run_result_t r;
-    if (replay_channel_state(t, &r)) return r;
+    rc = sl__chanstate_replay(t);
+    if (rc < 0) return task_fail(t);
+    if (rc > 0) return SL_RUN_WAIT_OUTPUT;
   }
   if (t->cur_buf && t->cur_buf->kind == SL_BUF_DATA) {
     sl_run_result_t r;

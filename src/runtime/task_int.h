@@ -157,4 +157,16 @@ int sl__align_capture_input(sl_task_t *t, const sl_channel_t *ch,
 /** @brief Input ch is past its cutoff: its capture is complete. */
 int sl__align_input_done(sl_task_t *t, sl_channel_t *ch);
 
+/* ------------------------------------------------------------------ */
+/* Restored channel state (chanstate.c). */
+
+/** @brief Push the restored output buffers into their channels (once). */
+int sl__chanstate_restore_outputs(sl_task_t *t);
+/**
+ * @brief Replay the restored input records into the head of the chain.
+ * @return SL_OK (all replayed, the state freed), 1 (output is blocked:
+ * call again), or a negative code (the task's error is recorded).
+ */
+int sl__chanstate_replay(sl_task_t *t);
+
 #endif
