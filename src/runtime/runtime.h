@@ -2,8 +2,9 @@
 /*
  * Interface of the runtime module: buffers, channels with credit-based flow
  * control, the scheduler interface, tasks and the operator interface that
- * chained operators implement.  See README.md for the thread model and the
- * task state machine.
+ * chained operators implement.  Timers and watermark arithmetic come from
+ * time/time.h.  See README.md for the thread model and the task state
+ * machine.
  */
 #ifndef SL_RUNTIME_RUNTIME_H
 #define SL_RUNTIME_RUNTIME_H
@@ -16,12 +17,12 @@
 #include "sluice/sl_job.h"
 #include "sluice/sl_time.h"
 #include "state/state.h"
+#include "time/time.h"
 
 typedef struct sl_task_s sl_task_t;
 typedef struct sl_sched_s sl_sched_t;
 typedef struct sl_writer_s sl_writer_t;
 typedef struct sl_ctx_s sl_op_t;
-typedef struct sl_timers_s sl_timers_t;
 
 /* ------------------------------------------------------------------ */
 /* Buffers: a block of serialized rows, or one event. */
@@ -289,31 +290,6 @@ int sl__op_fail_err(sl_op_t *op, sl_error_t *err, int code);
 int sl__op_set_key_from_row(sl_op_t *op, uint32_t input, const sl_row_t *row);
 
 /* ------------------------------------------------------------------ */
-/* Timers (processing time), per keyed operator. */
-
-int sl__timers_create(sl_timers_t **out);
-void sl__timers_destroy(sl_timers_t *t);
-/** @brief Add (ts, key); duplicates are ignored. */
-int sl__timers_add(sl_timers_t *t, int64_t ts, const void *key, uint32_t len);
-int sl__timers_delete(sl_timers_t *t, int64_t ts, const void *key,
-                      uint32_t len);
-/** @brief Earliest timer time, or INT64_MAX. */
-int64_t sl__timers_next(const sl_timers_t *t);
-/**
- * @brief Pop the earliest timer if its time is <= now.  The key is copied
- * into *out_key.  @return 1 if one was popped, 0 if none is due, SL_ENOMEM
- * (the timer stays) if the key could not be copied.
- */
-int sl__timers_pop(sl_timers_t *t, int64_t now, int64_t *out_ts,
-                   sl_bytes_t *out_key);
-size_t sl__timers_size(const sl_timers_t *t);
-/** @brief Call fn for every pending timer (checkpoint sync phase). */
-int sl__timers_export(const sl_timers_t *t,
-                      int (*fn)(void *user, int64_t ts, const uint8_t *key,
-                                uint32_t len),
-                      void *user);
-
-/* ------------------------------------------------------------------ */
 /* Record writers: one per non-chained outgoing edge of an operator. */
 
 typedef enum sl_part_e {
@@ -347,24 +323,6 @@ int sl__writer_send_event(sl_writer_t *w, sl_buf_kind_t kind, int64_t value,
 /* Tasks. */
 
 typedef struct sl_job_rt_s sl_job_rt_t; /* the job's runtime side */
-
-/* Watermark generation of a source subtask (task.c, "Event time"). */
-typedef struct sl_wm_split_s {
-  int64_t max_ts;      /* largest event time seen, INT64_MIN first */
-  uint64_t n_records;  /* records so far */
-  uint64_t n_seen;     /* n_records at the last activity check */
-  int64_t active_ns;   /* processing time of the last activity seen */
-  bool is_idle;
-  bool is_finished;
-} sl_wm_split_t;
-
-typedef struct sl_wmgen_s {
-  const sl_watermark_config_t *cfg; /* owned by the job */
-  uint32_t field;       /* event-time field of the source schema */
-  sl_wm_split_t *splits; /* per assigned split, like sl_source_rt_t.splits */
-  uint32_t cur;         /* index of the split being read */
-  int64_t next_ns;      /* next periodic emission */
-} sl_wmgen_t;
 
 typedef struct sl_source_rt_s {
   const sl_source_vt_t *vt;

@@ -196,22 +196,10 @@ static void arm_timers(sl_task_t *t) {
 }
 
 /* ------------------------------------------------------------------ */
-/* Event time.
- *
- * A source with a watermark strategy tracks, per assigned split, the
- * largest event time seen and whether the split is idle or finished; its
- * watermark is the minimum over the active splits of (largest - delay - 1).
- * Other tasks keep the newest watermark of each input channel and take the
- * minimum over the inputs that are neither idle nor finished.  When every
- * input (split) is idle the task tells its receivers it is idle, so that it
- * does not hold them back; the first watermark or record makes it active
- * again.  Advancing the task's watermark fires the event-time timers of
- * the chain in chain order (records a timer emits reach the next operator
- * before the watermark does), then sends the watermark on every output.
- * At the end of the input the watermark becomes SL_WATERMARK_MAX.
- * Watermarks are not part of checkpoints: after a restore they start again
- * from SL_WATERMARK_MIN and the sources regenerate them.
- */
+/* Event time: the task's side of watermarks.  The rules (generation per
+ * split, idleness, the minimum over inputs) are in time/watermark.c; here
+ * the task applies them: it fires event-time timers, tells its receivers,
+ * and keeps each input's newest watermark in its channel. */
 
 static int fire_event_timers(sl_task_t *t, sl_op_t *op, int64_t wm) {
   int64_t ts;
@@ -253,35 +241,33 @@ int sl__task_advance_wm(sl_task_t *t, int64_t wm) {
 }
 
 /* Tell receivers the task is idle or active again. */
-static int set_wm_idle(sl_task_t *t, bool is_idle) {
+int sl__task_set_wm_idle(sl_task_t *t, bool is_idle) {
   if (t->is_wm_idle == is_idle) return SL_OK;
   t->is_wm_idle = is_idle;
   return send_wm_event(t, t->wm, is_idle ? SL_WM_IDLE : SL_WM_ACTIVE);
 }
 
+/* Apply a minimum over the inputs: with none active, flush the largest of
+ * their watermarks (as Flink does), then go idle. */
+static int apply_wm_min(sl_task_t *t, const sl_wm_min_t *m) {
+  if (m->n_active == 0) {
+    int rc = sl__task_advance_wm(t, m->idle_max);
+    return rc == SL_OK ? sl__task_set_wm_idle(t, true) : rc;
+  }
+  int rc = sl__task_set_wm_idle(t, false);
+  return rc == SL_OK ? sl__task_advance_wm(t, m->min) : rc;
+}
+
 /* The inputs' watermarks changed: recompute the task's. */
 static int input_wm_update(sl_task_t *t) {
-  int64_t m = SL_WATERMARK_MAX;
-  uint32_t n_active = 0;
+  sl_wm_min_t m;
+  sl__wm_min_init(&m);
   for (uint32_t i = 0; i < t->n_inputs; i++) {
     const sl_channel_t *c = t->inputs[i];
-    if (c->is_finished || c->is_idle) continue;
-    n_active++;
-    if (c->wm < m) m = c->wm;
+    if (!c->is_finished) sl__wm_min_add(&m, c->wm, c->is_idle);
   }
-  if (n_active == 0) {
-    if (t->n_finished == t->n_inputs) return SL_OK;
-    /* Every input is idle: none will advance, so flush the largest of
-     * their watermarks (as Flink does), then go idle. */
-    m = SL_WATERMARK_MIN;
-    for (uint32_t i = 0; i < t->n_inputs; i++)
-      if (!t->inputs[i]->is_finished && t->inputs[i]->wm > m)
-        m = t->inputs[i]->wm;
-    int rc = sl__task_advance_wm(t, m);
-    return rc == SL_OK ? set_wm_idle(t, true) : rc;
-  }
-  int rc = set_wm_idle(t, false);
-  return rc == SL_OK ? sl__task_advance_wm(t, m) : rc;
+  if (m.n_open == 0) return SL_OK; /* every input ended */
+  return apply_wm_min(t, &m);
 }
 
 static int on_watermark(sl_task_t *t, sl_channel_t *ch, int64_t value,
@@ -295,93 +281,16 @@ static int on_watermark(sl_task_t *t, sl_channel_t *ch, int64_t value,
   return input_wm_update(t);
 }
 
-/* The source's watermark over its splits; *out_n_active splits count.
- * With none active: the largest over the unfinished splits. */
-static int64_t wmgen_value(const sl_task_t *t, uint32_t *out_n_active) {
-  const sl_wmgen_t *g = t->source->wm;
-  int64_t delay = g->cfg->strategy == SL_WM_MONOTONOUS
-                      ? 0 : g->cfg->max_out_of_orderness_us;
-  int64_t m = SL_WATERMARK_MAX, idle_max = SL_WATERMARK_MIN;
-  uint32_t n = 0;
-  for (uint32_t k = 0; k < t->source->n_splits; k++) {
-    const sl_wm_split_t *sp = &g->splits[k];
-    if (sp->is_finished) continue;
-    int64_t v = sp->max_ts;
-    if (v != SL_WATERMARK_MIN) {
-      if (__builtin_sub_overflow(v, delay, &v) ||
-          __builtin_sub_overflow(v, 1, &v))
-        v = SL_WATERMARK_MIN;
-    }
-    if (v > idle_max) idle_max = v;
-    if (sp->is_idle) continue;
-    n++;
-    if (v < m) m = v;
-  }
-  *out_n_active = n;
-  return n ? m : idle_max;
-}
-
-static int wmgen_emit(sl_task_t *t) {
-  uint32_t n_active;
-  int64_t wm = wmgen_value(t, &n_active);
-  if (n_active == 0) {
-    int rc = sl__task_advance_wm(t, wm);
-    return rc == SL_OK ? set_wm_idle(t, true) : rc;
-  }
-  int rc = set_wm_idle(t, false);
-  return rc == SL_OK ? sl__task_advance_wm(t, wm) : rc;
-}
-
-/* Periodic emission and idleness, between two polls. */
-static int wmgen_tick(sl_task_t *t, int64_t now) {
-  sl_wmgen_t *g = t->source->wm;
-  if (now < g->next_ns) return SL_OK;
-  const sl_watermark_config_t *c = g->cfg;
-  for (uint32_t k = 0; k < t->source->n_splits; k++) {
-    sl_wm_split_t *sp = &g->splits[k];
-    if (sp->n_records != sp->n_seen || sp->active_ns == 0) {
-      sp->n_seen = sp->n_records;
-      sp->active_ns = now;
-      sp->is_idle = false;
-    } else if (c->idle_timeout_ms > 0 &&
-               now - sp->active_ns >= c->idle_timeout_ms * 1000000) {
-      sp->is_idle = true;
-    }
-  }
-  g->next_ns = now + (c->interval_ms > 0 ? c->interval_ms : 200) * 1000000;
-  return wmgen_emit(t);
-}
-
-/* A record of the current split was emitted (sl_source_emit). */
-static bool wmgen_on_record(sl_source_out_t *out, const sl_row_t *row) {
-  sl_wmgen_t *g = out->wm;
-  sl_task_t *t = out->task;
-  if (t->source->n_splits == 0) return true;
-  sl_wm_split_t *sp = &g->splits[g->cur];
-  if (SL_UNLIKELY(sl_row_is_null(row, g->field))) {
-    sl__op_fail(out->op, SL_EINVAL,
-                "a record of split %u has a null event time in field '%s'",
-                t->source->splits[g->cur].split, g->cfg->time_field);
-    out->is_failed = true;
-    return false;
-  }
-  int64_t ts = sl_row_get_i64(row, g->field);
-  if (ts > sp->max_ts) sp->max_ts = ts;
-  sp->n_records++;
-  if (g->cfg->per_record) {
-    sp->is_idle = false;
-    if (wmgen_emit(t) != SL_OK) {
-      out->is_failed = true;
-      return false;
-    }
-  }
-  return true;
+int sl__task_wmgen_emit(sl_task_t *t) {
+  sl_wm_min_t m;
+  sl__wmgen_combine(t->source->wm, t->source->n_splits, &m);
+  return apply_wm_min(t, &m);
 }
 
 static sl_run_result_t task_end_input(sl_task_t *t) {
   if (t->job->ckpt) t->job->ckpt->task_finished(t->job->ckpt->ctx, t);
   /* End of input: every pending event-time timer is due. */
-  if (set_wm_idle(t, false) != SL_OK ||
+  if (sl__task_set_wm_idle(t, false) != SL_OK ||
       sl__task_advance_wm(t, SL_WATERMARK_MAX) != SL_OK)
     return task_fail(t);
   for (uint32_t i = 0; i < t->n_ops; i++) {
@@ -422,7 +331,8 @@ static sl_run_result_t run_source(sl_task_t *t) {
     }
     if (t->n_blocked) return SL_RUN_WAIT_OUTPUT;
     if (rc == SL_POLL_END) return task_end_input(t);
-    if (src->wm && wmgen_tick(t, sl__task_now(t)) != SL_OK)
+    if (src->wm && sl__wmgen_tick(src->wm, src->n_splits, sl__task_now(t)) &&
+        sl__task_wmgen_emit(t) != SL_OK)
       return task_fail(t);
     if (rc == SL_POLL_WAIT) {
       flush_writers(t);
@@ -647,78 +557,4 @@ void sl__task_destroy(sl_task_t *t) {
   sl_free(t->out_chs);
   sl_free(t->timer_ops);
   sl_free(t);
-}
-
-/* ------------------------------------------------------------------ */
-/* Source output (public, sl_connector.h). */
-
-/* A record while the task is idle: its split is active again, and the
- * receivers must hear so before the record, or they would keep leaving
- * this input out of their watermark and could pass the record's time. */
-static bool wmgen_wake(sl_source_out_t *out) {
-  sl_task_t *t = out->task;
-  if (t->source->n_splits) out->wm->splits[out->wm->cur].is_idle = false;
-  if (set_wm_idle(t, false) != SL_OK) {
-    out->is_failed = true;
-    return false;
-  }
-  return true;
-}
-
-bool sl_source_emit(sl_source_out_t *out, const sl_row_t *row) {
-  if (SL_UNLIKELY(out->wm != NULL && out->task->is_wm_idle) &&
-      !wmgen_wake(out))
-    return false;
-  int rc = sl__op_emit(out->op, row);
-  if (SL_UNLIKELY(rc != SL_OK)) {
-    out->is_failed = true;
-    return false;
-  }
-  if (SL_UNLIKELY(out->wm != NULL) && !wmgen_on_record(out, row)) return false;
-  if (out->budget) out->budget--;
-  return out->budget != 0 && out->task->n_blocked == 0;
-}
-
-sl_row_builder_t *sl_source_builder(sl_source_out_t *out) {
-  sl_row_builder_reset(&out->op->out_b, SL_ROW_INSERT);
-  return &out->op->out_b;
-}
-
-bool sl_source_emit_builder(sl_source_out_t *out, sl_error_t **out_err) {
-  sl_row_t row;
-  int rc = sl_row_builder_finish(&out->op->out_b, &row, out_err);
-  if (rc != SL_OK) {
-    out->is_failed = true;
-    return false;
-  }
-  return sl_source_emit(out, &row);
-}
-
-void sl_source_set_split(sl_source_out_t *out, uint32_t split) {
-  sl_wmgen_t *g = out->wm;
-  const sl_source_rt_t *src = out->task->source;
-  if (g == NULL || src->n_splits == 0 || src->splits[g->cur].split == split)
-    return;
-  for (uint32_t k = 0; k < src->n_splits; k++)
-    if (src->splits[k].split == split) g->cur = k;
-}
-
-void sl_source_split_finished(sl_source_out_t *out, uint32_t split) {
-  sl_wmgen_t *g = out->wm;
-  const sl_source_rt_t *src = out->task->source;
-  if (g == NULL) return;
-  for (uint32_t k = 0; k < src->n_splits; k++)
-    if (src->splits[k].split == split) g->splits[k].is_finished = true;
-}
-
-int64_t sl_source_now(const sl_source_out_t *out) {
-  return sl__task_now(out->task);
-}
-
-void sl_source_wait_until(sl_source_out_t *out, int64_t t_ns) {
-  out->wait_until = t_ns;
-}
-
-void sl_source_waker_wake(sl_source_waker_t *w) {
-  w->task->sched->ops->wake(w->task->sched, w->task);
 }

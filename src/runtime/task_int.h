@@ -158,6 +158,14 @@ int sl__align_capture_input(sl_task_t *t, const sl_channel_t *ch,
 int sl__align_input_done(sl_task_t *t, sl_channel_t *ch);
 
 /* ------------------------------------------------------------------ */
+/* Event time (task.c; the arithmetic is in time/watermark.c). */
+
+/** @brief Tell receivers the task is idle or active again (if changed). */
+int sl__task_set_wm_idle(sl_task_t *t, bool is_idle);
+/** @brief Emit a source task's watermark over its splits. */
+int sl__task_wmgen_emit(sl_task_t *t);
+
+/* ------------------------------------------------------------------ */
 /* Restored channel state (chanstate.c). */
 
 /** @brief Push the restored output buffers into their channels (once). */

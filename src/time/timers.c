@@ -6,7 +6,7 @@
  */
 #include <xxhash.h>
 
-#include "runtime/runtime.h"
+#include "time/time.h"
 
 typedef struct timer_s {
   int64_t ts;
