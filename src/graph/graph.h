@@ -132,4 +132,21 @@ int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
                    sl_error_t **out_err);
 void sl__plan_destroy(sl_job_t *job);
 
+/* Restore (restore.c). */
+
+/**
+ * @brief The restore point of the first attempt, from the configuration
+ * (restore_from, or the newest checkpoint with resume_latest).  *has says
+ * whether meta was filled.  @thread the job's caller.
+ */
+int sl__restore_initial(sl_job_t *job, sl_ckpt_meta_t *meta, bool *has,
+                        sl_error_t **out_err);
+/**
+ * @brief Restore every operator instance of the built plan from m.  Sets
+ * no job flags; SL_ECORRUPT means a file of the checkpoint is damaged.
+ * @thread the job's caller, before the tasks run.
+ */
+int sl__restore_plan(sl_job_t *job, const sl_ckpt_meta_t *m,
+                     sl_error_t **out_err);
+
 #endif
