@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Typed rows: schemas, the binary row format, the row builder, the compact
- * codec and canonical key bytes.  Records travel between operators as
- * binary rows; operators read fields in place with the inline getters below.
+ * codec and canonical key bytes (their key groups: sl_keygroup.h).  Records
+ * travel between operators as binary rows; operators read fields in place
+ * with the inline getters below.
  * The format is documented in docs/row-format.md.  See src/core/README.md.
  */
 #ifndef SLUICE_SL_ROW_H
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "sl_common.h"
+#include "sl_keygroup.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -357,43 +359,6 @@ int sl_key_add_i64(sl_bytes_t *key, int64_t v);
 int sl_key_add_f64(sl_bytes_t *key, double v);
 int sl_key_add_str(sl_bytes_t *key, const void *p, uint32_t len);
 int sl_key_add_null(sl_bytes_t *key);
-
-/*
- * Key groups (DESIGN.md section 4).  A key's group is its 32-bit hash modulo
- * max_parallelism; subtask i of p owns the contiguous range
- * [ceil(i*m/p), ceil((i+1)*m/p) - 1].
- */
-/** @brief 32-bit hash of canonical key bytes (xxh3, murmur3 finalizer). */
-uint32_t sl_key_hash(const void *key, size_t len);
-static inline uint32_t sl_key_group_of_hash(uint32_t hash,
-                                            uint32_t max_parallelism) {
-  /* A power of two (the default 128) needs no division. */
-  if ((max_parallelism & (max_parallelism - 1)) == 0)
-    return hash & (max_parallelism - 1);
-  return hash % max_parallelism;
-}
-static inline uint32_t sl_key_group(const void *key, size_t len,
-                                    uint32_t max_parallelism) {
-  return sl_key_group_of_hash(sl_key_hash(key, len), max_parallelism);
-}
-/** @brief Subtask that owns key group kg: floor(kg * p / m). */
-static inline uint32_t sl_key_group_owner(uint32_t kg, uint32_t max_parallelism,
-                                          uint32_t parallelism) {
-  uint64_t x = (uint64_t)kg * parallelism;
-  if ((max_parallelism & (max_parallelism - 1)) == 0)
-    return (uint32_t)(x >> __builtin_ctz(max_parallelism));
-  return (uint32_t)(x / max_parallelism);
-}
-/** @brief First key group owned by subtask i: ceil(i*m/p). */
-static inline uint32_t sl_key_group_range_start(uint32_t i, uint32_t m,
-                                                uint32_t p) {
-  return (uint32_t)(((uint64_t)i * m + p - 1) / p);
-}
-/** @brief Last key group owned by subtask i: ceil((i+1)*m/p) - 1. */
-static inline uint32_t sl_key_group_range_end(uint32_t i, uint32_t m,
-                                              uint32_t p) {
-  return sl_key_group_range_start(i + 1, m, p) - 1;
-}
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 
 #include "sl_common.h"
 #include "sl_row.h"
+#include "sl_keygroup.h"
 #include "sl_job.h"
 #include "sl_state.h"
 #include "sl_connector.h"

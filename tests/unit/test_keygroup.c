@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests of the key-group formulas of sl_row.h (DESIGN.md section 4): the
+ * Tests of the key-group formulas of sl_keygroup.h (DESIGN.md section 4): the
  * ranges of many (max parallelism, parallelism) pairs tile [0, m) with
  * contiguous, non-empty ranges; sl_key_group_owner agrees with them; the
  * rescale case of the issue (m = 12, parallelism 3 -> 4); and the key hash,
