@@ -15,7 +15,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "core/inject.h"
-#include "runtime/task_int.h"
+#include "runtime/runtime.h"
 #include "sluice/sluice.h"
 
 typedef struct keyed_snap_s {
@@ -95,7 +95,7 @@ static int add_event_timer(void *user, int64_t ts, const uint8_t *key,
 
 /* Source positions as operator state "source.positions". */
 static int snapshot_positions(sl_task_t *t, sl_ckpt_subtask_t *sub) {
-  sl_source_rt_t *src = t->source;
+  sl_source_rt_t *src = sl__task_source(t);
   sub->opstates = sl_calloc(1, sizeof(sl_ckpt_opstate_t));
   if (sub->opstates == NULL) return SL_ENOMEM;
   sub->n_opstates = 1;
@@ -174,9 +174,11 @@ typedef struct hooks_ctx_s {
 int sl__ckpt_snapshot_sync(void *ctx, sl_task_t *t, uint64_t id,
                            const sl_ckpt_timing_t *timing, void **out_snap) {
   hooks_ctx_t *h = ctx;
+  sl_op_t *head = sl__task_op(t, 0);
+  uint32_t n_ops = sl__task_n_ops(t);
   int rc = SL_INJECT("task.before_sync_snapshot");
   if (rc != SL_OK)
-    return sl__op_fail(t->ops[0], rc,
+    return sl__op_fail(head, rc,
                        "injected failure at task.before_sync_snapshot");
   int64_t t0 = sl__task_now(t);
   snap_job_t *j = sl_calloc(1, sizeof(*j));
@@ -184,22 +186,23 @@ int sl__ckpt_snapshot_sync(void *ctx, sl_task_t *t, uint64_t id,
   j->coord = h->coord;
   j->io = h->io;
   j->id = id;
-  j->task = t->index;
-  j->n_ops = t->n_ops;
-  j->subs = sl_calloc(t->n_ops, sizeof(sl_ckpt_subtask_t));
-  j->op_index = sl_calloc(t->n_ops, sizeof(uint32_t));
-  j->keyed = sl_calloc(t->n_ops, sizeof(keyed_snap_t));
+  j->task = sl__task_index(t);
+  j->n_ops = n_ops;
+  j->subs = sl_calloc(n_ops, sizeof(sl_ckpt_subtask_t));
+  j->op_index = sl_calloc(n_ops, sizeof(uint32_t));
+  j->keyed = sl_calloc(n_ops, sizeof(keyed_snap_t));
   if (!j->subs || !j->op_index || !j->keyed) goto nomem;
   char *ckdir = sl__coord_ckpt_dir(h->coord, id);
   if (ckdir == NULL) goto nomem;
-  for (uint32_t i = 0; i < t->n_ops; i++) {
-    sl_op_t *op = t->ops[i];
+  for (uint32_t i = 0; i < n_ops; i++) {
+    sl_op_t *op = sl__task_op(t, i);
     sl_ckpt_subtask_t *s = &j->subs[i];
     j->op_index[i] = op->ckpt_op;
     s->subtask = op->subtask;
     s->kg_start = 1;
     s->kg_end = 0; /* none */
-    if (i == 0 && t->source && (rc = snapshot_positions(t, s)) != SL_OK) {
+    if (i == 0 && sl__task_source(t) &&
+        (rc = snapshot_positions(t, s)) != SL_OK) {
       sl_free(ckdir);
       job_free(j);
       return sl__op_fail(op, rc, "cannot read the source positions: %s",
@@ -234,8 +237,8 @@ int sl__ckpt_snapshot_sync(void *ctx, sl_task_t *t, uint64_t id,
   }
   {
     /* Where channel state goes if this turns out to be unaligned. */
-    j->subs[0].channel_file = sl__ckpt_file_name(t->ops[0]->uid,
-                                                 t->ops[0]->subtask, ".channel");
+    j->subs[0].channel_file = sl__ckpt_file_name(head->uid, head->subtask,
+                                                 ".channel");
     sl_bytes_t cp;
     sl_bytes_init(&cp);
     if (j->subs[0].channel_file)
@@ -253,14 +256,14 @@ int sl__ckpt_snapshot_sync(void *ctx, sl_task_t *t, uint64_t id,
   j->stats.is_unaligned = timing->is_unaligned;
   if ((rc = SL_INJECT("task.after_sync_snapshot")) != SL_OK) {
     job_free(j);
-    return sl__op_fail(t->ops[0], rc,
+    return sl__op_fail(head, rc,
                        "injected failure at task.after_sync_snapshot");
   }
   *out_snap = j;
   return SL_OK;
 nomem:
   job_free(j);
-  return sl__op_fail(t->ops[0], SL_ENOMEM, "out of memory taking a snapshot");
+  return sl__op_fail(head, SL_ENOMEM, "out of memory taking a snapshot");
 }
 
 int sl__ckpt_snapshot_submit(void *ctx, void *snap, const uint8_t *chan,
@@ -306,7 +309,7 @@ void sl__ckpt_snapshot_drop(void *ctx, void *snap) {
 
 void sl__ckpt_task_finished(void *ctx, sl_task_t *t) {
   hooks_ctx_t *h = ctx;
-  sl__coord_task_finished(h->coord, t->ckpt_last);
+  sl__coord_task_finished(h->coord, sl__task_last_snapshot(t));
 }
 
 /* ------------------------------------------------------------------ */
@@ -415,7 +418,7 @@ int sl__ckpt_restore_positions(const sl_ckpt_op_t *mop, sl_source_rt_t *src,
  * the records it had received but not processed, replayed first. */
 int sl__ckpt_restore_channels(const sl_ckpt_meta_t *m, const sl_ckpt_op_t *mop,
                               sl_task_t *t, sl_error_t **out_err) {
-  sl_op_t *op = t->ops[0];
+  sl_op_t *op = sl__task_op(t, 0);
   bool has_channels = false;
   for (uint32_t i = 0; i < mop->n_subtasks; i++)
     if (mop->subtasks[i].channel_file) has_channels = true;

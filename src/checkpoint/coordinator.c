@@ -42,7 +42,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "core/inject.h"
-#include "runtime/task_int.h"
+#include "runtime/runtime.h"
 
 #define MAX_HISTORY 64
 
@@ -207,12 +207,8 @@ static void abort_locked(sl_coord_t *c, pending_t *p, int rc,
   sl_log(SL_LOG_WARN, "checkpoint %llu aborted: %s",
          (unsigned long long)p->id, why);
   record_history_locked(c, p);
-  for (uint32_t i = 0; i < c->n_tasks; i++) {
-    sl_task_t *t = c->tasks[i];
-    uint64_t cur = atomic_load(&t->ckpt_abort);
-    if (p->id > cur) atomic_store(&t->ckpt_abort, p->id);
-    t->sched->ops->wake(t->sched, t);
-  }
+  for (uint32_t i = 0; i < c->n_tasks; i++)
+    sl__task_checkpoint_aborted(c->tasks[i], p->id);
   c->last_end_ns = now_ns();
   maybe_reap_locked(c, p);
 }
@@ -289,12 +285,8 @@ static int trigger_locked(sl_coord_t *c, uint64_t *out_id,
   p->next = c->pending;
   c->pending = p;
   pthread_cond_signal(&c->cond); /* its timeout is the next deadline */
-  for (uint32_t i = 0; i < c->n_tasks; i++) {
-    sl_task_t *t = c->tasks[i];
-    if (t->source == NULL) continue;
-    atomic_store(&t->ckpt_trigger, p->id);
-    t->sched->ops->wake(t->sched, t);
-  }
+  for (uint32_t i = 0; i < c->n_tasks; i++)
+    sl__task_trigger_checkpoint(c->tasks[i], p->id);
   if (out_id) *out_id = p->id;
   return SL_OK;
 }
@@ -453,12 +445,8 @@ static void commit_locked(sl_coord_t *c, pending_t *p) {
   record_history_locked(c, p);
   c->last_end_ns = now_ns();
   if (SL_INJECT("coordinator.before_complete_notify") == SL_OK) {
-    for (uint32_t i = 0; i < c->n_tasks; i++) {
-      sl_task_t *t = c->tasks[i];
-      uint64_t cur = atomic_load(&t->ckpt_complete);
-      if (p->id > cur) atomic_store(&t->ckpt_complete, p->id);
-      t->sched->ops->wake(t->sched, t);
-    }
+    for (uint32_t i = 0; i < c->n_tasks; i++)
+      sl__task_checkpoint_complete(c->tasks[i], p->id);
   }
   unlink_pending_locked(c, p);
   /* Older pending checkpoints are subsumed. */

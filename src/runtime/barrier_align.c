@@ -449,3 +449,32 @@ int sl__align_source_trigger(sl_task_t *t) {
   sl_ckpt_timing_t timing = {now, 0, is_unaligned};
   return take_checkpoint(t, trig, now, &timing, is_unaligned, false);
 }
+
+/* ------------------------------------------------------------------ */
+/* Calls of the checkpoint module (runtime.h).  The coordinator raises the
+ * atomics; the task reads them between records (sl__align_notify,
+ * sl__align_source_trigger). */
+
+uint32_t sl__task_index(const sl_task_t *t) { return t->index; }
+uint32_t sl__task_n_ops(const sl_task_t *t) { return t->n_ops; }
+sl_op_t *sl__task_op(const sl_task_t *t, uint32_t i) { return t->ops[i]; }
+sl_source_rt_t *sl__task_source(const sl_task_t *t) { return t->source; }
+uint64_t sl__task_last_snapshot(const sl_task_t *t) { return t->ckpt_last; }
+
+void sl__task_trigger_checkpoint(sl_task_t *t, uint64_t id) {
+  if (t->source == NULL) return;
+  atomic_store(&t->ckpt_trigger, id);
+  t->sched->ops->wake(t->sched, t);
+}
+
+void sl__task_checkpoint_complete(sl_task_t *t, uint64_t id) {
+  uint64_t cur = atomic_load(&t->ckpt_complete);
+  if (id > cur) atomic_store(&t->ckpt_complete, id);
+  t->sched->ops->wake(t->sched, t);
+}
+
+void sl__task_checkpoint_aborted(sl_task_t *t, uint64_t id) {
+  uint64_t cur = atomic_load(&t->ckpt_abort);
+  if (id > cur) atomic_store(&t->ckpt_abort, id);
+  t->sched->ops->wake(t->sched, t);
+}

@@ -376,6 +376,34 @@ struct sl_job_rt_s {
   bool has_event_time;      /* some source generates watermarks */
 };
 
+/*
+ * Narrow calls for the checkpoint module, which reaches tasks only
+ * through these (the task struct is private: runtime/task_int.h).
+ */
+/** @brief Index of the task in the job.  @thread any. */
+uint32_t sl__task_index(const sl_task_t *task);
+/** @brief Operators of the chain.  @thread any (the plan is immutable). */
+uint32_t sl__task_n_ops(const sl_task_t *task);
+/** @brief Operator i of the chain, in chain order; 0 is the head. */
+sl_op_t *sl__task_op(const sl_task_t *task, uint32_t i);
+/** @brief The source of a source task, or NULL.  @thread the task. */
+sl_source_rt_t *sl__task_source(const sl_task_t *task);
+/** @brief Newest checkpoint id the task snapshotted or is aligning.
+ * @thread the task. */
+uint64_t sl__task_last_snapshot(const sl_task_t *task);
+/**
+ * @brief Trigger checkpoint id at a source task (nothing for other
+ * tasks), and wake it; it snapshots between two polls.
+ * @thread the coordinator.  @locks none of the task's.
+ */
+void sl__task_trigger_checkpoint(sl_task_t *task, uint64_t id);
+/** @brief Checkpoint id (and every older one) completed: notify the
+ * task's operators on its thread.  @thread the coordinator. */
+void sl__task_checkpoint_complete(sl_task_t *task, uint64_t id);
+/** @brief Checkpoint id (and every older one) aborted: the task drops
+ * its work for it.  @thread the coordinator. */
+void sl__task_checkpoint_aborted(sl_task_t *task, uint64_t id);
+
 /** @brief Run a task for one quantum.  @thread one worker at a time. */
 sl_run_result_t sl__task_run(sl_task_t *task);
 /** @brief Ask every task to stop, and wake them.  @thread any. */
