@@ -20,6 +20,8 @@
 # WAY exports: libsluice.so exports exactly the functions declared SL_API
 #     in the installed headers, and every function declared there is
 #     SL_API; the installed command prints the version.
+# WAY headers: every installed header compiles on its own, as C99 with
+#     -pedantic and, when a C++ compiler is there, as C++11.
 # SANITIZERS (a build with SL_SANITIZE) is passed to the compiler as
 # -fsanitize=..., as the library needs its runtime.
 set -euo pipefail
@@ -141,6 +143,24 @@ exports)
     fail "libsluice.so exports another set than the SL_API declarations"
   [ "$("$prefix/bin/sluice" --version)" = "sluice $version" ] ||
     fail "the installed sluice --version does not print sluice $version"
+  ;;
+headers)
+  cxx=${CXX:-c++}
+  command -v "$cxx" >/dev/null || cxx=
+  for h in "$prefix/include/sluice/"*.h; do
+    b=${h##*/}
+    printf '#include <sluice/%s>\nint sl_test_unit_is_not_empty;\n' "$b" \
+      >"$work/one.c"
+    "$cc" -std=c99 -pedantic -Wall -Wextra -Werror -Wstrict-prototypes \
+      -fsyntax-only -I"$prefix/include" "$work/one.c" ||
+      fail "sluice/$b does not compile alone as C99"
+    if [ -n "$cxx" ]; then
+      cp "$work/one.c" "$work/one.cc"
+      "$cxx" -std=c++11 -Wall -Wextra -Werror -fsyntax-only \
+        -I"$prefix/include" "$work/one.cc" ||
+        fail "sluice/$b does not compile alone as C++11"
+    fi
+  done
   ;;
 *) fail "unknown way '$way'" ;;
 esac
