@@ -11,14 +11,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sl_version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define SL_VERSION_MAJOR 0
-#define SL_VERSION_MINOR 1
-#define SL_VERSION_PATCH 0
-#define SL_VERSION_STRING "0.1.0"
+/*
+ * SL_API marks every function of the public API.  The library is compiled
+ * with -fvisibility=hidden, so libsluice.so exports exactly the functions
+ * declared with SL_API in include/sluice/ and nothing of the engine's
+ * internals (sl__ functions that public inline functions call are part of
+ * the API too, and marked).  A declaration added to a public header without
+ * SL_API links against the static library but not against the shared one;
+ * the install test (sl-it-install-*) checks that the exported symbols and
+ * the declared ones are the same set.
+ */
+#if defined(__GNUC__) || defined(__clang__)
+#define SL_API __attribute__((visibility("default")))
+#else
+#define SL_API
+#endif
+
+/**
+ * @brief Version of the library the program runs with, "MAJOR.MINOR.PATCH"
+ * (SL_VERSION_STRING of the headers it was built from).  Static storage.
+ * @thread any
+ */
+SL_API const char *sl_version(void);
 
 /*
  * Return codes.  Every fallible function returns int: SL_OK, or a negative
@@ -45,9 +65,9 @@ extern "C" {
 #define SL_ERRLAST   (SL_ERRBASE - 16)
 
 /** @brief Human-readable text for a return code.  @thread any */
-const char *sl_strerror(int code);
+SL_API const char *sl_strerror(int code);
 /** @brief Symbolic name of a return code ("SL_EINVAL", "ENOENT").  @thread any */
-const char *sl_errname(int code);
+SL_API const char *sl_errname(int code);
 
 /*
  * Error object: a code plus a message, and whether retrying can help.
@@ -57,26 +77,26 @@ const char *sl_errname(int code);
 typedef struct sl_error_s sl_error_t;
 
 /** @brief Create an error.  Returns NULL only when memory is exhausted. */
-sl_error_t *sl_error_create(int code, const char *fmt, ...)
+SL_API sl_error_t *sl_error_create(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /** @brief Code of the error.  @thread any */
-int sl_error_code(const sl_error_t *err);
+SL_API int sl_error_code(const sl_error_t *err);
 /** @brief Message of the error; borrowed, valid until destroy. */
-const char *sl_error_message(const sl_error_t *err);
-bool sl_error_is_retriable(const sl_error_t *err);
-bool sl_error_is_fatal(const sl_error_t *err);
-void sl_error_set_retriable(sl_error_t *err, bool is_retriable);
-void sl_error_set_fatal(sl_error_t *err, bool is_fatal);
+SL_API const char *sl_error_message(const sl_error_t *err);
+SL_API bool sl_error_is_retriable(const sl_error_t *err);
+SL_API bool sl_error_is_fatal(const sl_error_t *err);
+SL_API void sl_error_set_retriable(sl_error_t *err, bool is_retriable);
+SL_API void sl_error_set_fatal(sl_error_t *err, bool is_fatal);
 /** @brief Prepend context: "context: old message".  Keeps the code. */
-void sl_error_prefix(sl_error_t *err, const char *fmt, ...)
+SL_API void sl_error_prefix(sl_error_t *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-void sl_error_destroy(sl_error_t *err);
+SL_API void sl_error_destroy(sl_error_t *err);
 
 /**
  * @brief Store a new error into *out_err (if out_err is not NULL and *out_err
  * is NULL) and return code.  Convenient for "return sl_error_set(...)".
  */
-int sl_error_set(sl_error_t **out_err, int code, const char *fmt, ...)
+SL_API int sl_error_set(sl_error_t **out_err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /*
@@ -91,13 +111,13 @@ typedef struct sl_allocator_s {
 } sl_allocator_t;
 
 /** @brief Replace the allocator.  @thread any, before other calls. */
-void sl_set_allocator(const sl_allocator_t *alloc);
-void *sl_malloc(size_t size);
-void *sl_calloc(size_t n, size_t size);
-void *sl_realloc(void *p, size_t size);
-void sl_free(void *p);
-char *sl_strdup(const char *s);
-char *sl_strndup(const char *s, size_t n);
+SL_API void sl_set_allocator(const sl_allocator_t *alloc);
+SL_API void *sl_malloc(size_t size);
+SL_API void *sl_calloc(size_t n, size_t size);
+SL_API void *sl_realloc(void *p, size_t size);
+SL_API void sl_free(void *p);
+SL_API char *sl_strdup(const char *s);
+SL_API char *sl_strndup(const char *s, size_t n);
 
 /* Logging. */
 typedef enum sl_log_level_e {
@@ -111,10 +131,10 @@ typedef enum sl_log_level_e {
 typedef void (*sl_log_cb)(sl_log_level_t level, const char *msg, void *user);
 
 /** @brief Minimum level that is logged (default INFO).  @thread any */
-void sl_log_set_level(sl_log_level_t level);
+SL_API void sl_log_set_level(sl_log_level_t level);
 /** @brief Route log lines to cb (NULL restores stderr).  @thread any */
-void sl_log_set_callback(sl_log_cb cb, void *user);
-void sl_log(sl_log_level_t level, const char *fmt, ...)
+SL_API void sl_log_set_callback(sl_log_cb cb, void *user);
+SL_API void sl_log(sl_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 #ifdef __cplusplus

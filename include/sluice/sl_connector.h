@@ -75,25 +75,25 @@ struct sl_source_vt_s {
  * was accepted either way.
  * @thread the reader's task.
  */
-bool sl_source_emit(sl_source_out_t *out, const sl_row_t *row);
+SL_API bool sl_source_emit(sl_source_out_t *out, const sl_row_t *row);
 /** @brief A builder for the source schema, reset to +I. */
-sl_row_builder_t *sl_source_builder(sl_source_out_t *out);
+SL_API sl_row_builder_t *sl_source_builder(sl_source_out_t *out);
 /** @brief Finish the builder and emit; false on a builder error too. */
-bool sl_source_emit_builder(sl_source_out_t *out, sl_error_t **out_err);
+SL_API bool sl_source_emit_builder(sl_source_out_t *out, sl_error_t **out_err);
 /**
  * @brief The rows emitted next belong to assigned split `split`.  A reader
  * of several splits calls it when it switches, so that watermarks can be
  * tracked per split; a reader of one split need not.
  */
-void sl_source_set_split(sl_source_out_t *out, uint32_t split);
+SL_API void sl_source_set_split(sl_source_out_t *out, uint32_t split);
 /** @brief Split `split` has no more rows: it no longer holds the watermark. */
-void sl_source_split_finished(sl_source_out_t *out, uint32_t split);
+SL_API void sl_source_split_finished(sl_source_out_t *out, uint32_t split);
 /** @brief Processing time in ns since the epoch (the scheduler's clock). */
-int64_t sl_source_now(const sl_source_out_t *out);
+SL_API int64_t sl_source_now(const sl_source_out_t *out);
 /** @brief With SL_POLL_WAIT: poll again at or after t_ns. */
-void sl_source_wait_until(sl_source_out_t *out, int64_t t_ns);
+SL_API void sl_source_wait_until(sl_source_out_t *out, int64_t t_ns);
 /** @brief Wake a waiting reader from any thread (e.g. a client thread). */
-void sl_source_waker_wake(sl_source_waker_t *waker);
+SL_API void sl_source_waker_wake(sl_source_waker_t *waker);
 
 /* ------------------------------------------------------------------ */
 
@@ -148,16 +148,16 @@ typedef struct sl_gen_config_s {
   int64_t time_step_us;  /* event-time step between records of a split */
 } sl_gen_config_t;
 
-void sl_gen_config_init(sl_gen_config_t *cfg);
+SL_API void sl_gen_config_init(sl_gen_config_t *cfg);
 /**
  * @brief Create a generator source.  The record i of split s is a pure
  * function of (seed, s, i), so a reader can start at any position.
  * @ownership the caller owns *out_schema (one reference) and *out_ctx until
  * it hands ctx to sl_job_source().
  */
-int sl_gen_source_create(const sl_gen_config_t *cfg, const sl_source_vt_t **out_vt,
-                         void **out_ctx, sl_schema_t **out_schema,
-                         sl_error_t **out_err);
+SL_API int sl_gen_source_create(const sl_gen_config_t *cfg,
+                                const sl_source_vt_t **out_vt, void **out_ctx,
+                                sl_schema_t **out_schema, sl_error_t **out_err);
 
 typedef enum sl_format_e { SL_FORMAT_CSV = 0, SL_FORMAT_JSON = 1 } sl_format_t;
 
@@ -170,9 +170,9 @@ typedef struct sl_file_source_config_s {
   const sl_schema_t *schema;
 } sl_file_source_config_t;
 
-int sl_file_source_create(const sl_file_source_config_t *cfg,
-                          const sl_source_vt_t **out_vt, void **out_ctx,
-                          sl_error_t **out_err);
+SL_API int sl_file_source_create(const sl_file_source_config_t *cfg,
+                                 const sl_source_vt_t **out_vt, void **out_ctx,
+                                 sl_error_t **out_err);
 
 typedef struct sl_file_sink_config_s {
   const char *path;      /* parallelism 1: this file; else one file per
@@ -183,15 +183,15 @@ typedef struct sl_file_sink_config_s {
   bool changelog;        /* add an "op" column (+I/-U/+U/-D) first */
 } sl_file_sink_config_t;
 
-int sl_file_sink_create(const sl_file_sink_config_t *cfg,
-                        const sl_sink_vt_t **out_vt, void **out_ctx,
-                        sl_error_t **out_err);
+SL_API int sl_file_sink_create(const sl_file_sink_config_t *cfg,
+                               const sl_sink_vt_t **out_vt, void **out_ctx,
+                               sl_error_t **out_err);
 /** @brief Rows to standard output, one line each. */
-int sl_stdout_sink_create(sl_format_t format, bool changelog,
-                          const sl_sink_vt_t **out_vt, void **out_ctx,
-                          sl_error_t **out_err);
+SL_API int sl_stdout_sink_create(sl_format_t format, bool changelog,
+                                 const sl_sink_vt_t **out_vt, void **out_ctx,
+                                 sl_error_t **out_err);
 /** @brief Discards rows, counting them (benchmarks). */
-int sl_null_sink_create(const sl_sink_vt_t **out_vt, void **out_ctx);
+SL_API int sl_null_sink_create(const sl_sink_vt_t **out_vt, void **out_ctx);
 
 #ifdef __cplusplus
 }

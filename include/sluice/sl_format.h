@@ -20,10 +20,11 @@ extern "C" {
  * space).  Empty text is not null here; callers decide what null is.
  * @return SL_OK or SL_EPARSE with a message like "expected int64, got 'x'".
  */
-int sl_value_parse(const char *text, size_t len, sl_type_t t,
-                   sl_row_builder_t *b, uint32_t field, sl_error_t **out_err);
+SL_API int sl_value_parse(const char *text, size_t len, sl_type_t t,
+                          sl_row_builder_t *b, uint32_t field,
+                          sl_error_t **out_err);
 /** @brief Append the text form of field i of row (nothing for null). */
-int sl_value_format(const sl_row_t *row, uint32_t i, sl_bytes_t *out);
+SL_API int sl_value_format(const sl_row_t *row, uint32_t i, sl_bytes_t *out);
 
 /**
  * @brief Parse one CSV record (without its line end) into b (reset first).
@@ -32,24 +33,25 @@ int sl_value_format(const sl_row_t *row, uint32_t i, sl_bytes_t *out);
  * @return SL_OK, or SL_EPARSE with a message that names the column number
  * and field, e.g. "column 3 (amount): expected int64, got 'abc'".
  */
-int sl_csv_parse(const char *line, size_t len, char delim, bool changelog,
-                 sl_row_builder_t *b, sl_error_t **out_err);
+SL_API int sl_csv_parse(const char *line, size_t len, char delim,
+                        bool changelog, sl_row_builder_t *b,
+                        sl_error_t **out_err);
 /** @brief Append one CSV record and "\n". */
-int sl_csv_format(const sl_row_t *row, char delim, bool changelog,
-                  sl_bytes_t *out);
+SL_API int sl_csv_format(const sl_row_t *row, char delim, bool changelog,
+                         sl_bytes_t *out);
 /** @brief Append the header line (field names) and "\n". */
-int sl_csv_format_header(const sl_schema_t *schema, char delim,
-                         bool changelog, sl_bytes_t *out);
+SL_API int sl_csv_format_header(const sl_schema_t *schema, char delim,
+                                bool changelog, sl_bytes_t *out);
 
 /**
  * @brief Parse one JSON object into b.  Missing members and JSON null are
  * null; unknown members are an error; "op" carries the row kind when
  * changelog is set.  Messages name the member.
  */
-int sl_json_parse(const char *line, size_t len, bool changelog,
-                  sl_row_builder_t *b, sl_error_t **out_err);
+SL_API int sl_json_parse(const char *line, size_t len, bool changelog,
+                         sl_row_builder_t *b, sl_error_t **out_err);
 /** @brief Append one JSON object and "\n". */
-int sl_json_format(const sl_row_t *row, bool changelog, sl_bytes_t *out);
+SL_API int sl_json_format(const sl_row_t *row, bool changelog, sl_bytes_t *out);
 
 #ifdef __cplusplus
 }

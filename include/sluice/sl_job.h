@@ -81,16 +81,16 @@ typedef struct sl_job_config_s {
 } sl_job_config_t;
 
 /** @brief Fill cfg with the defaults above. */
-void sl_job_config_init(sl_job_config_t *cfg);
+SL_API void sl_job_config_init(sl_job_config_t *cfg);
 
 /**
  * @brief Create an empty job.
  * @return SL_OK, SL_EINVAL (bad config, message says which field), SL_ENOMEM.
  * @ownership the caller owns *out_job and frees it with sl_job_destroy().
  */
-int sl_job_create(const sl_job_config_t *cfg, sl_job_t **out_job,
-                  sl_error_t **out_err);
-void sl_job_destroy(sl_job_t *job);
+SL_API int sl_job_create(const sl_job_config_t *cfg, sl_job_t **out_job,
+                         sl_error_t **out_err);
+SL_API void sl_job_destroy(sl_job_t *job);
 
 /* ------------------------------------------------------------------ */
 /* User functions.  Each runs on the thread of its task, never concurrently
@@ -144,52 +144,54 @@ typedef struct sl_sink_vt_s sl_sink_vt_t;
  * connector; the job takes ownership of it (vt->destroy) even on error.
  * The schema is referenced by the job.
  */
-sl_stream_t *sl_job_source(sl_job_t *job, const char *uid,
-                           const sl_source_vt_t *vt, void *ctx,
-                           sl_schema_t *schema);
-sl_stream_t *sl_stream_map(sl_stream_t *in, const char *uid,
-                           sl_schema_t *out_schema, sl_map_fn fn, void *user);
-sl_stream_t *sl_stream_filter(sl_stream_t *in, const char *uid,
-                              sl_filter_fn fn, void *user);
-sl_stream_t *sl_stream_flat_map(sl_stream_t *in, const char *uid,
-                                sl_schema_t *out_schema, sl_flat_map_fn fn,
-                                void *user);
+SL_API sl_stream_t *sl_job_source(sl_job_t *job, const char *uid,
+                                  const sl_source_vt_t *vt, void *ctx,
+                                  sl_schema_t *schema);
+SL_API sl_stream_t *sl_stream_map(sl_stream_t *in, const char *uid,
+                                  sl_schema_t *out_schema, sl_map_fn fn,
+                                  void *user);
+SL_API sl_stream_t *sl_stream_filter(sl_stream_t *in, const char *uid,
+                                     sl_filter_fn fn, void *user);
+SL_API sl_stream_t *sl_stream_flat_map(sl_stream_t *in, const char *uid,
+                                       sl_schema_t *out_schema,
+                                       sl_flat_map_fn fn, void *user);
 /** @brief Key a stream by fields (names must exist in its schema). */
-sl_stream_t *sl_stream_key_by_fields(sl_stream_t *in,
-                                     const char *const *fields,
-                                     uint32_t n_fields);
+SL_API sl_stream_t *sl_stream_key_by_fields(sl_stream_t *in,
+                                            const char *const *fields,
+                                            uint32_t n_fields);
 /** @brief Key a stream by a user key function. */
-sl_stream_t *sl_stream_key_by(sl_stream_t *in, sl_key_fn fn, void *user);
+SL_API sl_stream_t *sl_stream_key_by(sl_stream_t *in, sl_key_fn fn, void *user);
 /** @brief Keyed process function (input must be keyed). */
-sl_stream_t *sl_stream_process(sl_stream_t *keyed, const char *uid,
-                               sl_schema_t *out_schema,
-                               const sl_process_fns_t *fns, void *user);
+SL_API sl_stream_t *sl_stream_process(sl_stream_t *keyed, const char *uid,
+                                      sl_schema_t *out_schema,
+                                      const sl_process_fns_t *fns, void *user);
 /**
  * @brief Two-input process function: rows of `a` go to fns->process, rows of
  * `b` to fns->process2.  When both are keyed, keyed state and timers are
  * available and both inputs must use keys of the same meaning.
  */
-sl_stream_t *sl_stream_connect(sl_stream_t *a, sl_stream_t *b,
-                               const char *uid, sl_schema_t *out_schema,
-                               const sl_process_fns_t *fns, void *user);
+SL_API sl_stream_t *sl_stream_connect(sl_stream_t *a, sl_stream_t *b,
+                                      const char *uid, sl_schema_t *out_schema,
+                                      const sl_process_fns_t *fns, void *user);
 /** @brief Union of streams with equal schemas. */
-sl_stream_t *sl_stream_union(sl_stream_t *const *streams, uint32_t n);
+SL_API sl_stream_t *sl_stream_union(sl_stream_t *const *streams, uint32_t n);
 /** @brief Redistribute round-robin to the next operator. */
-sl_stream_t *sl_stream_rebalance(sl_stream_t *in);
+SL_API sl_stream_t *sl_stream_rebalance(sl_stream_t *in);
 /** @brief Send every row to every subtask of the next operator. */
-sl_stream_t *sl_stream_broadcast(sl_stream_t *in);
+SL_API sl_stream_t *sl_stream_broadcast(sl_stream_t *in);
 /** @brief Add a sink.  Takes ownership of ctx (vt->destroy) even on error. */
-int sl_stream_sink(sl_stream_t *in, const char *uid, const sl_sink_vt_t *vt,
-                   void *ctx);
+SL_API int sl_stream_sink(sl_stream_t *in, const char *uid,
+                          const sl_sink_vt_t *vt, void *ctx);
 /** @brief Parallelism of the operator that produces `s` (0 = job default). */
-sl_stream_t *sl_stream_set_parallelism(sl_stream_t *s, uint32_t parallelism);
+SL_API sl_stream_t *sl_stream_set_parallelism(sl_stream_t *s,
+                                              uint32_t parallelism);
 /** @brief Parallelism of the sink most recently added on `s`. */
-int sl_stream_set_sink_parallelism(sl_stream_t *s, uint32_t parallelism);
+SL_API int sl_stream_set_sink_parallelism(sl_stream_t *s, uint32_t parallelism);
 /** @brief Schema of the rows of a stream (borrowed). */
-const sl_schema_t *sl_stream_schema(const sl_stream_t *s);
+SL_API const sl_schema_t *sl_stream_schema(const sl_stream_t *s);
 
 /** @brief The first builder error of the job, or NULL (borrowed). */
-const sl_error_t *sl_job_error(const sl_job_t *job);
+SL_API const sl_error_t *sl_job_error(const sl_job_t *job);
 
 /* ------------------------------------------------------------------ */
 /* Running. */
@@ -200,12 +202,12 @@ const sl_error_t *sl_job_error(const sl_job_t *job);
  * with *out_err naming the operator and subtask.
  * @thread any thread except a worker; a job runs at most once.
  */
-int sl_job_run(sl_job_t *job, sl_error_t **out_err);
+SL_API int sl_job_run(sl_job_t *job, sl_error_t **out_err);
 /** @brief Start the job in the background; pair with sl_job_wait(). */
-int sl_job_start(sl_job_t *job, sl_error_t **out_err);
-int sl_job_wait(sl_job_t *job, sl_error_t **out_err);
+SL_API int sl_job_start(sl_job_t *job, sl_error_t **out_err);
+SL_API int sl_job_wait(sl_job_t *job, sl_error_t **out_err);
 /** @brief Ask a running job to stop.  @thread any (not a signal handler). */
-void sl_job_cancel(sl_job_t *job);
+SL_API void sl_job_cancel(sl_job_t *job);
 
 /* ------------------------------------------------------------------ */
 /* Checkpoints. */
@@ -231,22 +233,25 @@ typedef struct sl_checkpoint_stats_s {
  * (max_concurrent checkpoints in flight).
  * @thread any.
  */
-int sl_job_trigger_checkpoint(sl_job_t *job, uint64_t *out_id,
-                              sl_error_t **out_err);
+SL_API int sl_job_trigger_checkpoint(sl_job_t *job, uint64_t *out_id,
+                                     sl_error_t **out_err);
 /**
  * @brief Wait until checkpoint id completes or aborts (or timeout_ms).
  * @return SL_OK (completed), the abort reason, or SL_EAGAIN on timeout.
  */
-int sl_job_wait_checkpoint(sl_job_t *job, uint64_t id, int64_t timeout_ms,
-                           sl_checkpoint_stats_t *out_stats);
+SL_API int sl_job_wait_checkpoint(sl_job_t *job, uint64_t id,
+                                  int64_t timeout_ms,
+                                  sl_checkpoint_stats_t *out_stats);
 /** @brief Stats of the latest completed checkpoint; SL_ENOTFOUND if none. */
-int sl_job_last_checkpoint(sl_job_t *job, sl_checkpoint_stats_t *out_stats);
+SL_API int sl_job_last_checkpoint(sl_job_t *job,
+                                  sl_checkpoint_stats_t *out_stats);
 /**
  * @brief The most recent checkpoints (completed or aborted), oldest first,
  * at most max of them.  @return the number written.
  */
-uint32_t sl_job_checkpoint_history(sl_job_t *job, sl_checkpoint_stats_t *out,
-                                   uint32_t max);
+SL_API uint32_t sl_job_checkpoint_history(sl_job_t *job,
+                                          sl_checkpoint_stats_t *out,
+                                          uint32_t max);
 
 /* One task's part in a checkpoint. */
 typedef struct sl_checkpoint_task_stats_s {
@@ -265,45 +270,45 @@ typedef struct sl_checkpoint_task_stats_s {
  * @brief Per-task stats of a recent checkpoint.  @return SL_OK with
  * *out_stats (free with sl_free) and *out_n, or SL_ENOTFOUND.
  */
-int sl_job_checkpoint_tasks(sl_job_t *job, uint64_t id,
-                            sl_checkpoint_task_stats_t **out_stats,
-                            uint32_t *out_n);
+SL_API int sl_job_checkpoint_tasks(sl_job_t *job, uint64_t id,
+                                   sl_checkpoint_task_stats_t **out_stats,
+                                   uint32_t *out_n);
 /** @brief Number of restarts so far and of completed checkpoints. */
-uint32_t sl_job_restarts(const sl_job_t *job);
+SL_API uint32_t sl_job_restarts(const sl_job_t *job);
 
 /* ------------------------------------------------------------------ */
 /* Context of a running operator subtask. */
 
-uint32_t sl_ctx_subtask(const sl_ctx_t *ctx);
-uint32_t sl_ctx_parallelism(const sl_ctx_t *ctx);
-uint32_t sl_ctx_max_parallelism(const sl_ctx_t *ctx);
-const char *sl_ctx_uid(const sl_ctx_t *ctx);
-void sl_ctx_set_local(sl_ctx_t *ctx, void *local);
-void *sl_ctx_local(const sl_ctx_t *ctx);
+SL_API uint32_t sl_ctx_subtask(const sl_ctx_t *ctx);
+SL_API uint32_t sl_ctx_parallelism(const sl_ctx_t *ctx);
+SL_API uint32_t sl_ctx_max_parallelism(const sl_ctx_t *ctx);
+SL_API const char *sl_ctx_uid(const sl_ctx_t *ctx);
+SL_API void sl_ctx_set_local(sl_ctx_t *ctx, void *local);
+SL_API void *sl_ctx_local(const sl_ctx_t *ctx);
 /** @brief Processing time, ns since the epoch, from the scheduler. */
-int64_t sl_ctx_now(const sl_ctx_t *ctx);
+SL_API int64_t sl_ctx_now(const sl_ctx_t *ctx);
 /** @brief Attach a message to the error the user function is returning. */
-int sl_ctx_fail(sl_ctx_t *ctx, int code, const char *fmt, ...)
+SL_API int sl_ctx_fail(sl_ctx_t *ctx, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /** @brief A builder for the operator's output schema, reset to +I. */
-sl_row_builder_t *sl_ctx_builder(sl_ctx_t *ctx);
+SL_API sl_row_builder_t *sl_ctx_builder(sl_ctx_t *ctx);
 /** @brief Emit a row downstream (copied before return). */
-int sl_ctx_emit(sl_ctx_t *ctx, const sl_row_t *row);
+SL_API int sl_ctx_emit(sl_ctx_t *ctx, const sl_row_t *row);
 /** @brief Finish the builder of sl_ctx_builder() and emit it. */
-int sl_ctx_emit_builder(sl_ctx_t *ctx);
+SL_API int sl_ctx_emit_builder(sl_ctx_t *ctx);
 /** @brief Key of the row or timer being processed (keyed operators). */
-sl_slice_t sl_ctx_current_key(const sl_ctx_t *ctx);
+SL_API sl_slice_t sl_ctx_current_key(const sl_ctx_t *ctx);
 /**
  * @brief Register a processing-time timer for the current key.  Timers with
  * the same (key, time) fire once.  @return SL_OK, SL_ESTATE if not keyed.
  */
-int sl_ctx_timer_register(sl_ctx_t *ctx, int64_t timestamp_ns);
-int sl_ctx_timer_delete(sl_ctx_t *ctx, int64_t timestamp_ns);
+SL_API int sl_ctx_timer_register(sl_ctx_t *ctx, int64_t timestamp_ns);
+SL_API int sl_ctx_timer_delete(sl_ctx_t *ctx, int64_t timestamp_ns);
 
 /* flat_map output */
-int sl_collect(sl_collector_t *out, const sl_row_t *row);
-sl_row_builder_t *sl_collector_builder(sl_collector_t *out);
-int sl_collect_builder(sl_collector_t *out);
+SL_API int sl_collect(sl_collector_t *out, const sl_row_t *row);
+SL_API sl_row_builder_t *sl_collector_builder(sl_collector_t *out);
+SL_API int sl_collect_builder(sl_collector_t *out);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sl_common.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -22,7 +24,7 @@ extern "C" {
  * [ceil(i*m/p), ceil((i+1)*m/p) - 1].
  */
 /** @brief 32-bit hash of canonical key bytes (xxh3, murmur3 finalizer). */
-uint32_t sl_key_hash(const void *key, size_t len);
+SL_API uint32_t sl_key_hash(const void *key, size_t len);
 static inline uint32_t sl_key_group_of_hash(uint32_t hash,
                                             uint32_t max_parallelism) {
   /* A power of two (the default 128) needs no division. */

@@ -47,8 +47,8 @@ typedef struct sl_metrics_s {
  * @brief Take a snapshot of the job's metrics (zeroes before start).
  * @thread any.  @ownership free with sl_metrics_close().
  */
-int sl_job_metrics(sl_job_t *job, sl_metrics_t *out);
-void sl_metrics_close(sl_metrics_t *m);
+SL_API int sl_job_metrics(sl_job_t *job, sl_metrics_t *out);
+SL_API void sl_metrics_close(sl_metrics_t *m);
 
 #ifdef __cplusplus
 }

@@ -26,26 +26,26 @@ typedef struct sl_expr_s sl_expr_t;
  * @return SL_OK, SL_EPARSE (syntax), SL_ETYPE (types), SL_ENOMEM.
  * @ownership the caller owns *out_expr until it passes it to an operator.
  */
-int sl_expr_compile(const char *text, const sl_schema_t *schema,
-                    sl_expr_t **out_expr, uint32_t *out_err_column,
-                    sl_error_t **out_err);
+SL_API int sl_expr_compile(const char *text, const sl_schema_t *schema,
+                           sl_expr_t **out_expr, uint32_t *out_err_column,
+                           sl_error_t **out_err);
 /** @brief Result type of a compiled expression. */
-sl_type_t sl_expr_result_type(const sl_expr_t *expr);
-void sl_expr_destroy(sl_expr_t *expr);
+SL_API sl_type_t sl_expr_result_type(const sl_expr_t *expr);
+SL_API void sl_expr_destroy(sl_expr_t *expr);
 
 /**
  * @brief Keep rows for which cond is true (null counts as false).
  * @ownership takes cond, also on error.
  */
-sl_stream_t *sl_stream_filter_expr(sl_stream_t *in, const char *uid,
-                                   sl_expr_t *cond);
+SL_API sl_stream_t *sl_stream_filter_expr(sl_stream_t *in, const char *uid,
+                                          sl_expr_t *cond);
 /**
  * @brief Project: output field i is names[i] = exprs[i].  The row kind is
  * kept.  @ownership takes every expression, also on error.
  */
-sl_stream_t *sl_stream_project(sl_stream_t *in, const char *uid,
-                               const char *const *names, sl_expr_t **exprs,
-                               uint32_t n);
+SL_API sl_stream_t *sl_stream_project(sl_stream_t *in, const char *uid,
+                                      const char *const *names,
+                                      sl_expr_t **exprs, uint32_t n);
 
 typedef enum sl_agg_fn_e {
   SL_AGG_COUNT = 1, /* count(): rows; count(f): non-null values of f */
@@ -76,9 +76,9 @@ typedef enum sl_agg_emit_e {
  * avg is float64.  Rows with kind -U/-D are retracted from count, sum and
  * avg; min/max do not support retraction and fail on them.
  */
-sl_stream_t *sl_stream_aggregate(sl_stream_t *keyed, const char *uid,
-                                 const sl_agg_t *aggs, uint32_t n_aggs,
-                                 sl_agg_emit_t emit);
+SL_API sl_stream_t *sl_stream_aggregate(sl_stream_t *keyed, const char *uid,
+                                        const sl_agg_t *aggs, uint32_t n_aggs,
+                                        sl_agg_emit_t emit);
 
 #ifdef __cplusplus
 }

@@ -47,20 +47,20 @@ typedef enum sl_row_kind_e {
 } sl_row_kind_t;
 
 /** @brief "+I", "-U", "+U" or "-D". */
-const char *sl_row_kind_name(sl_row_kind_t kind);
+SL_API const char *sl_row_kind_name(sl_row_kind_t kind);
 /** @brief Parse "+I" ... "-D"; returns SL_EPARSE on anything else. */
-int sl_row_kind_parse(const char *s, sl_row_kind_t *out_kind);
+SL_API int sl_row_kind_parse(const char *s, sl_row_kind_t *out_kind);
 
 /** @brief Name of a type id ("int64"). */
-const char *sl_type_name(sl_type_id_t id);
+SL_API const char *sl_type_name(sl_type_id_t id);
 /**
  * @brief Parse a type name: bool, int32, int64, float64, string, bytes,
  * timestamp, decimal(p,s).  A trailing '?' or the word "null" is not part of
  * the syntax; nullability is set by the caller.
  */
-int sl_type_parse(const char *s, sl_type_t *out_type);
+SL_API int sl_type_parse(const char *s, sl_type_t *out_type);
 /** @brief Write "decimal(10,2)" etc. into buf; returns buf. */
-char *sl_type_format(sl_type_t t, char *buf, size_t size);
+SL_API char *sl_type_format(sl_type_t t, char *buf, size_t size);
 
 typedef struct sl_field_s {
   const char *name;
@@ -81,21 +81,22 @@ typedef struct sl_schema_s sl_schema_t;
  * @return SL_OK, SL_EINVAL (duplicate/empty name, bad decimal), SL_ENOMEM.
  * @ownership the caller owns *out_schema (one reference).
  */
-int sl_schema_create(const sl_field_t *fields, uint32_t n_fields,
-                     sl_schema_t **out_schema, sl_error_t **out_err);
-int sl_schema_create_versioned(const sl_field_t *fields, uint32_t n_fields,
-                               uint32_t version, sl_schema_t **out_schema,
-                               sl_error_t **out_err);
-sl_schema_t *sl_schema_ref(sl_schema_t *schema);
-void sl_schema_unref(sl_schema_t *schema);
-uint32_t sl_schema_n_fields(const sl_schema_t *schema);
-const sl_field_t *sl_schema_field(const sl_schema_t *schema, uint32_t i);
+SL_API int sl_schema_create(const sl_field_t *fields, uint32_t n_fields,
+                            sl_schema_t **out_schema, sl_error_t **out_err);
+SL_API int sl_schema_create_versioned(const sl_field_t *fields,
+                                      uint32_t n_fields, uint32_t version,
+                                      sl_schema_t **out_schema,
+                                      sl_error_t **out_err);
+SL_API sl_schema_t *sl_schema_ref(sl_schema_t *schema);
+SL_API void sl_schema_unref(sl_schema_t *schema);
+SL_API uint32_t sl_schema_n_fields(const sl_schema_t *schema);
+SL_API const sl_field_t *sl_schema_field(const sl_schema_t *schema, uint32_t i);
 /** @brief Index of the field called name, or -1. */
-int sl_schema_index(const sl_schema_t *schema, const char *name);
-uint32_t sl_schema_version(const sl_schema_t *schema);
+SL_API int sl_schema_index(const sl_schema_t *schema, const char *name);
+SL_API uint32_t sl_schema_version(const sl_schema_t *schema);
 /** @brief 64-bit fingerprint over names, types and version. */
-uint64_t sl_schema_fingerprint(const sl_schema_t *schema);
-bool sl_schema_equal(const sl_schema_t *a, const sl_schema_t *b);
+SL_API uint64_t sl_schema_fingerprint(const sl_schema_t *schema);
+SL_API bool sl_schema_equal(const sl_schema_t *a, const sl_schema_t *b);
 
 /* A growable byte buffer, used for keys, encodings and text. */
 typedef struct sl_bytes_s {
@@ -104,13 +105,13 @@ typedef struct sl_bytes_s {
   size_t cap;
 } sl_bytes_t;
 
-void sl_bytes_init(sl_bytes_t *b);
-void sl_bytes_close(sl_bytes_t *b);
+SL_API void sl_bytes_init(sl_bytes_t *b);
+SL_API void sl_bytes_close(sl_bytes_t *b);
 /** @brief Make room for n more bytes.  @return SL_OK or SL_ENOMEM. */
-int sl_bytes_reserve(sl_bytes_t *b, size_t n);
-int sl_bytes_append(sl_bytes_t *b, const void *p, size_t n);
-int sl_bytes_append_str(sl_bytes_t *b, const char *s);
-int sl_bytes_printf(sl_bytes_t *b, const char *fmt, ...)
+SL_API int sl_bytes_reserve(sl_bytes_t *b, size_t n);
+SL_API int sl_bytes_append(sl_bytes_t *b, const void *p, size_t n);
+SL_API int sl_bytes_append_str(sl_bytes_t *b, const char *s);
+SL_API int sl_bytes_printf(sl_bytes_t *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static inline void sl_bytes_clear(sl_bytes_t *b) { b->len = 0; }
 
@@ -118,13 +119,13 @@ static inline void sl_bytes_clear(sl_bytes_t *b) { b->len = 0; }
  * @brief Encode a schema (names, types, version) for storage.
  * @return SL_OK or SL_ENOMEM.
  */
-int sl_schema_encode(const sl_schema_t *schema, sl_bytes_t *out);
+SL_API int sl_schema_encode(const sl_schema_t *schema, sl_bytes_t *out);
 /**
  * @brief Decode a schema written by sl_schema_encode.  Every length is
  * validated; truncated or malformed input gives SL_ECORRUPT.
  */
-int sl_schema_decode(const uint8_t *p, size_t len, size_t *out_consumed,
-                     sl_schema_t **out_schema, sl_error_t **out_err);
+SL_API int sl_schema_decode(const uint8_t *p, size_t len, size_t *out_consumed,
+                            sl_schema_t **out_schema, sl_error_t **out_err);
 
 /*
  * Binary row format (version 1), see docs/row-format.md:
@@ -176,8 +177,8 @@ static inline void sl_row_view(sl_row_t *r, const sl_schema_t *schema,
  * non-nullable field, bool values 0/1, int32 values in range.
  * @return SL_OK or SL_ECORRUPT.
  */
-int sl_row_validate(const sl_schema_t *schema, const uint8_t *data,
-                    uint32_t len);
+SL_API int sl_row_validate(const sl_schema_t *schema, const uint8_t *data,
+                           uint32_t len);
 
 static inline sl_row_kind_t sl_row_kind(const sl_row_t *r) {
   return (sl_row_kind_t)(r->data[0] & 3u);
@@ -227,7 +228,7 @@ typedef struct sl_value_s {
 } sl_value_t;
 
 /** @brief Read field i as a generic value. */
-void sl_row_get_value(const sl_row_t *r, uint32_t i, sl_value_t *out);
+SL_API void sl_row_get_value(const sl_row_t *r, uint32_t i, sl_value_t *out);
 
 /*
  * Row builder.  Owns a growable buffer; reset() starts a new row with every
@@ -252,9 +253,9 @@ typedef struct sl_row_builder_s {
 } sl_row_builder_t;
 
 /** @brief Initialise a builder.  The schema is borrowed and must outlive it. */
-int sl_row_builder_init(sl_row_builder_t *b, const sl_schema_t *schema);
-void sl_row_builder_close(sl_row_builder_t *b);
-void sl__row_builder_reset_slow(sl_row_builder_t *b, sl_row_kind_t kind);
+SL_API int sl_row_builder_init(sl_row_builder_t *b, const sl_schema_t *schema);
+SL_API void sl_row_builder_close(sl_row_builder_t *b);
+SL_API void sl__row_builder_reset_slow(sl_row_builder_t *b, sl_row_kind_t kind);
 /** @brief Start a new row of the given kind with every field null. */
 static inline void sl_row_builder_reset(sl_row_builder_t *b,
                                         sl_row_kind_t kind) {
@@ -270,9 +271,9 @@ static inline void sl_row_builder_reset(sl_row_builder_t *b,
   sl__row_builder_reset_slow(b, kind);
 }
 /** @brief Start a new row as a copy of row (same schema layout). */
-int sl_row_builder_copy(sl_row_builder_t *b, const sl_row_t *row);
-void sl_row_builder_set_kind(sl_row_builder_t *b, sl_row_kind_t kind);
-int sl__row_builder_grow(sl_row_builder_t *b, uint32_t need);
+SL_API int sl_row_builder_copy(sl_row_builder_t *b, const sl_row_t *row);
+SL_API void sl_row_builder_set_kind(sl_row_builder_t *b, sl_row_kind_t kind);
+SL_API int sl__row_builder_grow(sl_row_builder_t *b, uint32_t need);
 
 static inline void sl_row_builder_set_null(sl_row_builder_t *b, uint32_t i) {
   if (i < 64) b->nulls |= (uint64_t)1 << i;
@@ -302,18 +303,18 @@ static inline void sl_row_builder_set_f64(sl_row_builder_t *b, uint32_t i,
   sl__row_builder_clear_null(b, i);
 }
 /** @brief Set a string or bytes field (copies the bytes). */
-int sl_row_builder_set_str(sl_row_builder_t *b, uint32_t i, const void *p,
-                           uint32_t len);
+SL_API int sl_row_builder_set_str(sl_row_builder_t *b, uint32_t i,
+                                  const void *p, uint32_t len);
 /** @brief Set field i from a generic value; converts int to wider types. */
-int sl_row_builder_set_value(sl_row_builder_t *b, uint32_t i,
-                             const sl_value_t *v);
+SL_API int sl_row_builder_set_value(sl_row_builder_t *b, uint32_t i,
+                                    const sl_value_t *v);
 /**
  * @brief Finish the row.
  * @return SL_OK, or SL_ETYPE when a non-nullable field is still null (the
  * message names the field) or a setter failed.
  */
-int sl__row_builder_finish_slow(sl_row_builder_t *b, sl_row_t *out_row,
-                                sl_error_t **out_err);
+SL_API int sl__row_builder_finish_slow(sl_row_builder_t *b, sl_row_t *out_row,
+                                       sl_error_t **out_err);
 static inline int sl_row_builder_finish(sl_row_builder_t *b, sl_row_t *out_row,
                                         sl_error_t **out_err) {
   /* The common row: up to 32 fields, none null, no setter error. */
@@ -339,13 +340,13 @@ static inline int sl_row_builder_finish(sl_row_builder_t *b, sl_row_t *out_row,
  * varint length and bytes (string, bytes).  The row kind comes first.  The
  * schema's fingerprint travels in whatever container holds the rows.
  */
-int sl_row_encode_compact(const sl_row_t *row, sl_bytes_t *out);
+SL_API int sl_row_encode_compact(const sl_row_t *row, sl_bytes_t *out);
 /**
  * @brief Decode one compact row into b (reset first).  Validates every
  * length; returns SL_ECORRUPT on malformed input.
  */
-int sl_row_decode_compact(sl_row_builder_t *b, const uint8_t *p, size_t len,
-                          size_t *out_consumed);
+SL_API int sl_row_decode_compact(sl_row_builder_t *b, const uint8_t *p,
+                                 size_t len, size_t *out_consumed);
 
 /*
  * Canonical key bytes: equal keys have equal bytes, on every platform and in
@@ -354,11 +355,12 @@ int sl_row_decode_compact(sl_row_builder_t *b, const uint8_t *p, size_t len,
  * -0.0 mapped to 0.0 and every NaN to one NaN, bool as one byte, string and
  * bytes as a big-endian u32 length and the bytes.
  */
-int sl_key_add_field(sl_bytes_t *key, const sl_row_t *row, uint32_t field);
-int sl_key_add_i64(sl_bytes_t *key, int64_t v);
-int sl_key_add_f64(sl_bytes_t *key, double v);
-int sl_key_add_str(sl_bytes_t *key, const void *p, uint32_t len);
-int sl_key_add_null(sl_bytes_t *key);
+SL_API int sl_key_add_field(sl_bytes_t *key, const sl_row_t *row,
+                            uint32_t field);
+SL_API int sl_key_add_i64(sl_bytes_t *key, int64_t v);
+SL_API int sl_key_add_f64(sl_bytes_t *key, double v);
+SL_API int sl_key_add_str(sl_bytes_t *key, const void *p, uint32_t len);
+SL_API int sl_key_add_null(sl_bytes_t *key);
 
 #ifdef __cplusplus
 }

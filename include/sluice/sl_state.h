@@ -44,46 +44,46 @@ typedef struct sl_state_desc_s {
  * SL_EINVAL (same name declared with another kind), SL_ENOMEM.
  * @ownership *out_state is owned by the operator.
  */
-int sl_ctx_state(sl_ctx_t *ctx, const sl_state_desc_t *desc,
-                 sl_state_t **out_state);
+SL_API int sl_ctx_state(sl_ctx_t *ctx, const sl_state_desc_t *desc,
+                        sl_state_t **out_state);
 
 /** @brief Remove the current key's value of any kind of state. */
-int sl_state_clear(sl_state_t *st);
+SL_API int sl_state_clear(sl_state_t *st);
 
 /* Value state.  sl_value_get returns SL_ENOTFOUND when there is none. */
-int sl_value_get(sl_state_t *st, sl_slice_t *out_value);
-int sl_value_put(sl_state_t *st, const void *p, size_t len);
-int sl_value_get_i64(sl_state_t *st, int64_t *out_value);
-int sl_value_put_i64(sl_state_t *st, int64_t v);
+SL_API int sl_value_get(sl_state_t *st, sl_slice_t *out_value);
+SL_API int sl_value_put(sl_state_t *st, const void *p, size_t len);
+SL_API int sl_value_get_i64(sl_state_t *st, int64_t *out_value);
+SL_API int sl_value_put_i64(sl_state_t *st, int64_t v);
 
 /* List state: appended values in order. */
 typedef struct sl_list_iter_s {
   const uint8_t *p;
   const uint8_t *end;
 } sl_list_iter_t;
-int sl_list_add(sl_state_t *st, const void *p, size_t len);
+SL_API int sl_list_add(sl_state_t *st, const void *p, size_t len);
 /** @brief Iterate the current key's list (empty list: SL_OK, no items). */
-int sl_list_iter(sl_state_t *st, sl_list_iter_t *out_it);
-bool sl_list_next(sl_list_iter_t *it, sl_slice_t *out_item);
+SL_API int sl_list_iter(sl_state_t *st, sl_list_iter_t *out_it);
+SL_API bool sl_list_next(sl_list_iter_t *it, sl_slice_t *out_item);
 
 /* Map state: user keys to values, per current key. */
 typedef struct sl_map_iter_s {
   const uint8_t *p;
   const uint8_t *end;
 } sl_map_iter_t;
-int sl_map_get(sl_state_t *st, const void *k, size_t klen,
-               sl_slice_t *out_value);
-int sl_map_put(sl_state_t *st, const void *k, size_t klen, const void *v,
-               size_t vlen);
+SL_API int sl_map_get(sl_state_t *st, const void *k, size_t klen,
+                      sl_slice_t *out_value);
+SL_API int sl_map_put(sl_state_t *st, const void *k, size_t klen, const void *v,
+                      size_t vlen);
 /** @brief Remove one entry; SL_ENOTFOUND if absent. */
-int sl_map_remove(sl_state_t *st, const void *k, size_t klen);
-int sl_map_iter(sl_state_t *st, sl_map_iter_t *out_it);
-bool sl_map_next(sl_map_iter_t *it, sl_slice_t *out_key,
-                 sl_slice_t *out_value);
+SL_API int sl_map_remove(sl_state_t *st, const void *k, size_t klen);
+SL_API int sl_map_iter(sl_state_t *st, sl_map_iter_t *out_it);
+SL_API bool sl_map_next(sl_map_iter_t *it, sl_slice_t *out_key,
+                        sl_slice_t *out_value);
 
 /* Reducing state: add() folds the value in with desc->reduce. */
-int sl_reducing_add(sl_state_t *st, const void *p, size_t len);
-int sl_reducing_get(sl_state_t *st, sl_slice_t *out_value);
+SL_API int sl_reducing_add(sl_state_t *st, const void *p, size_t len);
+SL_API int sl_reducing_get(sl_state_t *st, sl_slice_t *out_value);
 
 #ifdef __cplusplus
 }

@@ -41,7 +41,7 @@ typedef struct sl_watermark_config_s {
   bool per_record;
 } sl_watermark_config_t;
 
-void sl_watermark_config_init(sl_watermark_config_t *cfg);
+SL_API void sl_watermark_config_init(sl_watermark_config_t *cfg);
 
 /**
  * @brief Give a source a watermark strategy.  `source` must be the stream
@@ -49,18 +49,18 @@ void sl_watermark_config_init(sl_watermark_config_t *cfg);
  * the splits it reads that are neither idle nor finished.  A record whose
  * event-time field is null fails the job.
  */
-sl_stream_t *sl_source_watermarks(sl_stream_t *source,
-                                  const sl_watermark_config_t *cfg);
+SL_API sl_stream_t *sl_source_watermarks(sl_stream_t *source,
+                                         const sl_watermark_config_t *cfg);
 
 /** @brief The operator's current watermark (SL_WATERMARK_MIN at first). */
-int64_t sl_ctx_watermark(const sl_ctx_t *ctx);
+SL_API int64_t sl_ctx_watermark(const sl_ctx_t *ctx);
 /**
  * @brief Register an event-time timer (microseconds) for the current key;
  * it fires through sl_process_fns_t.on_event_timer once the watermark
  * reaches it.  Timers are part of checkpoints.
  */
-int sl_ctx_event_timer_register(sl_ctx_t *ctx, int64_t ts_us);
-int sl_ctx_event_timer_delete(sl_ctx_t *ctx, int64_t ts_us);
+SL_API int sl_ctx_event_timer_register(sl_ctx_t *ctx, int64_t ts_us);
+SL_API int sl_ctx_event_timer_delete(sl_ctx_t *ctx, int64_t ts_us);
 
 #ifdef __cplusplus
 }

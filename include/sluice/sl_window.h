@@ -39,7 +39,7 @@ typedef struct sl_window_spec_s {
   int64_t allowed_lateness_us;
 } sl_window_spec_t;
 
-void sl_window_spec_init(sl_window_spec_t *spec);
+SL_API void sl_window_spec_init(sl_window_spec_t *spec);
 
 /** A window [start_us, end_us) and the largest event time in it. */
 typedef struct sl_window_s {
@@ -57,9 +57,11 @@ typedef struct sl_window_s {
  * +U; a session window that merges windows already emitted retracts them
  * with -D.  min and max take numeric, bool and timestamp fields.
  */
-sl_stream_t *sl_stream_window_aggregate(sl_stream_t *keyed, const char *uid,
-                                        const sl_window_spec_t *spec,
-                                        const sl_agg_t *aggs, uint32_t n_aggs);
+SL_API sl_stream_t *sl_stream_window_aggregate(sl_stream_t *keyed,
+                                               const char *uid,
+                                               const sl_window_spec_t *spec,
+                                               const sl_agg_t *aggs,
+                                               uint32_t n_aggs);
 
 /** A user-defined incremental aggregate over windows. */
 typedef struct sl_window_agg_fns_s {
@@ -77,16 +79,16 @@ typedef struct sl_window_agg_fns_s {
  * engine emits it with the kinds described for sl_stream_window_aggregate.
  * Session windows need merge.
  */
-sl_stream_t *sl_stream_window_reduce(sl_stream_t *keyed, const char *uid,
-                                     const sl_window_spec_t *spec,
-                                     sl_schema_t *out_schema,
-                                     const sl_window_agg_fns_t *fns,
-                                     void *user);
+SL_API sl_stream_t *sl_stream_window_reduce(sl_stream_t *keyed, const char *uid,
+                                            const sl_window_spec_t *spec,
+                                            sl_schema_t *out_schema,
+                                            const sl_window_agg_fns_t *fns,
+                                            void *user);
 
 /* The rows of a window, in arrival order. */
 typedef struct sl_window_rows_s sl_window_rows_t;
 /** @brief The next row (valid until the function returns), false at end. */
-bool sl_window_rows_next(sl_window_rows_t *rows, sl_row_t *out_row);
+SL_API bool sl_window_rows_next(sl_window_rows_t *rows, sl_row_t *out_row);
 
 /** Called once per window when it fires; emit with sl_ctx_emit*(). */
 typedef int (*sl_window_process_fn)(sl_ctx_t *ctx, void *user,
@@ -98,16 +100,18 @@ typedef int (*sl_window_process_fn)(sl_ctx_t *ctx, void *user,
  * handed over when it fires.  With allowed lateness a late row makes the
  * window fire again with all its rows; earlier output is not retracted.
  */
-sl_stream_t *sl_stream_window_process(sl_stream_t *keyed, const char *uid,
-                                      const sl_window_spec_t *spec,
-                                      sl_schema_t *out_schema,
-                                      sl_window_process_fn fn, void *user);
+SL_API sl_stream_t *sl_stream_window_process(sl_stream_t *keyed,
+                                             const char *uid,
+                                             const sl_window_spec_t *spec,
+                                             sl_schema_t *out_schema,
+                                             sl_window_process_fn fn,
+                                             void *user);
 
 /**
  * @brief The late rows of a window operator (beyond allowed lateness), with
  * the window's input schema.  Without this stream they are dropped.
  */
-sl_stream_t *sl_stream_late_rows(sl_stream_t *windowed);
+SL_API sl_stream_t *sl_stream_late_rows(sl_stream_t *windowed);
 
 /* ------------------------------------------------------------------ */
 /* Joins of two streams keyed by fields of the same types.  The output has
@@ -124,9 +128,8 @@ typedef struct sl_interval_join_spec_s {
   int64_t upper_us;
 } sl_interval_join_spec_t;
 
-sl_stream_t *sl_stream_interval_join(sl_stream_t *left, sl_stream_t *right,
-                                     const char *uid,
-                                     const sl_interval_join_spec_t *spec);
+SL_API sl_stream_t *sl_stream_interval_join(sl_stream_t *left,
+    sl_stream_t *right, const char *uid, const sl_interval_join_spec_t *spec);
 
 /**
  * @brief Join the rows of both inputs that share a key and a tumbling or
@@ -134,10 +137,10 @@ sl_stream_t *sl_stream_interval_join(sl_stream_t *left, sl_stream_t *right,
  * right_time_field the right's).  Each pair is emitted once per window
  * when the window ends, followed by window_start and window_end.
  */
-sl_stream_t *sl_stream_window_join(sl_stream_t *left, sl_stream_t *right,
-                                   const char *uid,
-                                   const sl_window_spec_t *spec,
-                                   const char *right_time_field);
+SL_API sl_stream_t *sl_stream_window_join(sl_stream_t *left, sl_stream_t *right,
+                                          const char *uid,
+                                          const sl_window_spec_t *spec,
+                                          const char *right_time_field);
 
 /**
  * @brief Regular inner join of two changelogs on their keys: every row
@@ -146,8 +149,8 @@ sl_stream_t *sl_stream_window_join(sl_stream_t *left, sl_stream_t *right,
  * (emits the joined rows with its kind) and fails the job if the row was
  * never inserted.
  */
-sl_stream_t *sl_stream_join(sl_stream_t *left, sl_stream_t *right,
-                            const char *uid);
+SL_API sl_stream_t *sl_stream_join(sl_stream_t *left, sl_stream_t *right,
+                                   const char *uid);
 
 #ifdef __cplusplus
 }

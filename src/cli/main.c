@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
     return EXIT_OK;
   }
   if (strcmp(argv[1], "--version") == 0) {
-    printf("sluice %s\n", SL_VERSION_STRING);
+    printf("sluice %s\n", sl_version());
     return EXIT_OK;
   }
   bool is_run = strcmp(argv[1], "run") == 0;
