@@ -166,7 +166,7 @@ int sl__kstate_restore_state(sl_kstate_t *be, const sl_state_desc_t *desc,
                         "state '%s' has an unknown kind %d in the checkpoint",
                         desc->name, (int)desc->kind);
   if (fp && *fp != sl__state_fingerprint(desc))
-    return sl_error_set(out_err, SL_ECORRUPT,
+    return sl_error_set(out_err, SL_CORRUPT("state fingerprint"),
                         "state '%s' has a fingerprint in the checkpoint that "
                         "does not match its layout", desc->name);
   for (uint32_t i = 0; i < be->n_states; i++) {
@@ -174,7 +174,7 @@ int sl__kstate_restore_state(sl_kstate_t *be, const sl_state_desc_t *desc,
     if (strcmp(st->desc.name, desc->name) != 0) continue;
     /* The files of one checkpoint (a rescale reads several) agree. */
     if (fp && st->has_ck_fp && st->ck_fp != *fp)
-      return sl_error_set(out_err, SL_ECORRUPT,
+      return sl_error_set(out_err, SL_CORRUPT("state fingerprints differ"),
                           "state '%s' has different layouts in two files of "
                           "the checkpoint", desc->name);
     *out = st;
