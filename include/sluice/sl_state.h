@@ -30,18 +30,33 @@ typedef enum sl_state_kind_e {
 typedef int (*sl_reduce_fn)(void *user, sl_slice_t a, sl_slice_t b,
                             sl_bytes_t *out);
 
+/*
+ * A state's identity on restore is (operator uid, state name), and its
+ * compatibility is its schema: kind, version and layout.  A checkpoint
+ * stores all three with a 64-bit fingerprint of them; a restore compares
+ * the checkpoint's with the declaration before any value is read, and a
+ * difference is an error that names the operator, the state and both
+ * layouts (sluice does not migrate state yet).  Raise `version` or change
+ * `layout` whenever the bytes you store change meaning.
+ */
 typedef struct sl_state_desc_s {
   const char *name;      /* unique within the operator */
   sl_state_kind_t kind;
   uint32_t version;      /* serializer version of the values (default 1) */
   sl_reduce_fn reduce;   /* reducing state only */
   void *reduce_user;
+  /* Optional: a human-readable description of the value bytes, such as
+   * "count:int64, total:float64"; NULL means none (only kind and version
+   * are then compared).  Copied by sl_ctx_state. */
+  const char *layout;
 } sl_state_desc_t;
 
 /**
  * @brief Declare (or look up) a keyed state.  Call from open().
  * @return SL_OK, SL_ESTATE (operator is not keyed, or not in open()),
- * SL_EINVAL (same name declared with another kind), SL_ENOMEM.
+ * SL_EINVAL (same name declared with another kind or layout, or restored
+ * from a checkpoint whose kind, version or layout differs: the operator
+ * fails with a fatal error, which no restart retries), SL_ENOMEM.
  * @ownership *out_state is owned by the operator.
  */
 SL_API int sl_ctx_state(sl_ctx_t *ctx, const sl_state_desc_t *desc,

@@ -99,8 +99,10 @@ int sl__ckpt_write_state(const char *path, const sl_kstate_snap_t *snap,
 
 /* Callbacks of sl__ckpt_read_state: one per state entry and per timer. */
 typedef struct sl_ckpt_reader_s {
-  /* The states in the file (names, kinds, versions): called first. */
-  int (*on_states)(void *user, const sl_state_desc_t *descs, uint32_t n);
+  /* The states in the file (names, kinds, versions, layouts) and their
+   * fingerprints (NULL: a file from before format 3): called first. */
+  int (*on_states)(void *user, const sl_state_desc_t *descs,
+                   const uint64_t *fingerprints, uint32_t n);
   int (*on_entry)(void *user, uint32_t state, uint32_t kg, const uint8_t *key,
                   uint32_t klen, uint32_t nslen, const uint8_t *val,
                   uint32_t vlen);

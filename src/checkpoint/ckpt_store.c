@@ -36,7 +36,8 @@
 #include "core/inject.h"
 
 #define STATE_MAGIC "SLST"
-#define STATE_VERSION 2 /* 2: timers carry their time domain */
+/* 2: timers carry their time domain; 3: states carry layout+fingerprint */
+#define STATE_VERSION 3
 #define STATE_FOOTER_MAGIC "SLSTEND"
 #define META_MAGIC "SLCM"
 #define META_VERSION 1
@@ -299,7 +300,14 @@ int sl__ckpt_write_state(const char *path, const sl_kstate_snap_t *snap,
     sl_bytes_append(&hdr, d->name, nl);
     uint8_t kind = (uint8_t)d->kind;
     sl_bytes_append(&hdr, &kind, 1);
-    if (sl__bytes_put_varint(&hdr, d->version) != SL_OK) {
+    /* Version 3: the layout and fingerprint checked on restore. */
+    size_t ll = d->layout ? strlen(d->layout) : 0;
+    uint8_t fp[8];
+    sl__put_u64le(fp, sl__state_fingerprint(d));
+    if (sl__bytes_put_varint(&hdr, d->version) != SL_OK ||
+        sl__bytes_put_varint(&hdr, ll) != SL_OK ||
+        sl_bytes_append(&hdr, d->layout ? d->layout : "", ll) != SL_OK ||
+        sl_bytes_append(&hdr, fp, 8) != SL_OK) {
       rc = SL_ENOMEM;
       goto out;
     }
@@ -414,6 +422,7 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
   }
   uint8_t *hdr = NULL, *ib = NULL, *sec = NULL;
   sl_state_desc_t *descs = NULL;
+  uint64_t *fps = NULL;
   uint32_t n_states = 0;
   bool is_v2 = false;
   int rc = SL_OK;
@@ -464,27 +473,43 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
   uint32_t f_start = ru32(&c), f_end = ru32(&c);
   n_states = ru32(&c);
   if (c.is_bad || memcmp(magic, STATE_MAGIC, 4) != 0) goto corrupt;
-  if (ver[0] != STATE_VERSION && ver[0] != 1) {
+  if (ver[0] < 1 || ver[0] > STATE_VERSION) {
     rc = sl_error_set(out_err, SL_ECORRUPT,
                       "checkpoint file '%s' has format version %u; this "
-                      "sluice reads versions 1 and %u", path, ver[0],
+                      "sluice reads versions 1 to %u", path, ver[0],
                       STATE_VERSION);
     goto out;
   }
   is_v2 = ver[0] >= 2;
+  bool has_layouts = ver[0] >= 3;
   if (f_end < f_start || ilen != (uint64_t)(f_end - f_start + 1) * 24 ||
       n_states > 4096)
     goto corrupt;
   descs = sl_calloc(n_states + 1, sizeof(*descs));
-  if (descs == NULL) goto nomem;
+  fps = sl_calloc(n_states + 1, sizeof(*fps));
+  if (descs == NULL || fps == NULL) goto nomem;
   for (uint32_t i = 0; i < n_states; i++) {
     descs[i].name = rstr(&c);
     const uint8_t *k = rbytes(&c, 1);
     descs[i].kind = k ? (sl_state_kind_t)k[0] : 0;
-    descs[i].version = (uint32_t)rvarint(&c);
+    uint64_t v = rvarint(&c);
+    descs[i].version = (uint32_t)v;
+    if (v > UINT32_MAX) goto corrupt;
+    if (has_layouts) {
+      char *layout = rstr(&c);
+      fps[i] = ru64(&c);
+      /* An empty layout is none (sl_state_desc_t.layout NULL). */
+      if (layout && layout[0] == '\0') {
+        sl_free(layout);
+        layout = NULL;
+      }
+      descs[i].layout = layout;
+    }
     if (c.is_bad || descs[i].name == NULL) goto corrupt;
   }
-  if (rd->on_states && (rc = rd->on_states(rd->user, descs, n_states)) != SL_OK)
+  if (rd->on_states &&
+      (rc = rd->on_states(rd->user, descs, has_layouts ? fps : NULL,
+                          n_states)) != SL_OK)
     goto out;
   for (uint32_t kg = kg_start; kg <= kg_end; kg++) {
     if (kg < f_start || kg > f_end) continue;
@@ -551,8 +576,12 @@ io:
                                       : sl_strerror(rc));
 out:
   if (descs)
-    for (uint32_t i = 0; i < n_states; i++) sl_free((char *)descs[i].name);
+    for (uint32_t i = 0; i < n_states; i++) {
+      sl_free((char *)descs[i].name);
+      sl_free((char *)descs[i].layout);
+    }
   sl_free(descs);
+  sl_free(fps);
   sl_free(hdr);
   sl_free(ib);
   sl_free(sec);

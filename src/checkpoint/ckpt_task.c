@@ -323,14 +323,16 @@ typedef struct restore_s {
   const char *file;
 } restore_t;
 
-static int r_states(void *user, const sl_state_desc_t *descs, uint32_t n) {
+static int r_states(void *user, const sl_state_desc_t *descs,
+                    const uint64_t *fps, uint32_t n) {
   restore_t *r = user;
   sl_free(r->states);
   r->states = sl_calloc(n + 1, sizeof(sl_state_t *));
   if (r->states == NULL) return SL_ENOMEM;
   r->n_states = n;
   for (uint32_t i = 0; i < n; i++) {
-    int rc = sl__kstate_restore_state(r->op->kstate, &descs[i], &r->states[i],
+    int rc = sl__kstate_restore_state(r->op->kstate, &descs[i],
+                                      fps ? &fps[i] : NULL, &r->states[i],
                                       r->out_err);
     if (rc != SL_OK) return rc;
   }

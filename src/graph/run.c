@@ -160,8 +160,11 @@ int sl_job_run(sl_job_t *job, sl_error_t **out_err) {
       meta = older;
       rc = run_attempt(job, &meta, &err);
     }
+    /* A fatal error (e.g. state that does not match the checkpoint) would
+     * fail every attempt the same way. */
     bool can_restart = rc != SL_OK && rc != SL_ECANCELED &&
-                       !job->is_plan_failed && rs->kind != SL_RESTART_NONE &&
+                       !job->is_plan_failed && !sl_error_is_fatal(err) &&
+                       rs->kind != SL_RESTART_NONE &&
                        (rs->max_attempts == 0 || attempt < rs->max_attempts) &&
                        !atomic_load(&job->is_user_canceled);
     if (!can_restart) {

@@ -32,6 +32,7 @@ typedef struct agg_cfg_s {
   sl_agg_emit_t emit;
   sl_schema_t *acc_schema; /* keys, n_rows, then (count, value) per col */
   sl_schema_t *out_schema;
+  char *layout; /* of the accumulator state: checked on restore */
   char *uid;
 } agg_cfg_t;
 
@@ -59,6 +60,7 @@ void sl__agg_config_destroy(void *p) {
   sl_free(c->acc_keys);
   sl_schema_unref(c->acc_schema);
   sl_schema_unref(c->out_schema);
+  sl_free(c->layout);
   sl_free(c->uid);
   sl_free(c);
 }
@@ -98,6 +100,36 @@ static sl_type_t out_type(const agg_col_t *c, sl_type_t in) {
   if (c->fn == SL_AGG_COUNT) return (sl_type_t){SL_TYPE_INT64, 0, 0, false};
   if (c->fn == SL_AGG_AVG) return (sl_type_t){SL_TYPE_FLOAT64, 0, 0, true};
   return acc_type(c, in);
+}
+
+/*
+ * The layout of the accumulator state, from what defines its bytes: the
+ * key fields, then per aggregate its function, input field and the type
+ * of its running value ("key region:string; sum(amount):int64,
+ * count():int64").  Functions and fields are named because two layouts
+ * with the same types (values reordered, count -> avg) still mean
+ * different things.
+ */
+static char *acc_layout(const agg_cfg_t *c, const sl_agg_t *aggs) {
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  int rc = sl_bytes_printf(&b, "key ");
+  for (uint32_t k = 0; k < c->n_keys && rc == SL_OK; k++) {
+    const sl_field_t *f = sl_schema_field(c->acc_schema, k);
+    char tb[48];
+    rc = sl_bytes_printf(&b, "%s%s:%s", k ? ", " : "", f->name,
+                         sl_type_format(f->type, tb, sizeof(tb)));
+  }
+  if (rc == SL_OK) rc = sl_bytes_printf(&b, ";");
+  for (uint32_t i = 0; i < c->n_cols && rc == SL_OK; i++) {
+    const agg_col_t *col = &c->cols[i];
+    const sl_field_t *v = sl_schema_field(c->acc_schema, c->n_keys + 2 + 2 * i);
+    char tb[48];
+    rc = sl_bytes_printf(&b, "%s %s(%s):%s", i ? "," : "", fn_name(col->fn),
+                         col->in_field >= 0 ? aggs[i].field : "",
+                         sl_type_format(v->type, tb, sizeof(tb)));
+  }
+  return sl__state_layout_finish(&b, rc);
 }
 
 int sl__agg_config_create(const sl_schema_t *in, const uint32_t *key_fields,
@@ -190,6 +222,8 @@ int sl__agg_config_create(const sl_schema_t *in, const uint32_t *key_fields,
   if (rc == SL_OK)
     rc = sl_schema_create(out_f, n_keys + n_aggs, &c->out_schema, out_err);
   if (rc != SL_OK) goto fail;
+  rc = SL_ENOMEM;
+  if ((c->layout = acc_layout(c, aggs)) == NULL) goto fail;
   for (uint32_t i = 0; i < 2 * n_aggs; i++) sl_free(names[i]);
   sl_free(names);
   sl_free(acc_f);
@@ -219,7 +253,8 @@ static int agg_open(sl_ctx_t *ctx, void *user) {
   l->vals = sl_calloc(c->n_cols + 1, sizeof(agg_val_t));
   if (l->vals == NULL || sl_row_builder_init(&l->b, c->acc_schema) != SL_OK)
     return SL_ENOMEM;
-  sl_state_desc_t d = {"accumulator", SL_STATE_VALUE, 1, NULL, NULL};
+  sl_state_desc_t d = {.name = "accumulator", .kind = SL_STATE_VALUE,
+                       .version = 1, .layout = c->layout};
   return sl_ctx_state(ctx, &d, &l->acc);
 }
 

@@ -163,6 +163,32 @@ int sl__join_config_create(int kind, const sl_schema_t *left,
 /* ------------------------------------------------------------------ */
 /* Shared pieces. */
 
+/*
+ * Layouts of the join states (checked on restore, state_compat.c): the
+ * stored rows are rows of the two inputs, found again by the join's kind
+ * (and for a window join by its window: [end - size, end)).
+ */
+static char *j_layout(const jcfg_t *c, int side) {
+  static const char *const kinds[] = {"interval join", "window join",
+                                      "regular join"};
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  int rc = sl_bytes_printf(&b, "%s", kinds[c->kind]);
+  if (rc == SL_OK && c->kind == J_WINDOW)
+    rc = sl_bytes_printf(&b, " %s %lld us",
+                         c->spec.kind == SL_WINDOW_SLIDING ? "sliding"
+                                                           : "tumbling",
+                         (long long)c->spec.size_us);
+  for (int i = 0; i < 2 && rc == SL_OK; i++) {
+    if (side >= 0 && side != i) continue;
+    rc = sl_bytes_printf(&b, "; %s ", i ? "right" : "left");
+    if (rc == SL_OK) rc = sl__state_layout_schema(&b, c->in[i]);
+  }
+  if (rc == SL_OK && c->kind == J_REGULAR)
+    rc = sl_bytes_printf(&b, " -> count:int64");
+  return sl__state_layout_finish(&b, rc);
+}
+
 static int j_open(sl_ctx_t *ctx, void *user) {
   jcfg_t *c = user;
   jlocal_t *l = sl_calloc(1, sizeof(*l));
@@ -171,18 +197,29 @@ static int j_open(sl_ctx_t *ctx, void *user) {
   sl_ctx_set_local(ctx, l);
   sl_bytes_init(&l->idx);
   sl_bytes_init(&l->tmp);
-  int rc;
+  int rc = SL_OK;
   if (c->kind == J_REGULAR) {
-    sl_state_desc_t a = {"join.left", SL_STATE_MAP, 1, NULL, NULL};
-    sl_state_desc_t b = {"join.right", SL_STATE_MAP, 1, NULL, NULL};
-    rc = sl_ctx_state(ctx, &a, &l->side[0]);
-    if (rc == SL_OK) rc = sl_ctx_state(ctx, &b, &l->side[1]);
+    /* The layouts are copied by sl_ctx_state. */
+    static const char *const names[] = {"join.left", "join.right"};
+    for (int i = 0; i < 2 && rc == SL_OK; i++) {
+      char *layout = j_layout(c, i);
+      if (layout == NULL) return SL_ENOMEM;
+      sl_state_desc_t a = {.name = names[i], .kind = SL_STATE_MAP,
+                           .version = 1, .layout = layout};
+      rc = sl_ctx_state(ctx, &a, &l->side[i]);
+      sl_free(layout);
+    }
     return rc;
   }
-  sl_state_desc_t r = {"join.rows", SL_STATE_LIST, 1, NULL, NULL};
+  char *layout = j_layout(c, -1);
+  if (layout == NULL) return SL_ENOMEM;
+  sl_state_desc_t r = {.name = "join.rows", .kind = SL_STATE_LIST,
+                       .version = 1, .layout = layout};
   rc = sl_ctx_state(ctx, &r, &l->rows);
+  sl_free(layout);
   if (rc == SL_OK && c->kind == J_INTERVAL) {
-    sl_state_desc_t x = {"join.index", SL_STATE_VALUE, 1, NULL, NULL};
+    sl_state_desc_t x = {.name = "join.index", .kind = SL_STATE_VALUE,
+                         .version = 1, .layout = "interval join; times:int64"};
     rc = sl_ctx_state(ctx, &x, &l->index);
   }
   return rc;

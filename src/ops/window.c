@@ -781,6 +781,65 @@ static int session_add(const wcfg_t *c, wlocal_t *l, const sl_row_t *row,
 /* ------------------------------------------------------------------ */
 /* The process function. */
 
+/*
+ * Layouts of the window states (checked on restore, state_compat.c), from
+ * what defines their bytes and how they are found again: the window kind
+ * and size (a window is found from its timer as [end - size, end)), then
+ * the payload: the built-in aggregates with the type of their 8-byte
+ * value and the key fields, a user aggregate's bytes, or nothing (process
+ * functions keep the rows, as rows of the input, in "window.rows").
+ */
+static int assigner_layout(const sl_window_spec_t *s, sl_bytes_t *b) {
+  switch (s->kind) {
+  case SL_WINDOW_TUMBLING:
+    return sl_bytes_printf(b, "tumbling %lld us", (long long)s->size_us);
+  case SL_WINDOW_SLIDING:
+    return sl_bytes_printf(b, "sliding %lld us", (long long)s->size_us);
+  default:
+    return sl_bytes_printf(b, "session");
+  }
+}
+
+static char *acc_layout(const wcfg_t *c) {
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  int rc = assigner_layout(&c->spec, &b);
+  if (rc == SL_OK && c->mode == WM_REDUCE)
+    rc = sl_bytes_printf(&b, "; user aggregate");
+  if (rc == SL_OK && c->mode == WM_PROCESS)
+    rc = sl_bytes_printf(&b, "; rows in window.rows");
+  if (rc == SL_OK && c->mode == WM_AGG) {
+    rc = sl_bytes_printf(&b, "; key ");
+    if (rc == SL_OK) rc = sl__state_layout_schema(&b, c->key_schema);
+    if (rc == SL_OK) rc = sl_bytes_printf(&b, ";");
+    for (uint32_t i = 0; i < c->n_cols && rc == SL_OK; i++) {
+      const wcol_t *col = &c->cols[i];
+      /* avg keeps its sum; min and max the input's value. */
+      wcol_t as = *col;
+      if (as.fn == SL_AGG_AVG) as.fn = SL_AGG_SUM;
+      sl_type_t in = {col->in_type, 18, col->scale, true};
+      char tb[48];
+      const char *field =
+          col->in_field >= 0
+              ? sl_schema_field(c->in_schema, (uint32_t)col->in_field)->name
+              : "";
+      rc = sl_bytes_printf(&b, "%s %s(%s):%s", i ? "," : "", agg_name(col->fn),
+                           field, sl_type_format(col_out_type(&as, in), tb,
+                                                 sizeof(tb)));
+    }
+  }
+  return sl__state_layout_finish(&b, rc);
+}
+
+static char *rows_layout(const wcfg_t *c) {
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  int rc = assigner_layout(&c->spec, &b);
+  if (rc == SL_OK) rc = sl_bytes_printf(&b, "; rows ");
+  if (rc == SL_OK) rc = sl__state_layout_schema(&b, c->in_schema);
+  return sl__state_layout_finish(&b, rc);
+}
+
 static int w_open(sl_ctx_t *ctx, void *user) {
   wcfg_t *c = user;
   wlocal_t *l = sl_calloc(1, sizeof(*l));
@@ -795,14 +854,23 @@ static int w_open(sl_ctx_t *ctx, void *user) {
   sl_bytes_init(&l->moved);
   if (c->mode == WM_AGG && sl_row_builder_init(&l->kb, c->key_schema) != SL_OK)
     return SL_ENOMEM;
-  sl_state_desc_t d = {"window.acc", SL_STATE_VALUE, 1, NULL, NULL};
+  /* The layouts are copied by sl_ctx_state. */
+  char *layout = acc_layout(c);
+  if (layout == NULL) return SL_ENOMEM;
+  sl_state_desc_t d = {.name = "window.acc", .kind = SL_STATE_VALUE,
+                       .version = 1, .layout = layout};
   int rc = sl_ctx_state(ctx, &d, &l->acc);
+  sl_free(layout);
   if (rc == SL_OK && c->mode == WM_PROCESS) {
-    sl_state_desc_t r = {"window.rows", SL_STATE_LIST, 1, NULL, NULL};
+    if ((layout = rows_layout(c)) == NULL) return SL_ENOMEM;
+    sl_state_desc_t r = {.name = "window.rows", .kind = SL_STATE_LIST,
+                         .version = 1, .layout = layout};
     rc = sl_ctx_state(ctx, &r, &l->rows);
+    sl_free(layout);
   }
   if (rc == SL_OK && c->spec.kind == SL_WINDOW_SESSION) {
-    sl_state_desc_t s = {"window.sessions", SL_STATE_VALUE, 1, NULL, NULL};
+    sl_state_desc_t s = {.name = "window.sessions", .kind = SL_STATE_VALUE,
+                         .version = 1, .layout = "(start:int64, end:int64)..."};
     rc = sl_ctx_state(ctx, &s, &l->sessions);
   }
   return rc;

@@ -14,7 +14,7 @@
 
 struct sl_state_s {
   sl_kstate_t *be;
-  sl_state_desc_t desc; /* name owned */
+  sl_state_desc_t desc; /* name and layout owned */
   sl_cowmap_t **maps;   /* one per key group of the range */
   sl_bytes_t scratch;   /* reducing and map rewrites */
   /* The entry of the last lookup, so that get-then-put walks once; valid
@@ -24,6 +24,8 @@ struct sl_state_s {
   uint64_t last_epoch;
   bool is_restored;  /* created from a checkpoint */
   bool is_declared;  /* declared by the operator */
+  bool has_ck_fp;    /* restored from a file that stores fingerprints */
+  uint64_t ck_fp;    /* the checkpoint's fingerprint of this state */
 };
 
 struct sl_kstate_s {
@@ -43,7 +45,7 @@ struct sl_kstate_s {
 
 struct sl_kstate_snap_s {
   uint32_t n_states, n_kg, kg_start;
-  sl_state_desc_t *descs; /* names owned */
+  sl_state_desc_t *descs; /* names and layouts owned */
   sl_cowmap_snap_t **maps; /* n_states * n_kg */
 };
 
@@ -66,6 +68,7 @@ static void state_free(sl_state_t *st, uint32_t n_kg) {
     for (uint32_t k = 0; k < n_kg; k++) sl__cowmap_destroy(st->maps[k]);
   sl_free(st->maps);
   sl_free((char *)st->desc.name);
+  sl_free((char *)st->desc.layout);
   sl_bytes_close(&st->scratch);
   sl_free(st);
 }
@@ -90,25 +93,25 @@ int sl__kstate_register(sl_kstate_t *be, const sl_state_desc_t *desc,
     return sl_error_set(out_err, SL_EINVAL,
                         "reducing state '%s' needs a reduce function",
                         desc->name);
-  static const char *kinds[] = {"?", "value", "list", "map", "reducing"};
+  if (desc->layout && strlen(desc->layout) > SL_STATE_LAYOUT_MAX)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "the layout of state '%s' is longer than %u bytes",
+                        desc->name, SL_STATE_LAYOUT_MAX);
   for (uint32_t i = 0; i < be->n_states; i++) {
     sl_state_t *st = be->states[i];
     if (strcmp(st->desc.name, desc->name) != 0) continue;
-    uint32_t version = desc->version ? desc->version : 1;
     if (st->is_restored && !st->is_declared) {
-      /* The declaration must match what the checkpoint holds. */
-      if (st->desc.kind != desc->kind)
-        return sl_error_set(out_err, SL_EINVAL,
-                            "state '%s' is a %s state in the checkpoint but "
-                            "is declared as a %s state",
-                            desc->name, kinds[st->desc.kind],
-                            kinds[desc->kind]);
-      if (st->desc.version != version)
-        return sl_error_set(out_err, SL_EINVAL,
-                            "state '%s' has serializer version %u in the "
-                            "checkpoint but the operator declares version %u, "
-                            "and no migration is defined",
-                            desc->name, st->desc.version, version);
+      /* The declaration must match what the checkpoint holds, before the
+       * operator reads any value (state_compat.c). */
+      int rc = sl__state_check_compat(&st->desc, st->ck_fp, st->has_ck_fp,
+                                      desc, out_err);
+      if (rc != SL_OK) return rc;
+      /* Checkpoints from now on record the declared layout (the same one,
+       * or the first one for a checkpoint that predates layouts). */
+      char *layout = desc->layout ? sl_strdup(desc->layout) : NULL;
+      if (desc->layout && layout == NULL) goto nomem;
+      sl_free((char *)st->desc.layout);
+      st->desc.layout = layout;
       st->desc.reduce = desc->reduce;
       st->desc.reduce_user = desc->reduce_user;
       st->is_declared = true;
@@ -133,8 +136,10 @@ int sl__kstate_register(sl_kstate_t *be, const sl_state_desc_t *desc,
   if (st->desc.version == 0) st->desc.version = 1;
   sl_bytes_init(&st->scratch);
   st->desc.name = sl_strdup(desc->name);
+  st->desc.layout = desc->layout ? sl_strdup(desc->layout) : NULL;
   st->maps = sl_calloc(be->n_kg, sizeof(sl_cowmap_t *));
-  if (st->desc.name == NULL || st->maps == NULL) {
+  if (st->desc.name == NULL || st->maps == NULL ||
+      (desc->layout && st->desc.layout == NULL)) {
     state_free(st, 0);
     goto nomem;
   }
@@ -154,16 +159,27 @@ nomem:
 }
 
 int sl__kstate_restore_state(sl_kstate_t *be, const sl_state_desc_t *desc,
-                             sl_state_t **out, sl_error_t **out_err) {
-  for (uint32_t i = 0; i < be->n_states; i++)
-    if (strcmp(be->states[i]->desc.name, desc->name) == 0) {
-      *out = be->states[i];
-      return SL_OK;
-    }
+                             const uint64_t *fp, sl_state_t **out,
+                             sl_error_t **out_err) {
   if (desc->kind < SL_STATE_VALUE || desc->kind > SL_STATE_REDUCING)
     return sl_error_set(out_err, SL_ECORRUPT,
                         "state '%s' has an unknown kind %d in the checkpoint",
                         desc->name, (int)desc->kind);
+  if (fp && *fp != sl__state_fingerprint(desc))
+    return sl_error_set(out_err, SL_CORRUPT("state fingerprint"),
+                        "state '%s' has a fingerprint in the checkpoint that "
+                        "does not match its layout", desc->name);
+  for (uint32_t i = 0; i < be->n_states; i++) {
+    sl_state_t *st = be->states[i];
+    if (strcmp(st->desc.name, desc->name) != 0) continue;
+    /* The files of one checkpoint (a rescale reads several) agree. */
+    if (fp && st->has_ck_fp && st->ck_fp != *fp)
+      return sl_error_set(out_err, SL_CORRUPT("state fingerprints differ"),
+                          "state '%s' has different layouts in two files of "
+                          "the checkpoint", desc->name);
+    *out = st;
+    return SL_OK;
+  }
   /* Registered as if declared, then marked as restored only; a reducing
    * state gets its function from the operator's declaration. */
   sl_state_desc_t d = *desc;
@@ -174,6 +190,8 @@ int sl__kstate_restore_state(sl_kstate_t *be, const sl_state_desc_t *desc,
   (*out)->desc.version = desc->version ? desc->version : 1;
   (*out)->is_restored = true;
   (*out)->is_declared = false;
+  (*out)->has_ck_fp = fp != NULL;
+  (*out)->ck_fp = fp ? *fp : 0;
   return SL_OK;
 }
 
@@ -569,9 +587,12 @@ int sl__kstate_snapshot(sl_kstate_t *be, sl_kstate_snap_t **out) {
   s->maps = sl_calloc((size_t)be->n_states * be->n_kg + 1, sizeof(*s->maps));
   if (s->descs == NULL || s->maps == NULL) goto nomem;
   for (uint32_t i = 0; i < be->n_states; i++) {
-    s->descs[i] = be->states[i]->desc;
-    s->descs[i].name = sl_strdup(be->states[i]->desc.name);
-    if (s->descs[i].name == NULL) goto nomem;
+    const sl_state_desc_t *d = &be->states[i]->desc;
+    s->descs[i] = *d;
+    s->descs[i].name = sl_strdup(d->name);
+    s->descs[i].layout = d->layout ? sl_strdup(d->layout) : NULL;
+    if (s->descs[i].name == NULL || (d->layout && s->descs[i].layout == NULL))
+      goto nomem;
     for (uint32_t k = 0; k < be->n_kg; k++)
       if (sl__cowmap_snapshot(be->states[i]->maps[k],
                               &s->maps[(size_t)i * be->n_kg + k]) != SL_OK)
@@ -606,7 +627,10 @@ void sl__kstate_snap_release(sl_kstate_snap_t *s) {
     for (size_t i = 0; i < (size_t)s->n_states * s->n_kg; i++)
       sl__cowmap_snap_release(s->maps[i]);
   if (s->descs)
-    for (uint32_t i = 0; i < s->n_states; i++) sl_free((char *)s->descs[i].name);
+    for (uint32_t i = 0; i < s->n_states; i++) {
+      sl_free((char *)s->descs[i].name);
+      sl_free((char *)s->descs[i].layout);
+    }
   sl_free(s->descs);
   sl_free(s->maps);
   sl_free(s);

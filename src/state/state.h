@@ -57,10 +57,18 @@ int sl__state_for_each(sl_state_t *st, sl_state_visit_cb fn, void *user);
 
 /*
  * Restore.  States found in a checkpoint are created before the operator
- * opens, with the kind and version stored there; the operator's declaration
- * in open() must then match them.
+ * opens, with the kind, version and layout stored there; the operator's
+ * declaration in open() must then match them (sl__state_check_compat).
+ */
+/**
+ * @brief Create (or find) a restored state.  fingerprint: the one the
+ * checkpoint stored, or NULL for files written before layouts were stored.
+ * @return SL_OK, SL_ECORRUPT (unknown kind, a fingerprint that does not
+ * match its layout, or two files of one checkpoint that disagree),
+ * SL_ENOMEM.
  */
 int sl__kstate_restore_state(sl_kstate_t *be, const sl_state_desc_t *desc,
+                             const uint64_t *fingerprint,
                              sl_state_t **out_state, sl_error_t **out_err);
 /**
  * @brief Insert a restored entry (composite key: key bytes then namespace)
@@ -72,6 +80,31 @@ int sl__kstate_restore_entry(sl_state_t *st, uint32_t kg, const uint8_t *key,
                              uint32_t vlen);
 /** @brief A restored state the operator did not declare, or NULL. */
 const char *sl__kstate_undeclared(const sl_kstate_t *be);
+
+/*
+ * Compatibility (state_compat.c).  A state's schema is (kind, version,
+ * layout); its fingerprint is a 64-bit hash of the three.
+ */
+/* The longest layout a state file stores (docs/checkpoint-format.md). */
+#define SL_STATE_LAYOUT_MAX 65536u
+/** @brief Fingerprint of desc's kind, version (0 counts as 1) and layout. */
+uint64_t sl__state_fingerprint(const sl_state_desc_t *desc);
+/**
+ * @brief Check a declaration against a restored state's schema.  has_fp
+ * false: the checkpoint predates layouts; only kind and version are
+ * compared (and a warning says so).  @return SL_OK, or SL_EINVAL with a
+ * fatal *out_err naming the state and both layouts.  @thread the task.
+ */
+int sl__state_check_compat(const sl_state_desc_t *stored, uint64_t stored_fp,
+                           bool has_fp, const sl_state_desc_t *declared,
+                           sl_error_t **out_err);
+/** @brief Append "name:type, ..." of schema (nullable types end in '?'). */
+int sl__state_layout_schema(sl_bytes_t *b, const sl_schema_t *schema);
+/**
+ * @brief End a layout built in b (rc: the result of building it): the
+ * NUL-terminated string, owned by the caller, or NULL (b closed) on error.
+ */
+char *sl__state_layout_finish(sl_bytes_t *b, int rc);
 
 /*
  * Snapshots: pin every map of every state in O(states * key groups),
