@@ -52,12 +52,19 @@ static void usage(FILE *f) {
           "  130  cancelled by SIGINT; 143 cancelled by SIGTERM\n");
 }
 
+/*
+ * The signal thread.  SIGINT and SIGTERM cancel the job.  SIGUSR1 is how
+ * the main thread wakes it when the job is over; the thread ends only when
+ * is_over is set, so a SIGUSR1 sent from outside is ignored (it used to end
+ * the thread and leave SIGINT and SIGTERM blocked for good).
+ */
 typedef struct sigctx_s {
   pthread_t thread;
   sigset_t set;
   sl_job_t *job;
-  int signo; /* the signal that cancelled the job, 0 if none */
   pthread_mutex_t lock;
+  int signo;    /* the signal that cancelled the job, 0 if none; lock */
+  bool is_over; /* the job has returned; lock */
 } sigctx_t;
 
 static void *signal_main(void *arg) {
@@ -65,7 +72,13 @@ static void *signal_main(void *arg) {
   for (;;) {
     int sig = 0;
     if (sigwait(&s->set, &sig) != 0) continue;
-    if (sig == SIGUSR1) return NULL; /* the job is over */
+    if (sig == SIGUSR1) {
+      pthread_mutex_lock(&s->lock);
+      bool is_over = s->is_over;
+      pthread_mutex_unlock(&s->lock);
+      if (is_over) return NULL;
+      continue; /* not ours: someone else sent SIGUSR1 */
+    }
     pthread_mutex_lock(&s->lock);
     bool is_first = s->signo == 0;
     if (is_first) s->signo = sig;
@@ -237,6 +250,9 @@ int main(int argc, char **argv) {
   int rc = sl_job_run(job, &err);
   sl_progress_stop(prog);
 
+  pthread_mutex_lock(&sc.lock);
+  sc.is_over = true;
+  pthread_mutex_unlock(&sc.lock);
   pthread_kill(sc.thread, SIGUSR1);
   pthread_join(sc.thread, NULL);
   int signo = sc.signo;

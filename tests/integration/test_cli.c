@@ -701,8 +701,49 @@ SL_TEST(run_tumbling_window_matches_independent_results) {
   free(pl);
 }
 
-/* Start an unbounded run, wait for its "running" line, send sig. */
-static void signal_run(int sig, int want_code, const char *name) {
+/* Like cli_finish, but SIGKILL sluice and fail the test if it has not
+ * ended within limit_s seconds (a hang is the failure being tested). */
+static void cli_finish_within(cli_t *c, int limit_s) {
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    struct pollfd pf[2];
+    int n = 0, idx[2];
+    for (int i = 0; i < 2; i++)
+      if (c->fd[i] >= 0) {
+        pf[n].fd = c->fd[i];
+        pf[n].events = POLLIN;
+        idx[n++] = i;
+      }
+    if (n == 0) break;
+    int r = poll(pf, (nfds_t)n, 200);
+    for (int k = 0; r > 0 && k < n; k++) {
+      if (!(pf[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char chunk[4096];
+      ssize_t got = read(pf[k].fd, chunk, sizeof(chunk));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        close(c->fd[idx[k]]);
+        c->fd[idx[k]] = -1;
+      } else {
+        buf_add(&c->out[idx[k]], chunk, (size_t)got);
+      }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - t0.tv_sec >= limit_s) {
+      kill(c->pid, SIGKILL);
+      cli_finish(c);
+      SL_TEST_FAIL("sluice did not end within %d s; stderr:\n%s", limit_s,
+                   cli_stderr(c));
+    }
+  }
+  cli_finish(c);
+}
+
+/* Start an unbounded run, wait for its "running" line, send sig (after
+ * pre_sig, when not 0). */
+static void signal_run_after(int pre_sig, int sig, int want_code,
+                             const char *name) {
   char *pl = tpath("forever.yaml");
   write_fmt(pl,
             "name: forever\n"
@@ -730,8 +771,9 @@ static void signal_run(int sig, int want_code, const char *name) {
                    cli_stderr(&c));
     }
   }
+  if (pre_sig) SL_ASSERT_EQ_INT(kill(c.pid, pre_sig), 0);
   SL_ASSERT_EQ_INT(kill(c.pid, sig), 0);
-  cli_finish(&c);
+  cli_finish_within(&c, 60);
   if (!WIFEXITED(c.status))
     SL_TEST_FAIL("sluice was killed (status 0x%x); stderr:\n%s", c.status,
                  cli_stderr(&c));
@@ -748,8 +790,21 @@ static void signal_run(int sig, int want_code, const char *name) {
   free(pl);
 }
 
+static void signal_run(int sig, int want_code, const char *name) {
+  signal_run_after(0, sig, want_code, name);
+}
+
 SL_TEST(sigterm_cancels_an_unbounded_run) {
   signal_run(SIGTERM, 143, "SIGTERM");
+}
+
+/* A SIGUSR1 from outside is ignored: the signal thread goes on, and the
+ * SIGTERM after it still cancels the job.  SIGUSR1 is sent first and, if
+ * both are pending when the thread wakes, Linux hands sigwait the lower
+ * number (SIGUSR1) first, so the thread always sees SIGUSR1 before SIGTERM.
+ * Before the fix the thread ended at SIGUSR1 and sluice hung. */
+SL_TEST(external_sigusr1_then_sigterm_cancels) {
+  signal_run_after(SIGUSR1, SIGTERM, 143, "SIGTERM");
 }
 
 SL_TEST(sigint_cancels_an_unbounded_run) { signal_run(SIGINT, 130, "SIGINT"); }
