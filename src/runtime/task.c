@@ -76,6 +76,7 @@ static void report_error(sl_task_t *t) {
     t->err = sl_error_create(SL_EFAILED, "task '%s' (subtask %u) failed",
                              t->name, t->subtask + 1);
   pthread_mutex_lock(&rt->lock);
+  rt->has_failed = true;
   if (rt->err == NULL) {
     rt->err = t->err;
     t->err = NULL;
@@ -368,7 +369,9 @@ static bool wmgen_on_record(sl_source_out_t *out, const sl_row_t *row) {
   sp->n_records++;
   if (g->cfg->per_record) {
     sp->is_idle = false;
-    if (wmgen_emit(t) != SL_OK) {
+    int rc = wmgen_emit(t);
+    if (rc != SL_OK) {
+      sl__op_fail_err(out->op, NULL, rc);
       out->is_failed = true;
       return false;
     }
@@ -1169,7 +1172,9 @@ void sl__task_destroy(sl_task_t *t) {
 static bool wmgen_wake(sl_source_out_t *out) {
   sl_task_t *t = out->task;
   if (t->source->n_splits) out->wm->splits[out->wm->cur].is_idle = false;
-  if (set_wm_idle(t, false) != SL_OK) {
+  int rc = set_wm_idle(t, false);
+  if (rc != SL_OK) {
+    sl__op_fail_err(out->op, NULL, rc); /* keeps the cause (first wins) */
     out->is_failed = true;
     return false;
   }
@@ -1182,6 +1187,9 @@ bool sl_source_emit(sl_source_out_t *out, const sl_row_t *row) {
     return false;
   int rc = sl__op_emit(out->op, row);
   if (SL_UNLIKELY(rc != SL_OK)) {
+    /* The cause (out of memory for an output buffer, a failing chained
+     * operator) becomes the task's error unless one is already set. */
+    sl__op_fail_err(out->op, NULL, rc);
     out->is_failed = true;
     return false;
   }
