@@ -6,6 +6,7 @@
  * Exit codes are listed in usage() and docs/cli.md.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -210,7 +211,7 @@ int main(int argc, char **argv) {
     goto out;
   }
   sl_job_t *job = NULL;
-  sl_pipeline_run_t run = {parallelism, restore_from, is_resume};
+  sl_pipeline_run_t run = {parallelism, restore_from, is_resume, !is_run};
   if (sl_pipeline_build(pl, &run, &job, &msg) != SL_OK) {
     fprintf(stderr, "sluice: %s\n", msg ? msg : "invalid pipeline");
     free(msg);
@@ -223,6 +224,20 @@ int main(int argc, char **argv) {
     sl_pipeline_destroy(pl);
     exit_code = EXIT_OK;
     goto out;
+  }
+  /* Open the metrics file now: a path that cannot be written is a usage
+   * error found before the job runs, not after.  It is truncated when the
+   * metrics are written. */
+  int metrics_fd = -1;
+  if (metrics_json) {
+    metrics_fd = open(metrics_json, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (metrics_fd < 0) {
+      fprintf(stderr, "sluice: --metrics-json: cannot open '%s' for "
+              "writing: %s\n", metrics_json, strerror(errno));
+      sl_job_destroy(job);
+      sl_pipeline_destroy(pl);
+      goto out;
+    }
   }
 
   /* Signals go to the signal thread only; block them before any thread. */
@@ -261,11 +276,16 @@ int main(int argc, char **argv) {
   if (!is_quiet) sl_progress_summary(job, sl_pipeline_name(pl), stderr);
   if (metrics_json) {
     char *jerr = NULL;
-    if (sl_progress_write_json(job, sl_pipeline_name(pl), rc, metrics_json,
-                               &jerr) != SL_OK) {
+    if (sl_progress_write_json(job, sl_pipeline_name(pl), rc, metrics_fd,
+                               metrics_json, &jerr) != SL_OK) {
       fprintf(stderr, "sluice: %s\n", jerr ? jerr : "cannot write metrics");
       free(jerr);
       if (rc == SL_OK) rc = SL_EIO;
+    }
+    if (close(metrics_fd) != 0 && rc == SL_OK) {
+      fprintf(stderr, "sluice: cannot write metrics to '%s': %s\n",
+              metrics_json, strerror(errno));
+      rc = SL_EIO;
     }
   }
   if (rc == SL_OK) {
