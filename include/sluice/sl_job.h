@@ -242,7 +242,8 @@ typedef struct sl_checkpoint_stats_s {
 int sl_job_trigger_checkpoint(sl_job_t *job, uint64_t *out_id,
                               sl_error_t **out_err);
 /**
- * @brief Wait until checkpoint id completes or aborts (or timeout_ms).
+ * @brief Wait until checkpoint id completes or aborts (or timeout_ms, at
+ * most SL_MAX_DURATION_MS: a larger value waits that long).
  * @return SL_OK (completed), the abort reason, or SL_EAGAIN on timeout.
  */
 int sl_job_wait_checkpoint(sl_job_t *job, uint64_t id, int64_t timeout_ms,

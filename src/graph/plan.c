@@ -769,6 +769,8 @@ int sl_job_trigger_checkpoint(sl_job_t *job, uint64_t *out_id,
 int sl_job_wait_checkpoint(sl_job_t *job, uint64_t id, int64_t timeout_ms,
                            sl_checkpoint_stats_t *out) {
   if (job->coord == NULL) return SL_ESTATE;
+  /* Longer waits would overflow in nanoseconds; a year is forever here. */
+  if (timeout_ms > SL_MAX_DURATION_MS) timeout_ms = SL_MAX_DURATION_MS;
   return sl__coord_wait(job->coord, id, timeout_ms, out);
 }
 

@@ -398,3 +398,38 @@ SL_TEST(out_of_memory_without_memory_for_the_message_still_fails) {
   sl_error_destroy(err);
   sl_job_destroy(job);
 }
+
+/* sl_job_wait_checkpoint with the largest timeout waits for the outcome;
+ * INT64_MAX ms used to overflow in nanoseconds and return SL_EAGAIN at
+ * once. */
+SL_TEST(wait_checkpoint_with_the_largest_timeout_waits) {
+  sl_job_config_t cfg;
+  sl_job_config_init(&cfg);
+  cfg.name = "wait";
+  cfg.parallelism = 1;
+  cfg.n_workers = 2;
+  cfg.checkpoint.dir = sl_test_dir();
+  sl_job_t *job;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_job_create(&cfg, &job, &err), err);
+  sl_stream_t *s = gen_stream(job, 0, 10); /* unbounded */
+  const sl_sink_vt_t *vt;
+  void *ctx;
+  SL_ASSERT_OK(sl_null_sink_create(&vt, &ctx));
+  SL_ASSERT_OK(sl_stream_sink(s, "sink", vt, ctx));
+  SL_ASSERT_OK_E(sl_job_start(job, &err), err);
+  uint64_t id = 0;
+  int rc;
+  /* SL_ESTATE until the job's tasks are running. */
+  while ((rc = sl_job_trigger_checkpoint(job, &id, NULL)) == SL_ESTATE) {
+  }
+  SL_ASSERT_OK(rc);
+  sl_checkpoint_stats_t st;
+  SL_ASSERT_OK(sl_job_wait_checkpoint(job, id, INT64_MAX, &st));
+  SL_ASSERT_EQ_INT(st.id, id);
+  SL_ASSERT_OK(st.result);
+  sl_job_cancel(job);
+  SL_ASSERT_EQ_INT(sl_job_wait(job, &err), SL_ECANCELED);
+  sl_error_destroy(err);
+  sl_job_destroy(job);
+}
