@@ -416,7 +416,8 @@ static void shape_join(char *buf, size_t size, const char *path,
 
 /* A mapping's repeated key: the one whose second occurrence comes first. */
 static bool shape_dup(shape_t *sh, yaml_node_t *n, const char *path) {
-  size_t count = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+  size_t count =
+      (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
   if (count < 2) return false;
   key_ref_t *refs = calloc(count, sizeof(*refs));
   if (refs == NULL) return false; /* the walk goes on; map_get copes */
@@ -470,17 +471,20 @@ static uint32_t shape_walk(shape_t *sh, int idx, int depth, const char *path) {
   uint64_t total = 1;
   char sub[256];
   if (n->type == YAML_SEQUENCE_NODE) {
-    size_t count = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    size_t count =
+        (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
     for (size_t i = 0; i < count; i++) {
       shape_join(sub, sizeof(sub), path, NULL, (long)i + 1);
-      uint32_t c = shape_walk(sh, n->data.sequence.items.start[i], depth + 1, sub);
+      uint32_t c =
+          shape_walk(sh, n->data.sequence.items.start[i], depth + 1, sub);
       if (c == 0) return 0;
       total += c;
       if (total > MAX_EXPANDED) break;
     }
   } else if (n->type == YAML_MAPPING_NODE) {
     if (shape_dup(sh, n, path)) return 0;
-    size_t count = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+    size_t count =
+        (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
     for (size_t i = 0; i < count; i++) {
       yaml_node_pair_t pr = n->data.mapping.pairs.start[i];
       yaml_node_t *kn = yaml_document_get_node(sh->doc, pr.key);
