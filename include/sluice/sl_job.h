@@ -25,6 +25,14 @@ typedef struct sl_state_s sl_state_t;
 
 #define SL_DEFAULT_MAX_PARALLELISM 128
 #define SL_MAX_PARALLELISM_LIMIT 32768
+/* The largest interval, timeout, pause or delay in milliseconds that a job
+ * accepts (one year): in nanoseconds on the monotonic clock it cannot
+ * overflow.  sl_job_create refuses larger values. */
+#define SL_MAX_DURATION_MS INT64_C(31536000000)
+/* A job with a checkpoint directory keeps its checkpoints in <dir>/<name>:
+ * its name is 1 to SL_MAX_JOB_NAME bytes of letters, digits, '.', '_' and
+ * '-', and does not start with '.'. */
+#define SL_MAX_JOB_NAME 100
 
 /*
  * Checkpoint modes (docs/checkpoints.md).  Aligned and unaligned give
@@ -65,7 +73,7 @@ typedef struct sl_restart_config_s {
 } sl_restart_config_t;
 
 typedef struct sl_job_config_s {
-  const char *name;          /* job name; default "job" */
+  const char *name;          /* job name; default "job"; see SL_MAX_JOB_NAME */
   uint32_t parallelism;      /* default operator parallelism; 0 = cores */
   uint32_t max_parallelism;  /* number of key groups; default 128 */
   uint32_t n_workers;        /* worker threads; 0 = cores */
@@ -236,7 +244,8 @@ typedef struct sl_checkpoint_stats_s {
 SL_API int sl_job_trigger_checkpoint(sl_job_t *job, uint64_t *out_id,
                                      sl_error_t **out_err);
 /**
- * @brief Wait until checkpoint id completes or aborts (or timeout_ms).
+ * @brief Wait until checkpoint id completes or aborts (or timeout_ms, at
+ * most SL_MAX_DURATION_MS: a larger value waits that long).
  * @return SL_OK (completed), the abort reason, or SL_EAGAIN on timeout.
  */
 SL_API int sl_job_wait_checkpoint(sl_job_t *job, uint64_t id,

@@ -832,7 +832,9 @@ int sl__ckpt_read_meta(const char *ckdir, sl_ckpt_meta_t *out,
   sl_bytes_init(&path);
   if (sl_bytes_printf(&path, "%s/_metadata", ckdir) != SL_OK)
     return sl_error_set(out_err, SL_ENOMEM, "out of memory");
-  int fd = open((char *)path.data, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO in place of _metadata must not block the open
+   * (it would wait for a writer forever); it is refused below. */
+  int fd = open((char *)path.data, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int e = errno;
     int rc = sl_error_set(out_err, e == ENOENT ? SL_ENOTFOUND : -e,
@@ -844,6 +846,11 @@ int sl__ckpt_read_meta(const char *ckdir, sl_ckpt_meta_t *out,
   struct stat st;
   uint8_t *buf = NULL;
   int rc;
+  if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+    rc = sl_error_set(out_err, SL_ECORRUPT, "checkpoint metadata '%s' is not "
+                      "a regular file", (char *)path.data);
+    goto out;
+  }
   if (fstat(fd, &st) != 0 || st.st_size > (64 << 20)) {
     rc = sl_error_set(out_err, SL_ECORRUPT, "checkpoint metadata '%s' is "
                       "unreadable or too large", (char *)path.data);
@@ -889,6 +896,10 @@ static int check_one(const char *dir, const char *file, uint64_t size,
   if (p.data == NULL || stat((char *)p.data, &st) != 0)
     rc = sl_error_set(out_err, SL_ECORRUPT,
                       "checkpoint file '%s/%s' is missing", dir, file);
+  else if (!S_ISREG(st.st_mode))
+    rc = sl_error_set(out_err, SL_ECORRUPT,
+                      "checkpoint file '%s/%s' is not a regular file", dir,
+                      file);
   else if ((uint64_t)st.st_size != size)
     rc = sl_error_set(out_err, SL_ECORRUPT,
                       "checkpoint file '%s/%s' is truncated: %lld bytes, "

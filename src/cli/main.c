@@ -6,6 +6,7 @@
  * Exit codes are listed in usage() and docs/cli.md.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -52,12 +53,19 @@ static void usage(FILE *f) {
           "  130  cancelled by SIGINT; 143 cancelled by SIGTERM\n");
 }
 
+/*
+ * The signal thread.  SIGINT and SIGTERM cancel the job.  SIGUSR1 is how
+ * the main thread wakes it when the job is over; the thread ends only when
+ * is_over is set, so a SIGUSR1 sent from outside is ignored (it used to end
+ * the thread and leave SIGINT and SIGTERM blocked for good).
+ */
 typedef struct sigctx_s {
   pthread_t thread;
   sigset_t set;
   sl_job_t *job;
-  int signo; /* the signal that cancelled the job, 0 if none */
   pthread_mutex_t lock;
+  int signo;    /* the signal that cancelled the job, 0 if none; lock */
+  bool is_over; /* the job has returned; lock */
 } sigctx_t;
 
 static void *signal_main(void *arg) {
@@ -65,7 +73,13 @@ static void *signal_main(void *arg) {
   for (;;) {
     int sig = 0;
     if (sigwait(&s->set, &sig) != 0) continue;
-    if (sig == SIGUSR1) return NULL; /* the job is over */
+    if (sig == SIGUSR1) {
+      pthread_mutex_lock(&s->lock);
+      bool is_over = s->is_over;
+      pthread_mutex_unlock(&s->lock);
+      if (is_over) return NULL;
+      continue; /* not ours: someone else sent SIGUSR1 */
+    }
     pthread_mutex_lock(&s->lock);
     bool is_first = s->signo == 0;
     if (is_first) s->signo = sig;
@@ -197,7 +211,7 @@ int main(int argc, char **argv) {
     goto out;
   }
   sl_job_t *job = NULL;
-  sl_pipeline_run_t run = {parallelism, restore_from, is_resume};
+  sl_pipeline_run_t run = {parallelism, restore_from, is_resume, !is_run};
   if (sl_pipeline_build(pl, &run, &job, &msg) != SL_OK) {
     fprintf(stderr, "sluice: %s\n", msg ? msg : "invalid pipeline");
     free(msg);
@@ -210,6 +224,20 @@ int main(int argc, char **argv) {
     sl_pipeline_destroy(pl);
     exit_code = EXIT_OK;
     goto out;
+  }
+  /* Open the metrics file now: a path that cannot be written is a usage
+   * error found before the job runs, not after.  It is truncated when the
+   * metrics are written. */
+  int metrics_fd = -1;
+  if (metrics_json) {
+    metrics_fd = open(metrics_json, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (metrics_fd < 0) {
+      fprintf(stderr, "sluice: --metrics-json: cannot open '%s' for "
+              "writing: %s\n", metrics_json, strerror(errno));
+      sl_job_destroy(job);
+      sl_pipeline_destroy(pl);
+      goto out;
+    }
   }
 
   /* Signals go to the signal thread only; block them before any thread. */
@@ -237,6 +265,9 @@ int main(int argc, char **argv) {
   int rc = sl_job_run(job, &err);
   sl_progress_stop(prog);
 
+  pthread_mutex_lock(&sc.lock);
+  sc.is_over = true;
+  pthread_mutex_unlock(&sc.lock);
   pthread_kill(sc.thread, SIGUSR1);
   pthread_join(sc.thread, NULL);
   int signo = sc.signo;
@@ -245,11 +276,16 @@ int main(int argc, char **argv) {
   if (!is_quiet) sl_progress_summary(job, sl_pipeline_name(pl), stderr);
   if (metrics_json) {
     char *jerr = NULL;
-    if (sl_progress_write_json(job, sl_pipeline_name(pl), rc, metrics_json,
-                               &jerr) != SL_OK) {
+    if (sl_progress_write_json(job, sl_pipeline_name(pl), rc, metrics_fd,
+                               metrics_json, &jerr) != SL_OK) {
       fprintf(stderr, "sluice: %s\n", jerr ? jerr : "cannot write metrics");
       free(jerr);
       if (rc == SL_OK) rc = SL_EIO;
+    }
+    if (close(metrics_fd) != 0 && rc == SL_OK) {
+      fprintf(stderr, "sluice: cannot write metrics to '%s': %s\n",
+              metrics_json, strerror(errno));
+      rc = SL_EIO;
     }
   }
   if (rc == SL_OK) {

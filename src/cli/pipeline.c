@@ -15,11 +15,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <yaml.h>
 
 #include "cli/pipeline.h"
 
 #define MAX_TRANSFORMS 64
+/* Limits on what is read (docs/pipeline.md): the size of a pipeline file,
+ * how deep its nodes nest, and how many nodes it has once every alias is
+ * expanded (a few nested aliases can stand for billions of nodes). */
+#define MAX_FILE_SIZE (1u << 20)
+#define MAX_DEPTH 64
+#define MAX_EXPANDED 100000
+/* Job names become a directory <checkpoint dir>/<name>. */
+#define MAX_NAME_LEN 100
 
 struct sl_pipeline_s {
   char *file;
@@ -339,6 +351,9 @@ static int get_duration_ms(sl_pipeline_t *pl, int map, const char *path,
   join_path(f, sizeof(f), path, key);
   int v = map_get(pl, map, key, NULL);
   if (us == 0) return FAIL(pl, v, f, "must be greater than 0");
+  if (us / 1000 > SL_MAX_DURATION_MS)
+    return FAIL(pl, v, f, "'%s' is too large; the maximum is 8760h (a year)",
+                scalar(pl, v));
   if (us % 1000 != 0)
     return FAIL(pl, v, f, "must be a whole number of milliseconds, got '%s'",
                 scalar(pl, v));
@@ -348,6 +363,211 @@ static int get_duration_ms(sl_pipeline_t *pl, int map, const char *path,
 
 /* ------------------------------------------------------------------ */
 /* Loading and --set. */
+
+/*
+ * The shape of a loaded document, checked before anything reads it: no
+ * alias cycle (libyaml resolves an alias to the node it names, so "&a [x,
+ * *a]" is a list that contains itself, and any recursive walk never ends),
+ * at most MAX_DEPTH levels, at most MAX_EXPANDED nodes with every alias
+ * expanded, and no mapping with the same key twice (YAML forbids it; libyaml
+ * keeps both, and map_get would silently take the last one).
+ */
+typedef enum {
+  SHAPE_OK,
+  SHAPE_CYCLE,
+  SHAPE_DEEP,
+  SHAPE_BIG,
+  SHAPE_DUP
+} shape_why_t;
+
+typedef struct shape_s {
+  yaml_document_t *doc;
+  uint8_t *state;     /* per node: 0 not seen, 1 being walked, 2 done */
+  uint32_t *n_nodes;  /* per done node: nodes below it, expanded */
+  shape_why_t why;
+  int at;             /* the node of the problem */
+  int first;          /* SHAPE_DUP: the first key */
+  char path[256];     /* SHAPE_DUP: the field of the repeated key */
+} shape_t;
+
+typedef struct key_ref_s {
+  const char *key;
+  int idx;    /* key node */
+  size_t pos; /* order in the mapping */
+} key_ref_t;
+
+static int cmp_key_ref(const void *a, const void *b) {
+  const key_ref_t *x = a, *y = b;
+  int c = strcmp(x->key, y->key);
+  if (c) return c;
+  return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static void shape_join(char *buf, size_t size, const char *path,
+                       const char *key, long index) {
+  int n;
+  if (key)
+    n = path[0] ? snprintf(buf, size, "%s.%s", path, key)
+                : snprintf(buf, size, "%s", key);
+  else
+    n = snprintf(buf, size, "%s[%ld]", path, index);
+  if (n < 0 || (size_t)n >= size) buf[size - 1] = '\0';
+}
+
+/* A mapping's repeated key: the one whose second occurrence comes first. */
+static bool shape_dup(shape_t *sh, yaml_node_t *n, const char *path) {
+  size_t count =
+      (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+  if (count < 2) return false;
+  key_ref_t *refs = calloc(count, sizeof(*refs));
+  if (refs == NULL) return false; /* the walk goes on; map_get copes */
+  size_t m = 0;
+  for (size_t i = 0; i < count; i++) {
+    int k = n->data.mapping.pairs.start[i].key;
+    yaml_node_t *kn = yaml_document_get_node(sh->doc, k);
+    if (kn == NULL || kn->type != YAML_SCALAR_NODE) continue;
+    refs[m].key = (const char *)kn->data.scalar.value;
+    refs[m].idx = k;
+    refs[m].pos = i;
+    m++;
+  }
+  qsort(refs, m, sizeof(*refs), cmp_key_ref);
+  size_t best = 0;
+  bool has = false;
+  for (size_t i = 1; i < m; i++) {
+    if (strcmp(refs[i].key, refs[i - 1].key) != 0) continue;
+    if (!has || refs[i].pos < refs[best].pos) best = i;
+    has = true;
+  }
+  if (has) {
+    size_t first = best;
+    while (first > 0 && strcmp(refs[first - 1].key, refs[best].key) == 0)
+      first--;
+    sh->why = SHAPE_DUP;
+    sh->at = refs[best].idx;
+    sh->first = refs[first].idx;
+    shape_join(sh->path, sizeof(sh->path), path, refs[best].key, 0);
+  }
+  free(refs);
+  return has;
+}
+
+/* Nodes at and below idx (aliases expanded), or 0 after a problem. */
+static uint32_t shape_walk(shape_t *sh, int idx, int depth, const char *path) {
+  yaml_node_t *n = yaml_document_get_node(sh->doc, idx);
+  if (n == NULL) return 1;
+  if (sh->state[idx] == 2) return sh->n_nodes[idx];
+  if (sh->state[idx] == 1) {
+    sh->why = SHAPE_CYCLE;
+    sh->at = idx;
+    return 0;
+  }
+  if (depth > MAX_DEPTH) {
+    sh->why = SHAPE_DEEP;
+    sh->at = idx;
+    return 0;
+  }
+  sh->state[idx] = 1;
+  uint64_t total = 1;
+  char sub[256];
+  if (n->type == YAML_SEQUENCE_NODE) {
+    size_t count =
+        (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    for (size_t i = 0; i < count; i++) {
+      shape_join(sub, sizeof(sub), path, NULL, (long)i + 1);
+      uint32_t c =
+          shape_walk(sh, n->data.sequence.items.start[i], depth + 1, sub);
+      if (c == 0) return 0;
+      total += c;
+      if (total > MAX_EXPANDED) break;
+    }
+  } else if (n->type == YAML_MAPPING_NODE) {
+    if (shape_dup(sh, n, path)) return 0;
+    size_t count =
+        (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+    for (size_t i = 0; i < count; i++) {
+      yaml_node_pair_t pr = n->data.mapping.pairs.start[i];
+      yaml_node_t *kn = yaml_document_get_node(sh->doc, pr.key);
+      const char *k = kn && kn->type == YAML_SCALAR_NODE
+                          ? (const char *)kn->data.scalar.value
+                          : "?";
+      shape_join(sub, sizeof(sub), path, k, 0);
+      uint32_t ck = shape_walk(sh, pr.key, depth + 1, sub);
+      if (ck == 0) return 0;
+      uint32_t cv = shape_walk(sh, pr.value, depth + 1, sub);
+      if (cv == 0) return 0;
+      total += (uint64_t)ck + cv;
+      if (total > MAX_EXPANDED) break;
+    }
+  }
+  if (total > MAX_EXPANDED) {
+    sh->why = SHAPE_BIG;
+    sh->at = idx;
+    return 0;
+  }
+  sh->state[idx] = 2;
+  sh->n_nodes[idx] = (uint32_t)total;
+  return (uint32_t)total;
+}
+
+/*
+ * Check the shape of doc; on a problem write "ORIGIN[:LINE:COL]: message"
+ * into err (with positions when has_marks: a file, not a --set value).
+ * base is the field of the root node ("" for a file, the key of a --set).
+ */
+static int check_shape(yaml_document_t *doc, const char *origin,
+                       bool has_marks, const char *base, char *err,
+                       size_t err_size) {
+  if (yaml_document_get_root_node(doc) == NULL) return SL_OK;
+  size_t n_nodes = (size_t)(doc->nodes.top - doc->nodes.start);
+  shape_t sh = {doc, calloc(n_nodes + 1, 1),
+                calloc(n_nodes + 1, sizeof(uint32_t)), SHAPE_OK, 0, 0, ""};
+  if (sh.state == NULL || sh.n_nodes == NULL) {
+    free(sh.state);
+    free(sh.n_nodes);
+    snprintf(err, err_size, "%s: out of memory", origin);
+    return SL_ENOMEM;
+  }
+  shape_walk(&sh, 1, 0, base);
+  free(sh.state);
+  free(sh.n_nodes);
+  if (sh.why == SHAPE_OK) return SL_OK;
+  char pos[600], first[600];
+  yaml_node_t *n = yaml_document_get_node(doc, sh.at);
+  if (has_marks && n)
+    snprintf(pos, sizeof(pos), "%s:%zu:%zu", origin, n->start_mark.line + 1,
+             n->start_mark.column + 1);
+  else
+    snprintf(pos, sizeof(pos), "%s", origin);
+  switch (sh.why) {
+  case SHAPE_CYCLE:
+    snprintf(err, err_size, "%s: an alias refers to a node that contains "
+             "it (an alias cycle)", pos);
+    break;
+  case SHAPE_DEEP:
+    snprintf(err, err_size, "%s: nested more than %d levels deep", pos,
+             MAX_DEPTH);
+    break;
+  case SHAPE_BIG:
+    snprintf(err, err_size, "%s: with its aliases expanded the document has "
+             "more than %d nodes", pos, MAX_EXPANDED);
+    break;
+  default: {
+    yaml_node_t *f = yaml_document_get_node(doc, sh.first);
+    if (has_marks && f) {
+      snprintf(first, sizeof(first), "%s:%zu:%zu", origin,
+               f->start_mark.line + 1, f->start_mark.column + 1);
+      snprintf(err, err_size, "%s: %s: duplicate key; it is first given at "
+               "%s", pos, sh.path, first);
+    } else {
+      snprintf(err, err_size, "%s: %s: duplicate key in the value", pos,
+               sh.path);
+    }
+    break;
+  }
+  }
+  return SL_EINVAL;
+}
 
 static int copy_node(yaml_document_t *dst, yaml_document_t *src, int idx) {
   yaml_node_t *n = yaml_document_get_node(src, idx);
@@ -408,12 +628,53 @@ static int load_doc(const char *text, size_t len, yaml_document_t *doc,
     yaml_parser_delete(&parser);
     return SL_EPARSE;
   }
+  /* One document only: a second one would be ignored without a word. */
+  yaml_document_t extra;
+  int rc = SL_OK;
+  if (!yaml_parser_load(&parser, &extra)) {
+    snprintf(err, err_size, "%s:%zu:%zu: syntax error in a second YAML "
+             "document: %s; a pipeline file holds one document", origin,
+             parser.problem_mark.line + 1, parser.problem_mark.column + 1,
+             parser.problem ? parser.problem : "invalid YAML");
+    rc = SL_EPARSE;
+  } else {
+    if (yaml_document_get_root_node(&extra) != NULL) {
+      snprintf(err, err_size, "%s:%zu:%zu: a second YAML document; a "
+               "pipeline file holds one document", origin,
+               extra.start_mark.line + 1, extra.start_mark.column + 1);
+      rc = SL_EINVAL;
+    }
+    yaml_document_delete(&extra);
+  }
   yaml_parser_delete(&parser);
-  return SL_OK;
+  if (rc != SL_OK) yaml_document_delete(doc);
+  return rc;
 }
 
 static int doc_n_nodes(yaml_document_t *doc) {
   return (int)(doc->nodes.top - doc->nodes.start);
+}
+
+/*
+ * The key of a --set, [set, eq): NAME ('[' ... ']')? ('.' NAME ...)*, with
+ * no empty NAME and no NAME of 256 bytes or more.  What is inside the
+ * brackets is checked by apply_set, which says that indexes are 1-based.
+ */
+static bool is_set_key(const char *set, const char *eq) {
+  const char *p = set;
+  for (;;) {
+    const char *name = p;
+    while (p < eq && *p != '.' && *p != '[' && *p != ']') p++;
+    if (p == name || p - name >= 256) return false;
+    if (p < eq && *p == '[') {
+      while (p < eq && *p != ']') p++;
+      if (p == eq) return true; /* apply_set reports the index */
+      p++;
+    }
+    if (p == eq) return true;
+    if (*p != '.') return false;
+    p++;
+  }
 }
 
 /* Parse "a.b[2].c=value" and graft value into the document. */
@@ -433,12 +694,29 @@ static int apply_set(sl_pipeline_t *pl, const char *set) {
     }
     return SL_EINVAL;
   }
+  if (!is_set_key(set, eq)) {
+    size_t l = strlen(pos) + (size_t)(eq - set) + 160;
+    pl->msg = malloc(l);
+    if (pl->msg)
+      snprintf(pl->msg, l, "%s: malformed key '%.*s'; expected names joined "
+               "by '.', each with an optional 1-based [N], as in "
+               "transforms[1].filter", pos, (int)(eq - set), set);
+    return SL_EINVAL;
+  }
   /* The value is YAML too, so lists work: --set source.columns=[key]. */
   yaml_document_t vdoc;
   char err[1024];
   const char *val = eq + 1;
   int rc = load_doc(val, strlen(val), &vdoc, err, sizeof(err), pos);
   if (rc != SL_OK) {
+    pl->msg = strdup(err);
+    return rc;
+  }
+  char base[256];
+  snprintf(base, sizeof(base), "%.*s", (int)(eq - set), set);
+  if ((rc = check_shape(&vdoc, pos, false, base, err, sizeof(err))) !=
+      SL_OK) {
+    yaml_document_delete(&vdoc);
     pl->msg = strdup(err);
     return rc;
   }
@@ -559,34 +837,101 @@ static int apply_set(sl_pipeline_t *pl, const char *set) {
   return SL_OK;
 }
 
+static char *msg_printf(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+static char *msg_printf(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) return NULL;
+  char *m = malloc((size_t)n + 1);
+  if (m == NULL) return NULL;
+  va_start(ap, fmt);
+  vsnprintf(m, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return m;
+}
+
+/*
+ * Read the pipeline file: a regular file or a pipe (a FIFO, or /dev/stdin
+ * or <(...) when they are pipes) of at most MAX_FILE_SIZE bytes.  Anything
+ * else (a directory, /dev/zero, a terminal, a socket) is refused before it
+ * is read, so that no read can go on forever.
+ */
+static int read_pipeline_file(const char *path, sl_bytes_t *text,
+                              char **out_msg) {
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    int e = errno;
+    *out_msg = msg_printf("cannot open pipeline file '%s': %s", path,
+                          strerror(e));
+    return -e;
+  }
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+    *out_msg = msg_printf("pipeline file '%s' is %s, not a regular file or "
+                          "a pipe", path,
+                          S_ISDIR(st.st_mode) ? "a directory" : "a device "
+                          "or a socket");
+    return SL_EINVAL;
+  }
+  if (S_ISREG(st.st_mode) && st.st_size > (off_t)MAX_FILE_SIZE) {
+    *out_msg = msg_printf("pipeline file '%s' has %lld bytes; the limit is "
+                          "%u (1 MiB)", path, (long long)st.st_size,
+                          MAX_FILE_SIZE);
+    return SL_EINVAL;
+  }
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    *out_msg = msg_printf("cannot open pipeline file '%s': %s", path,
+                          strerror(e));
+    return -e;
+  }
+  /* The file may have been replaced between stat and open. */
+  if (fstat(fd, &st) != 0 || (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))) {
+    close(fd);
+    *out_msg = msg_printf("pipeline file '%s' is not a regular file or a "
+                          "pipe", path);
+    return SL_EINVAL;
+  }
+  int rc = SL_OK;
+  char chunk[65536];
+  for (;;) {
+    ssize_t got = read(fd, chunk, sizeof(chunk));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      int e = errno;
+      *out_msg = msg_printf("cannot read pipeline file '%s': %s", path,
+                            strerror(e));
+      rc = -e;
+      break;
+    }
+    if (got == 0) break;
+    if (text->len + (size_t)got > MAX_FILE_SIZE) {
+      *out_msg = msg_printf("pipeline file '%s' has more than %u bytes (1 "
+                            "MiB), the limit", path, MAX_FILE_SIZE);
+      rc = SL_EINVAL;
+      break;
+    }
+    if ((rc = sl_bytes_append(text, chunk, (size_t)got)) != SL_OK) {
+      *out_msg = msg_printf("out of memory reading pipeline file '%s'", path);
+      break;
+    }
+  }
+  close(fd);
+  return rc;
+}
+
 int sl_pipeline_load(const char *path, const char *const *sets,
                      uint32_t n_sets, sl_pipeline_t **out, char **out_msg) {
   *out_msg = NULL;
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) {
-    int e = errno;
-    size_t n = strlen(path) + 128;
-    *out_msg = malloc(n);
-    if (*out_msg)
-      snprintf(*out_msg, n, "cannot open pipeline file '%s': %s", path,
-               strerror(e));
-    return -e;
-  }
   sl_bytes_t text;
   sl_bytes_init(&text);
-  char chunk[65536];
-  size_t got;
-  int rc = SL_OK;
-  while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0)
-    if ((rc = sl_bytes_append(&text, chunk, got)) != SL_OK) break;
-  bool is_err = ferror(f);
-  fclose(f);
-  if (rc != SL_OK || is_err) {
+  int rc = read_pipeline_file(path, &text, out_msg);
+  if (rc != SL_OK) {
     sl_bytes_close(&text);
-    size_t n = strlen(path) + 64;
-    *out_msg = malloc(n);
-    if (*out_msg) snprintf(*out_msg, n, "cannot read pipeline file '%s'", path);
-    return SL_EIO;
+    return rc;
   }
   sl_pipeline_t *pl = calloc(1, sizeof(*pl));
   if (pl == NULL) {
@@ -604,6 +949,12 @@ int sl_pipeline_load(const char *path, const char *const *sets,
     return rc;
   }
   pl->has_doc = true;
+  if ((rc = check_shape(&pl->doc, path, true, "", err, sizeof(err))) !=
+      SL_OK) {
+    *out_msg = strdup(err);
+    sl_pipeline_destroy(pl);
+    return rc;
+  }
   if (yaml_document_get_root_node(&pl->doc) == NULL) {
     size_t n = strlen(path) + 64;
     *out_msg = malloc(n);
@@ -1361,7 +1712,7 @@ static int build_sink(build_t *b, int snk, const char *path, const char *uid,
 static int get_i64_ms(sl_pipeline_t *pl, int map, const char *path,
                       const char *key, int64_t *out) {
   uint64_t v = (uint64_t)*out;
-  int rc = get_u64(pl, map, path, key, (uint64_t)INT64_MAX / 1000000, &v);
+  int rc = get_u64(pl, map, path, key, (uint64_t)SL_MAX_DURATION_MS, &v);
   if (rc == SL_OK) *out = (int64_t)v;
   return rc;
 }
@@ -1380,6 +1731,9 @@ static int build_recovery(sl_pipeline_t *pl, int root, sl_job_config_t *cfg) {
     int mode = 0;
     if ((rc = check_keys(pl, cv, "checkpoint", keys)) ||
         (rc = get_str(pl, cv, "checkpoint", "dir", true, &ck->dir)) ||
+        (rc = ck->dir[0] ? SL_OK
+                         : FAIL(pl, map_get(pl, cv, "dir", NULL),
+                                "checkpoint.dir", "must not be empty")) ||
         (rc = get_i64_ms(pl, cv, "checkpoint", "interval_ms", &ck->interval_ms)) ||
         (rc = get_i64_ms(pl, cv, "checkpoint", "timeout_ms", &ck->timeout_ms)) ||
         (rc = get_i64_ms(pl, cv, "checkpoint", "min_pause_ms", &ck->min_pause_ms)) ||
@@ -1412,6 +1766,17 @@ static int build_recovery(sl_pipeline_t *pl, int root, sl_job_config_t *cfg) {
   return rc;
 }
 
+/* The rule of sl_job.h (SL_MAX_JOB_NAME): one safe path component. */
+static bool is_job_name(const char *name) {
+  size_t n = strlen(name);
+  if (n == 0 || n > SL_MAX_JOB_NAME || name[0] == '.') return false;
+  for (size_t i = 0; i < n; i++)
+    if (!isalnum((unsigned char)name[i]) && name[i] != '.' &&
+        name[i] != '_' && name[i] != '-')
+      return false;
+  return true;
+}
+
 int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
                       sl_job_t **out_job, char **out_msg) {
   *out_msg = NULL;
@@ -1428,6 +1793,11 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
   const char *name = "pipeline";
   if (rc == SL_OK)
     rc = get_str(pl, root, "", "name", false, &name);
+  int name_v = map_get(pl, root, "name", NULL);
+  if (rc == SL_OK && name_v && !is_job_name(name))
+    rc = FAIL(pl, name_v, "name", "'%s' is not a valid job name; use 1 to %d "
+              "letters, digits, '.', '_' or '-', not starting with '.'",
+              name, SL_MAX_JOB_NAME);
   if (rc == SL_OK)
     rc = get_u32(pl, root, "", "parallelism", 1, SL_MAX_PARALLELISM_LIMIT,
                  &cfg.parallelism);
@@ -1439,6 +1809,17 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
   if (rc == SL_OK)
     rc = get_u32(pl, root, "", "channel_buffers", 1, 1024, &cfg.channel_buffers);
   if (rc == SL_OK) rc = build_recovery(pl, root, &cfg);
+  /* Checkpoints are kept in <dir>/<name>: without a name of its own, every
+   * pipeline would be 'pipeline', and one would restore another's. */
+  int ckpt_v = map_get(pl, root, "checkpoint", NULL);
+  if (rc == SL_OK && ckpt_v && name_v == 0)
+    rc = FAIL(pl, ckpt_v, "checkpoint",
+              "a pipeline with checkpoints needs a 'name'; its checkpoints "
+              "are kept in <dir>/<name>, so pipelines that share a dir need "
+              "different names");
+  /* validate writes nothing: the job gets no checkpoint directory, which
+   * sl_job_create would create. */
+  if (rc == SL_OK && run && run->is_validate) cfg.checkpoint.dir = NULL;
   if (rc == SL_OK && run) {
     cfg.restore_from = run->restore_from;
     if (run->is_resume && cfg.checkpoint.dir == NULL) {

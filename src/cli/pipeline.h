@@ -24,6 +24,9 @@ typedef struct sl_pipeline_run_s {
   uint32_t parallelism;     /* > 0 overrides the file */
   const char *restore_from; /* --from-checkpoint DIR */
   bool is_resume;           /* --resume: newest usable checkpoint, if any */
+  /* sluice validate: build the job without touching the file system (the
+   * checkpoint directory is checked, not created). */
+  bool is_validate;
 } sl_pipeline_run_t;
 
 /** @brief Build the job (run may be NULL).  The job is not started. */

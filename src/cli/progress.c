@@ -8,7 +8,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -302,7 +304,7 @@ void sl_progress_summary(sl_job_t *job, const char *name, FILE *f) {
 }
 
 int sl_progress_write_json(sl_job_t *job, const char *name, int result,
-                           const char *path, char **out_msg) {
+                           int fd, const char *path, char **out_msg) {
   sl_metrics_t m;
   int rc = sl_job_metrics(job, &m);
   if (rc != SL_OK) return rc;
@@ -376,7 +378,10 @@ int sl_progress_write_json(sl_job_t *job, const char *name, int result,
   json_object_set_new(root, "checkpoints", cks);
   sl_metrics_close(&m);
   rc = SL_OK;
-  if (json_dump_file(root, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
+  struct stat st;
+  errno = 0;
+  if ((fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ftruncate(fd, 0) != 0) ||
+      json_dumpfd(root, fd, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
     int e = errno;
     size_t n = strlen(path) + 128;
     *out_msg = malloc(n);

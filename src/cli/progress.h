@@ -20,8 +20,13 @@ int sl_progress_start(sl_job_t *job, const char *name, double interval_s,
 void sl_progress_stop(sl_progress_t *p);
 /** @brief Print the final per-operator and per-task summary. */
 void sl_progress_summary(sl_job_t *job, const char *name, FILE *f);
-/** @brief Write the final metrics as JSON. */
+/**
+ * @brief Write the final metrics as JSON to fd, which the caller opened for
+ * writing (before the job, so that a path that cannot be written is
+ * reported before the job runs); the file is truncated first.  path is for
+ * messages.  The caller closes fd.
+ */
 int sl_progress_write_json(sl_job_t *job, const char *name, int result,
-                           const char *path, char **out_msg);
+                           int fd, const char *path, char **out_msg);
 
 #endif

@@ -480,6 +480,9 @@ static int b64_value(unsigned char c) {
 }
 
 static int b64_encode(const uint8_t *p, size_t n, sl_bytes_t *out) {
+  /* Empty bytes encode to nothing.  Returning here matters: out->data may
+   * still be NULL, and NULL + 0 is undefined behaviour in C. */
+  if (n == 0) return SL_OK;
   size_t need = (n + 2) / 3 * 4;
   int rc = sl_bytes_reserve(out, need);
   if (rc != SL_OK) return rc;

@@ -19,6 +19,21 @@ void sl_job_config_init(sl_job_config_t *cfg) {
   cfg->channel_buffers = 4;
 }
 
+/* A job name that is safe as one path component (SL_MAX_JOB_NAME): with a
+ * checkpoint directory it becomes <dir>/<name>, and "../x" or "a/b" would
+ * put the checkpoints somewhere else. */
+static bool job_name_is_safe(const char *name) {
+  size_t n = strlen(name);
+  if (n == 0 || n > SL_MAX_JOB_NAME || name[0] == '.') return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = name[i];
+    bool is_ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                 (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    if (!is_ok) return false;
+  }
+  return true;
+}
+
 int sl_job_create(const sl_job_config_t *cfg_in, sl_job_t **out,
                   sl_error_t **out_err) {
   sl_job_config_t cfg;
@@ -49,14 +64,31 @@ int sl_job_create(const sl_job_config_t *cfg_in, sl_job_t **out,
     return sl_error_set(out_err, SL_EINVAL,
                         "checkpoint intervals and timeouts must not be "
                         "negative");
+  /* Larger values overflow when the coordinator adds them, in nanoseconds,
+   * to the clock: a checkpoint at every tick, or one that expires at once. */
+  if (ck->interval_ms > SL_MAX_DURATION_MS ||
+      ck->timeout_ms > SL_MAX_DURATION_MS ||
+      ck->min_pause_ms > SL_MAX_DURATION_MS ||
+      ck->alignment_timeout_ms > SL_MAX_DURATION_MS)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "checkpoint intervals and timeouts must be at most "
+                        "%lld ms (one year)", (long long)SL_MAX_DURATION_MS);
   if ((unsigned)ck->mode > SL_CKPT_AT_LEAST_ONCE)
     return sl_error_set(out_err, SL_EINVAL, "unknown checkpoint mode %d",
                         (int)ck->mode);
   if (ck->dir && ck->dir[0] == '\0')
     return sl_error_set(out_err, SL_EINVAL, "the checkpoint directory is empty");
   if ((unsigned)cfg.restart.kind > SL_RESTART_EXPONENTIAL ||
-      cfg.restart.delay_ms < 0 || cfg.restart.max_delay_ms < 0)
+      cfg.restart.delay_ms < 0 || cfg.restart.max_delay_ms < 0 ||
+      cfg.restart.delay_ms > SL_MAX_DURATION_MS ||
+      cfg.restart.max_delay_ms > SL_MAX_DURATION_MS)
     return sl_error_set(out_err, SL_EINVAL, "invalid restart strategy");
+  const char *name = cfg.name ? cfg.name : "job";
+  if (ck->dir && !job_name_is_safe(name))
+    return sl_error_set(out_err, SL_EINVAL,
+                        "job name '%s' cannot name a checkpoint directory: "
+                        "use 1 to %d letters, digits, '.', '_' or '-', not "
+                        "starting with '.'", name, SL_MAX_JOB_NAME);
   if (cfg.resume_latest && ck->dir == NULL)
     return sl_error_set(out_err, SL_EINVAL,
                         "resume_latest needs a checkpoint directory");
@@ -561,7 +593,8 @@ sl_stream_t *sl_source_watermarks(sl_stream_t *source,
   }
   if ((unsigned)cfg->strategy > SL_WM_MONOTONOUS ||
       cfg->max_out_of_orderness_us < 0 || cfg->idle_timeout_ms < 0 ||
-      cfg->interval_ms < 0 ||
+      cfg->interval_ms < 0 || cfg->idle_timeout_ms > SL_MAX_DURATION_MS ||
+      cfg->interval_ms > SL_MAX_DURATION_MS ||
       (cfg->strategy == SL_WM_MONOTONOUS && cfg->max_out_of_orderness_us)) {
     sl__job_set_error(job, SL_EINVAL,
                       "watermarks of source '%s': invalid strategy, delay, "

@@ -439,4 +439,5 @@ void sl__plan_destroy(sl_job_t *job) {
   job->rt.sched = NULL;
   sl_error_destroy(job->rt.err);
   job->rt.err = NULL;
+  job->rt.has_failed = false;
 }

@@ -97,10 +97,26 @@ int sl__restore_initial(sl_job_t *job, sl_ckpt_meta_t *meta, bool *has,
   }
   if (job->cfg.resume_latest && job->coord) {
     sl_error_t *err = NULL;
-    int rc = sl__ckpt_load_latest(sl__coord_job_dir(job->coord), meta, &err);
+    const char *jobdir = sl__coord_job_dir(job->coord);
+    int rc = sl__ckpt_load_latest(jobdir, meta, &err);
     if (rc == SL_ENOTFOUND) {
+      /* Nothing to resume: a fresh start, and a warning when there are
+       * checkpoint directories none of which completed (a process killed
+       * before its first checkpoint completed, or deleted _metadata
+       * files).  Not an error: resuming is how a killed job is started
+       * again, and it must work however early the kill came. */
       sl_error_destroy(err);
-      return SL_OK; /* nothing to resume: a fresh start */
+      uint64_t *ids = NULL;
+      uint32_t n = 0;
+      if (sl__ckpt_list(jobdir, &ids, &n, NULL) == SL_OK && n > 0)
+        sl_log(SL_LOG_WARN, "no completed checkpoint to resume from in '%s' "
+               "(%u chk-* directories, none with a _metadata file); the job "
+               "starts from the beginning", jobdir, n);
+      else
+        sl_log(SL_LOG_INFO, "no checkpoint to resume from in '%s'; the job "
+               "starts from the beginning", jobdir);
+      sl_free(ids);
+      return SL_OK;
     }
     if (rc != SL_OK) {
       if (out_err && *out_err == NULL) *out_err = err;

@@ -87,6 +87,8 @@ static int run_attempt(sl_job_t *job, const sl_ckpt_meta_t *meta,
   pthread_mutex_lock(&job->rt.lock);
   sl_error_t *err = job->rt.err;
   job->rt.err = NULL;
+  bool has_failed = job->rt.has_failed;
+  job->rt.has_failed = false;
   pthread_mutex_unlock(&job->rt.lock);
   if (rc != SL_OK) {
     sl_error_destroy(err);
@@ -100,6 +102,11 @@ static int run_attempt(sl_job_t *job, const sl_ckpt_meta_t *meta,
     else sl_error_destroy(err);
     return rc;
   }
+  /* A task failed but its error object could not be allocated: the only
+   * way to get here is running out of memory. */
+  if (has_failed)
+    return sl_error_set(out_err, SL_ENOMEM, "a task failed and there was "
+                        "no memory left to say why: out of memory");
   if (atomic_load(&job->is_user_canceled))
     return sl_error_set(out_err, SL_ECANCELED, "the job was cancelled");
   return SL_OK;
@@ -217,6 +224,8 @@ int sl_job_trigger_checkpoint(sl_job_t *job, uint64_t *out_id,
 int sl_job_wait_checkpoint(sl_job_t *job, uint64_t id, int64_t timeout_ms,
                            sl_checkpoint_stats_t *out) {
   if (job->coord == NULL) return SL_ESTATE;
+  /* Longer waits would overflow in nanoseconds; a year is forever here. */
+  if (timeout_ms > SL_MAX_DURATION_MS) timeout_ms = SL_MAX_DURATION_MS;
   return sl__coord_wait(job->coord, id, timeout_ms, out);
 }
 

@@ -367,8 +367,11 @@ typedef struct sl_ckpt_hooks_s {
 struct sl_job_rt_s {
   _Atomic bool is_canceled;
   _Atomic uint32_t n_live;
-  pthread_mutex_t lock;     /* protects err and sched */
+  pthread_mutex_t lock;     /* protects err, has_failed and sched */
   sl_error_t *err;          /* first task failure */
+  /* A task failed.  Set even when no error object could be allocated for
+   * it (out of memory), so that the attempt never passes for a success. */
+  bool has_failed;
   sl_sched_t *sched;        /* set while the job runs */
   sl_task_t **tasks;
   uint32_t n_tasks;

@@ -20,10 +20,13 @@ static bool wmgen_on_record(sl_source_out_t *out, const sl_row_t *row) {
     out->is_failed = true;
     return false;
   }
-  if (sl__wmgen_on_record(g, sl_row_get_i64(row, g->field)) &&
-      sl__task_wmgen_emit(t) != SL_OK) {
-    out->is_failed = true;
-    return false;
+  if (sl__wmgen_on_record(g, sl_row_get_i64(row, g->field))) {
+    int rc = sl__task_wmgen_emit(t);
+    if (rc != SL_OK) {
+      sl__op_fail_err(out->op, NULL, rc);
+      out->is_failed = true;
+      return false;
+    }
   }
   return true;
 }
@@ -34,7 +37,9 @@ static bool wmgen_on_record(sl_source_out_t *out, const sl_row_t *row) {
 static bool wmgen_wake(sl_source_out_t *out) {
   sl_task_t *t = out->task;
   if (t->source->n_splits) out->wm->splits[out->wm->cur].is_idle = false;
-  if (sl__task_set_wm_idle(t, false) != SL_OK) {
+  int rc = sl__task_set_wm_idle(t, false);
+  if (rc != SL_OK) {
+    sl__op_fail_err(out->op, NULL, rc); /* keeps the cause (first wins) */
     out->is_failed = true;
     return false;
   }
@@ -47,6 +52,9 @@ bool sl_source_emit(sl_source_out_t *out, const sl_row_t *row) {
     return false;
   int rc = sl__op_emit(out->op, row);
   if (SL_UNLIKELY(rc != SL_OK)) {
+    /* The cause (out of memory for an output buffer, a failing chained
+     * operator) becomes the task's error unless one is already set. */
+    sl__op_fail_err(out->op, NULL, rc);
     out->is_failed = true;
     return false;
   }

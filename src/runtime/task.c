@@ -80,6 +80,7 @@ static void report_error(sl_task_t *t) {
     t->err = sl_error_create(SL_EFAILED, "task '%s' (subtask %u) failed",
                              t->name, t->subtask + 1);
   pthread_mutex_lock(&rt->lock);
+  rt->has_failed = true;
   if (rt->err == NULL) {
     rt->err = t->err;
     t->err = NULL;

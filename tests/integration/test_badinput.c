@@ -490,3 +490,229 @@ SL_TEST(malformed_record_at_run) {
   SL_ASSERT_EQ_STR(r.err, want);
   run_free(&r);
 }
+
+/* ------------------------------------------------------------------ */
+/* The shape of the document: aliases, nesting, repeated keys, documents
+ * after the first, and malformed --set keys. */
+
+SL_TEST(set_alias_cycle) {
+  expect_invalid(GEN SINK, "source.columns=&a [key, *a]",
+                 "!--set source.columns=&a [key, *a]: an alias refers to a "
+                 "node that contains it (an alias cycle)");
+}
+
+SL_TEST(file_alias_cycle) {
+  expect_invalid("source: &s {type: generator, watermarks: *s}\n" SINK, NULL,
+                 "1:9: an alias refers to a node that contains it (an alias "
+                 "cycle)");
+}
+
+/* Ten nested lists of ten aliases: 10^10 nodes once expanded. */
+SL_TEST(alias_expansion_is_bounded) {
+  char text[2048] = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 10; i++) {
+    size_t n = strlen(text);
+    snprintf(text + n, sizeof(text) - n, "a%d: &a%d [", i, i);
+    for (int k = 0; k < 10; k++) {
+      n = strlen(text);
+      snprintf(text + n, sizeof(text) - n, "%s*a%d", k ? ", " : "", i - 1);
+    }
+    strncat(text, "]\n", sizeof(text) - strlen(text) - 1);
+  }
+  strncat(text, GEN SINK, sizeof(text) - strlen(text) - 1);
+  expect_invalid(text, NULL,
+                 "5:5: with its aliases expanded the document has more than "
+                 "100000 nodes");
+}
+
+SL_TEST(nesting_is_bounded) {
+  char text[512] = "source: ";
+  for (int i = 0; i < 70; i++)
+    strncat(text, "[", sizeof(text) - strlen(text) - 1);
+  for (int i = 0; i < 70; i++)
+    strncat(text, "]", sizeof(text) - strlen(text) - 1);
+  strncat(text, "\n" SINK, sizeof(text) - strlen(text) - 1);
+  expect_invalid(text, NULL, "1:73: nested more than 64 levels deep");
+}
+
+/* A second transforms list used to replace the first silently. */
+SL_TEST(duplicate_top_level_key) {
+  char want[4400];
+  snprintf(want, sizeof(want),
+           "!%s/p.yaml:5:1: transforms: duplicate key; it is first given at "
+           "%s/p.yaml:2:1", sl_test_dir(), sl_test_dir());
+  expect_invalid("source: {type: generator, count: 10}\n"
+                 "transforms:\n  - filter: key > 0\n" SINK "transforms: []\n",
+                 NULL, want);
+}
+
+SL_TEST(duplicate_nested_key) {
+  char want[4400];
+  snprintf(want, sizeof(want),
+           "!%s/p.yaml:4:20: transforms[1].aggregate.emit: duplicate key; "
+           "it is first given at %s/p.yaml:4:7", sl_test_dir(),
+           sl_test_dir());
+  expect_invalid(GEN "transforms:\n"
+                 "  - aggregate: {key: key, values: {n: count()},\n"
+                 "      emit: final, emit: updates}\n" SINK,
+                 NULL, want);
+}
+
+SL_TEST(set_duplicate_key_in_value) {
+  expect_invalid(GEN SINK, "source={type: generator, count: 1, count: 2}",
+                 "!--set source={type: generator, count: 1, count: 2}: "
+                 "source.count: duplicate key in the value");
+}
+
+SL_TEST(second_document) {
+  expect_invalid(GEN SINK "---\nname: other\n", NULL,
+                 "3:1: a second YAML document; a pipeline file holds one "
+                 "document");
+}
+
+SL_TEST(set_key_with_trailing_dot) {
+  expect_invalid(GEN SINK, "source.count.=abc",
+                 "!--set source.count.=abc: malformed key 'source.count.'; "
+                 "expected names joined by '.', each with an optional "
+                 "1-based [N], as in transforms[1].filter");
+}
+
+SL_TEST(set_key_with_empty_name) {
+  expect_invalid(GEN SINK, "source..count=1",
+                 "!--set source..count=1: malformed key 'source..count'; "
+                 "expected names joined by '.', each with an optional "
+                 "1-based [N], as in transforms[1].filter");
+}
+
+SL_TEST(set_key_with_text_after_index) {
+  expect_invalid(GEN "transforms:\n  - filter: key > 1\n" SINK,
+                 "transforms[1]filter=true",
+                 "!--set transforms[1]filter=true: malformed key "
+                 "'transforms[1]filter'; expected names joined by '.', each "
+                 "with an optional 1-based [N], as in transforms[1].filter");
+}
+
+/* ------------------------------------------------------------------ */
+/* Files that are not pipeline files. */
+
+SL_TEST(pipeline_file_is_a_device) {
+  const char *args[] = {"validate", "/dev/zero", NULL};
+  expect_usage(args, "sluice: pipeline file '/dev/zero' is a device or a "
+                     "socket, not a regular file or a pipe\n");
+}
+
+SL_TEST(pipeline_file_is_a_directory) {
+  const char *args[] = {"validate", sl_test_dir(), NULL};
+  char want[4400];
+  snprintf(want, sizeof(want), "sluice: pipeline file '%s' is a directory, "
+           "not a regular file or a pipe\n", sl_test_dir());
+  expect_usage(args, want);
+}
+
+SL_TEST(pipeline_file_above_1_mib) {
+  char path[4200];
+  snprintf(path, sizeof(path), "%s/big.yaml", sl_test_dir());
+  FILE *f = fopen(path, "w");
+  SL_ASSERT_TRUE(f != NULL);
+  fputs(GEN SINK, f);
+  for (int i = 0; i < 1 << 20; i += 16) fputs("# a comment ...\n", f);
+  SL_ASSERT_EQ_INT(fclose(f), 0);
+  const char *args[] = {"validate", path, NULL};
+  char want[4400];
+  snprintf(want, sizeof(want), "sluice: pipeline file '%s' has %d bytes; the "
+           "limit is 1048576 (1 MiB)\n", path,
+           (int)strlen(GEN SINK) + (1 << 20));
+  expect_usage(args, want);
+}
+
+/* ------------------------------------------------------------------ */
+/* Job names, checkpoints and durations. */
+
+SL_TEST(job_name_escaping_the_checkpoint_dir) {
+  expect_invalid("name: ../../x\n" GEN SINK, NULL,
+                 "1:7: name: '../../x' is not a valid job name; use 1 to 100 "
+                 "letters, digits, '.', '_' or '-', not starting with '.'");
+}
+
+SL_TEST(checkpoints_need_a_name) {
+  expect_invalid("checkpoint: {dir: ckpt}\n" GEN SINK, NULL,
+                 "1:13: checkpoint: a pipeline with checkpoints needs a "
+                 "'name'; its checkpoints are kept in <dir>/<name>, so "
+                 "pipelines that share a dir need different names");
+}
+
+SL_TEST(checkpoint_dir_empty) {
+  expect_invalid("name: x\ncheckpoint: {dir: ''}\n" GEN SINK, NULL,
+                 "2:19: checkpoint.dir: must not be empty");
+}
+
+/* The old maximum, INT64_MAX / 10^6 ms, overflowed in nanoseconds. */
+SL_TEST(checkpoint_interval_above_the_maximum) {
+  expect_invalid("name: x\ncheckpoint: {dir: c, interval_ms: 9223372036854}\n"
+                 GEN SINK, NULL,
+                 "2:35: checkpoint.interval_ms: 9223372036854 is too large; "
+                 "the maximum is 31536000000");
+}
+
+SL_TEST(checkpoint_timeout_above_the_maximum) {
+  expect_invalid("name: x\ncheckpoint: {dir: c, timeout_ms: 31536000001}\n"
+                 GEN SINK, NULL,
+                 "2:34: checkpoint.timeout_ms: 31536000001 is too large; the "
+                 "maximum is 31536000000");
+}
+
+SL_TEST(watermark_idle_timeout_above_the_maximum) {
+  expect_invalid("source:\n  type: generator\n  watermarks:\n"
+                 "    time_field: ts\n    idle_timeout: 8761h\n" SINK,
+                 NULL,
+                 "5:19: source.watermarks.idle_timeout: '8761h' is too large; "
+                 "the maximum is 8760h (a year)");
+}
+
+/* The same limits in the C API (sl_job.h). */
+static char *job_create_err(const sl_job_config_t *cfg) {
+  sl_job_t *job = NULL;
+  sl_error_t *err = NULL;
+  int rc = sl_job_create(cfg, &job, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EINVAL);
+  SL_ASSERT_TRUE(job == NULL && err != NULL);
+  char *msg = strdup(sl_error_message(err));
+  sl_error_destroy(err);
+  return msg;
+}
+
+SL_TEST(api_limits_of_checkpoint_durations_and_job_names) {
+  sl_job_config_t cfg;
+  sl_job_config_init(&cfg);
+  cfg.checkpoint.dir = sl_test_dir();
+  cfg.checkpoint.interval_ms = INT64_MAX / 1000000;
+  char *msg = job_create_err(&cfg);
+  SL_ASSERT_EQ_STR(msg, "checkpoint intervals and timeouts must be at most "
+                        "31536000000 ms (one year)");
+  free(msg);
+  cfg.checkpoint.interval_ms = 0;
+  cfg.checkpoint.timeout_ms = SL_MAX_DURATION_MS + 1;
+  msg = job_create_err(&cfg);
+  SL_ASSERT_EQ_STR(msg, "checkpoint intervals and timeouts must be at most "
+                        "31536000000 ms (one year)");
+  free(msg);
+  cfg.checkpoint.timeout_ms = 0;
+  const char *bad[] = {"../../x", "a/b", ".hidden", "", "a b"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    cfg.name = bad[i];
+    msg = job_create_err(&cfg);
+    char want[256];
+    snprintf(want, sizeof(want), "job name '%s' cannot name a checkpoint "
+             "directory: use 1 to 100 letters, digits, '.', '_' or '-', not "
+             "starting with '.'", bad[i]);
+    SL_ASSERT_EQ_STR(msg, want);
+    free(msg);
+  }
+  /* Without checkpoints a name is only a label. */
+  cfg.checkpoint.dir = NULL;
+  cfg.name = "a b";
+  sl_job_t *job = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_job_create(&cfg, &job, &err), err);
+  sl_job_destroy(job);
+}

@@ -701,8 +701,49 @@ SL_TEST(run_tumbling_window_matches_independent_results) {
   free(pl);
 }
 
-/* Start an unbounded run, wait for its "running" line, send sig. */
-static void signal_run(int sig, int want_code, const char *name) {
+/* Like cli_finish, but SIGKILL sluice and fail the test if it has not
+ * ended within limit_s seconds (a hang is the failure being tested). */
+static void cli_finish_within(cli_t *c, int limit_s) {
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    struct pollfd pf[2];
+    int n = 0, idx[2];
+    for (int i = 0; i < 2; i++)
+      if (c->fd[i] >= 0) {
+        pf[n].fd = c->fd[i];
+        pf[n].events = POLLIN;
+        idx[n++] = i;
+      }
+    if (n == 0) break;
+    int r = poll(pf, (nfds_t)n, 200);
+    for (int k = 0; r > 0 && k < n; k++) {
+      if (!(pf[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char chunk[4096];
+      ssize_t got = read(pf[k].fd, chunk, sizeof(chunk));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        close(c->fd[idx[k]]);
+        c->fd[idx[k]] = -1;
+      } else {
+        buf_add(&c->out[idx[k]], chunk, (size_t)got);
+      }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - t0.tv_sec >= limit_s) {
+      kill(c->pid, SIGKILL);
+      cli_finish(c);
+      SL_TEST_FAIL("sluice did not end within %d s; stderr:\n%s", limit_s,
+                   cli_stderr(c));
+    }
+  }
+  cli_finish(c);
+}
+
+/* Start an unbounded run, wait for its "running" line, send sig (after
+ * pre_sig, when not 0). */
+static void signal_run_after(int pre_sig, int sig, int want_code,
+                             const char *name) {
   char *pl = tpath("forever.yaml");
   write_fmt(pl,
             "name: forever\n"
@@ -730,8 +771,9 @@ static void signal_run(int sig, int want_code, const char *name) {
                    cli_stderr(&c));
     }
   }
+  if (pre_sig) SL_ASSERT_EQ_INT(kill(c.pid, pre_sig), 0);
   SL_ASSERT_EQ_INT(kill(c.pid, sig), 0);
-  cli_finish(&c);
+  cli_finish_within(&c, 60);
   if (!WIFEXITED(c.status))
     SL_TEST_FAIL("sluice was killed (status 0x%x); stderr:\n%s", c.status,
                  cli_stderr(&c));
@@ -748,8 +790,180 @@ static void signal_run(int sig, int want_code, const char *name) {
   free(pl);
 }
 
+static void signal_run(int sig, int want_code, const char *name) {
+  signal_run_after(0, sig, want_code, name);
+}
+
 SL_TEST(sigterm_cancels_an_unbounded_run) {
   signal_run(SIGTERM, 143, "SIGTERM");
 }
 
+/* A SIGUSR1 from outside is ignored: the signal thread goes on, and the
+ * SIGTERM after it still cancels the job.  SIGUSR1 is sent first and, if
+ * both are pending when the thread wakes, Linux hands sigwait the lower
+ * number (SIGUSR1) first, so the thread always sees SIGUSR1 before SIGTERM.
+ * Before the fix the thread ended at SIGUSR1 and sluice hung. */
+SL_TEST(external_sigusr1_then_sigterm_cancels) {
+  signal_run_after(SIGUSR1, SIGTERM, 143, "SIGTERM");
+}
+
 SL_TEST(sigint_cancels_an_unbounded_run) { signal_run(SIGINT, 130, "SIGINT"); }
+
+/* ------------------------------------------------------------------ */
+/* Checks before the job runs, and what validate and --resume do with the
+ * file system. */
+
+/* A metrics path that cannot be written is reported before the job runs
+ * (exit 2), not after a whole run (it used to be exit 1 at the end). */
+SL_TEST(metrics_json_into_a_missing_directory_fails_before_the_run) {
+  char *pl = tpath("m.yaml"), *out = tpath("out.csv");
+  char *mj = tpath("no-such-dir/metrics.json");
+  write_fmt(pl, "source: {type: generator, count: 10}\n"
+                "sink: {type: file, path: '%s'}\n", out);
+  cli_t c;
+  const char *args[] = {"run", pl, "--quiet", "--metrics-json", mj, NULL};
+  ASSERT_EXIT(&c, args, 2);
+  char want[8192];
+  snprintf(want, sizeof(want), "sluice: --metrics-json: cannot open '%s' for "
+           "writing: No such file or directory\n", mj);
+  SL_ASSERT_EQ_STR(cli_stderr(&c), want);
+  SL_ASSERT_TRUE(!file_exists(out)); /* the job never ran */
+  cli_free(&c);
+  free(pl);
+  free(out);
+  free(mj);
+}
+
+SL_TEST(validate_creates_no_checkpoint_directory) {
+  char *pl = tpath("v.yaml"), *ck = tpath("ckpt");
+  write_fmt(pl, "name: v\ncheckpoint: {dir: '%s', interval_ms: 100}\n"
+                "source: {type: generator, count: 10}\n"
+                "sink: {type: \"null\"}\n", ck);
+  cli_t c;
+  const char *args[] = {"validate", pl, NULL};
+  ASSERT_EXIT(&c, args, 0);
+  SL_ASSERT_TRUE(!file_exists(ck));
+  cli_free(&c);
+  free(pl);
+  free(ck);
+}
+
+static char *write_resume_pipeline(const char *ck) {
+  char *pl = tpath("r.yaml");
+  write_fmt(pl, "name: r\ncheckpoint: {dir: '%s', interval_ms: 100}\n"
+                "source: {type: generator, count: 100, keys: 5}\n"
+                "sink: {type: \"null\"}\n", ck);
+  return pl;
+}
+
+/* --resume with checkpoint directories none of which completed (a kill
+ * before the first completed, or _metadata deleted) starts from the
+ * beginning and says so at warning level; with none at all, at info. */
+SL_TEST(resume_without_a_completed_checkpoint_warns) {
+  char *ck = tpath("ckpt");
+  char *pl = write_resume_pipeline(ck);
+  cli_t c;
+  const char *args[] = {"run", pl, "--quiet", "--resume", NULL};
+  ASSERT_EXIT(&c, args, 0);
+  char want[8192];
+  snprintf(want, sizeof(want), "sluice: info: no checkpoint to resume from in "
+           "'%s/r'; the job starts from the beginning\n", ck);
+  ASSERT_CONTAINS(cli_stderr(&c), want);
+  cli_free(&c);
+  /* Two checkpoint directories without _metadata. */
+  char *d1 = tpath("ckpt/r/chk-1000"), *d2 = tpath("ckpt/r/chk-1001");
+  SL_ASSERT_EQ_INT(mkdir(d1, 0755), 0);
+  SL_ASSERT_EQ_INT(mkdir(d2, 0755), 0);
+  ASSERT_EXIT(&c, args, 0);
+  snprintf(want, sizeof(want), "sluice: warning: no completed checkpoint to "
+           "resume from in '%s/r' (2 chk-* directories, none with a "
+           "_metadata file); the job starts from the beginning\n", ck);
+  ASSERT_CONTAINS(cli_stderr(&c), want);
+  cli_free(&c);
+  free(d1);
+  free(d2);
+  free(ck);
+  free(pl);
+}
+
+/* A FIFO in place of _metadata used to block --resume forever. */
+SL_TEST(resume_with_a_fifo_as_metadata_fails) {
+  char *ck = tpath("ckpt");
+  char *pl = write_resume_pipeline(ck);
+  char *jd = tpath("ckpt/r"), *d = tpath("ckpt/r/chk-7");
+  char *meta = tpath("ckpt/r/chk-7/_metadata");
+  SL_ASSERT_EQ_INT(mkdir(ck, 0755), 0);
+  SL_ASSERT_EQ_INT(mkdir(jd, 0755), 0);
+  SL_ASSERT_EQ_INT(mkdir(d, 0755), 0);
+  SL_ASSERT_EQ_INT(mkfifo(meta, 0644), 0);
+  cli_t c;
+  const char *args[] = {"run", pl, "--quiet", "--resume", NULL};
+  cli_start(&c, args);
+  cli_finish_within(&c, 60);
+  SL_ASSERT_TRUE(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 1);
+  char want[8192];
+  snprintf(want, sizeof(want), "sluice: warning: skipping checkpoint 7: "
+           "checkpoint metadata '%s' is not a regular file\n"
+           "sluice: job 'r' failed: no usable checkpoint in '%s': every "
+           "completed checkpoint is missing files or corrupt\n", meta, jd);
+  SL_ASSERT_EQ_STR(cli_stderr(&c), want);
+  cli_free(&c);
+  free(ck);
+  free(pl);
+  free(jd);
+  free(d);
+  free(meta);
+}
+
+/* Checkpoint interval and timeout at their maximum (SL_MAX_DURATION_MS):
+ * a generator paced at 1000 records/s runs for at least half a second.
+ * With the interval at the maximum no checkpoint is triggered (the old
+ * maximum overflowed and triggered one at every tick); with a 10 ms
+ * interval and the timeout at the maximum, checkpoints complete (the old
+ * maximum made every one expire at once). */
+static json_t *run_paced(const char *interval, const char *timeout) {
+  char *pl = tpath("paced.yaml"), *ck = tpath("ckpt"), *mj = tpath("m.json");
+  write_fmt(pl, "name: paced\n"
+                "checkpoint: {dir: '%s', interval_ms: %s, timeout_ms: %s}\n"
+                "source: {type: generator, count: 500, rate: 1000, keys: 5}\n"
+                "transforms:\n"
+                "  - aggregate: {key: [key], values: {n: count()}}\n"
+                "sink: {type: \"null\"}\n", ck, interval, timeout);
+  cli_t c;
+  const char *args[] = {"run", pl, "--quiet", "--metrics-json", mj, NULL};
+  ASSERT_EXIT(&c, args, 0);
+  json_error_t je;
+  json_t *root = json_load_file(mj, 0, &je);
+  if (root == NULL) SL_TEST_FAIL("%s: %s", mj, je.text);
+  cli_free(&c);
+  free(pl);
+  free(ck);
+  free(mj);
+  return root;
+}
+
+SL_TEST(checkpoint_interval_at_the_maximum_triggers_nothing) {
+  json_t *root = run_paced("31536000000", "600000");
+  json_t *cks = json_object_get(root, "checkpoints");
+  SL_ASSERT_TRUE(json_is_array(cks));
+  SL_ASSERT_EQ_INT(json_array_size(cks), 0);
+  json_decref(root);
+}
+
+SL_TEST(checkpoint_timeout_at_the_maximum_lets_checkpoints_complete) {
+  json_t *root = run_paced("10", "31536000000");
+  json_t *cks = json_object_get(root, "checkpoints");
+  SL_ASSERT_TRUE(json_is_array(cks));
+  size_t i, n_ok = 0;
+  json_t *ck;
+  json_array_foreach(cks, i, ck) {
+    const char *res = json_string_value(json_object_get(ck, "result"));
+    SL_ASSERT_TRUE(res != NULL);
+    if (strcmp(res, "SL_OK") == 0) n_ok++;
+    else if (strcmp(res, "SL_ECANCELED") != 0) /* the input ended */
+      SL_TEST_FAIL("checkpoint %lld: %s", (long long)json_integer_value(
+                       json_object_get(ck, "id")), res);
+  }
+  SL_ASSERT_TRUE(n_ok > 0);
+  json_decref(root);
+}

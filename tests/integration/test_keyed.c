@@ -8,6 +8,7 @@
  * flat_map, timers and failure reporting.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "sl_test.h"
 
@@ -257,3 +258,178 @@ SL_TEST(keyed_sum_1m_parallelism_1) { run_keyed_sum(1, 8, 125000, 10007); }
 SL_TEST(keyed_sum_1m_parallelism_2) { run_keyed_sum(2, 8, 125000, 10007); }
 SL_TEST(keyed_sum_1m_parallelism_4) { run_keyed_sum(4, 8, 125000, 10007); }
 SL_TEST(keyed_sum_1m_parallelism_8) { run_keyed_sum(8, 8, 125000, 10007); }
+
+/* ------------------------------------------------------------------ */
+/* Out of memory in a task: the job fails with SL_ENOMEM and says so.  A
+ * replaced allocator (sl_set_allocator) fails chosen allocations. */
+
+static struct {
+  atomic_bool is_armed;
+  size_t lo, hi;      /* fail sizes in [lo, hi]; hi 0: every size */
+  pthread_t main_thread; /* never failed: the test's own thread */
+  atomic_ulong n_failed;
+} oom;
+
+static bool oom_fails(size_t size) {
+  if (!atomic_load(&oom.is_armed)) return false;
+  if (pthread_equal(pthread_self(), oom.main_thread)) return false;
+  if (oom.hi && (size < oom.lo || size > oom.hi)) return false;
+  atomic_fetch_add(&oom.n_failed, 1);
+  return true;
+}
+static void *oom_malloc(size_t n) { return oom_fails(n) ? NULL : malloc(n); }
+static void *oom_calloc(size_t n, size_t size) {
+  return oom_fails(n * size) ? NULL : calloc(n, size);
+}
+static void *oom_realloc(void *p, size_t n) {
+  return oom_fails(n) ? NULL : realloc(p, n);
+}
+
+static void oom_install(size_t lo, size_t hi) {
+  oom.lo = lo;
+  oom.hi = hi;
+  oom.main_thread = pthread_self();
+  atomic_store(&oom.is_armed, false);
+  atomic_store(&oom.n_failed, 0);
+  sl_allocator_t a = {oom_malloc, oom_calloc, oom_realloc, free};
+  sl_set_allocator(&a);
+}
+
+/* A sink that arms the allocator at its first row. */
+static int arm_open(void *ctx, const sl_sink_init_t *init, void **out,
+                    sl_error_t **e) {
+  (void)init;
+  (void)e;
+  *out = ctx;
+  return SL_OK;
+}
+static int arm_write(void *w, const sl_row_t *row, sl_error_t **e) {
+  (void)w;
+  (void)row;
+  (void)e;
+  atomic_store(&oom.is_armed, true);
+  return SL_OK;
+}
+static int arm_close(void *w, bool ok, sl_error_t **e) {
+  (void)w;
+  (void)ok;
+  (void)e;
+  return SL_OK;
+}
+static void arm_destroy(void *ctx) { (void)ctx; }
+static const sl_sink_vt_t arm_vt = {.type_name = "arm",
+                                    .writer_open = arm_open,
+                                    .write = arm_write,
+                                    .writer_close = arm_close,
+                                    .destroy = arm_destroy};
+
+static sl_stream_t *gen_stream(sl_job_t *job, uint64_t count, uint64_t keys) {
+  sl_gen_config_t g;
+  sl_gen_config_init(&g);
+  g.count = count;
+  g.keys = keys;
+  g.splits = 1;
+  const sl_source_vt_t *vt;
+  void *ctx;
+  sl_schema_t *schema;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_gen_source_create(&g, &vt, &ctx, &schema, &err), err);
+  sl_stream_t *s = sl_job_source(job, "src", vt, ctx, schema);
+  sl_schema_unref(schema);
+  SL_ASSERT_TRUE(s != NULL);
+  return s;
+}
+
+/* The source cannot get an output buffer (the only allocations of that
+ * size): the message names out of memory.  It used to say "failed with
+ * SL_EFAILED (component has failed and refuses work)". */
+SL_TEST(out_of_memory_for_a_source_buffer_names_the_cause) {
+  sl_job_config_t cfg;
+  sl_job_config_init(&cfg);
+  cfg.parallelism = 1;
+  cfg.n_workers = 2;
+  cfg.buffer_size = 40000;
+  sl_job_t *job;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_job_create(&cfg, &job, &err), err);
+  sl_stream_t *s = gen_stream(job, 10000, 10);
+  const sl_sink_vt_t *vt;
+  void *ctx;
+  SL_ASSERT_OK(sl_null_sink_create(&vt, &ctx));
+  SL_ASSERT_OK(sl_stream_sink(s, "sink", vt, ctx));
+  SL_ASSERT_OK(sl_stream_set_sink_parallelism(s, 2)); /* a channel */
+  oom_install(40000, 40000 + 512);
+  atomic_store(&oom.is_armed, true);
+  int rc = sl_job_run(job, &err);
+  atomic_store(&oom.is_armed, false);
+  sl_set_allocator(NULL);
+  SL_ASSERT_EQ_INT(rc, SL_ENOMEM);
+  SL_ASSERT_TRUE(atomic_load(&oom.n_failed) > 0);
+  SL_ASSERT_EQ_STR(sl_error_message(err), "operator 'src' (subtask 1 of 1): "
+                   "failed with SL_ENOMEM (out of memory)");
+  sl_error_destroy(err);
+  sl_job_destroy(job);
+}
+
+/* Every allocation of the worker threads fails from the first row on, so
+ * no error object can be made for the failing task either: the job must
+ * still fail with SL_ENOMEM.  It used to return SL_OK. */
+SL_TEST(out_of_memory_without_memory_for_the_message_still_fails) {
+  sl_job_config_t cfg;
+  sl_job_config_init(&cfg);
+  cfg.parallelism = 1;
+  cfg.n_workers = 2;
+  sl_job_t *job;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_job_create(&cfg, &job, &err), err);
+  sl_stream_t *s = gen_stream(job, 200000, 200000);
+  const char *key[] = {"key"};
+  sl_agg_t aggs[] = {{"n", SL_AGG_COUNT, NULL}};
+  s = sl_stream_aggregate(sl_stream_key_by_fields(s, key, 1), "agg", aggs, 1,
+                          SL_AGG_EMIT_UPDATES);
+  SL_ASSERT_TRUE(s != NULL);
+  SL_ASSERT_OK(sl_stream_sink(s, "sink", &arm_vt, NULL));
+  oom_install(0, 0);
+  int rc = sl_job_run(job, &err);
+  atomic_store(&oom.is_armed, false);
+  sl_set_allocator(NULL);
+  SL_ASSERT_TRUE(atomic_load(&oom.n_failed) > 0);
+  SL_ASSERT_EQ_INT(rc, SL_ENOMEM);
+  sl_error_destroy(err);
+  sl_job_destroy(job);
+}
+
+/* sl_job_wait_checkpoint with the largest timeout waits for the outcome;
+ * INT64_MAX ms used to overflow in nanoseconds and return SL_EAGAIN at
+ * once. */
+SL_TEST(wait_checkpoint_with_the_largest_timeout_waits) {
+  sl_job_config_t cfg;
+  sl_job_config_init(&cfg);
+  cfg.name = "wait";
+  cfg.parallelism = 1;
+  cfg.n_workers = 2;
+  cfg.checkpoint.dir = sl_test_dir();
+  sl_job_t *job;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_job_create(&cfg, &job, &err), err);
+  sl_stream_t *s = gen_stream(job, 0, 10); /* unbounded */
+  const sl_sink_vt_t *vt;
+  void *ctx;
+  SL_ASSERT_OK(sl_null_sink_create(&vt, &ctx));
+  SL_ASSERT_OK(sl_stream_sink(s, "sink", vt, ctx));
+  SL_ASSERT_OK_E(sl_job_start(job, &err), err);
+  uint64_t id = 0;
+  int rc;
+  /* SL_ESTATE until the job's tasks are running. */
+  while ((rc = sl_job_trigger_checkpoint(job, &id, NULL)) == SL_ESTATE) {
+  }
+  SL_ASSERT_OK(rc);
+  sl_checkpoint_stats_t st;
+  SL_ASSERT_OK(sl_job_wait_checkpoint(job, id, INT64_MAX, &st));
+  SL_ASSERT_EQ_INT(st.id, id);
+  SL_ASSERT_OK(st.result);
+  sl_job_cancel(job);
+  SL_ASSERT_EQ_INT(sl_job_wait(job, &err), SL_ECANCELED);
+  sl_error_destroy(err);
+  sl_job_destroy(job);
+}

@@ -439,6 +439,27 @@ SL_TEST(value_empty_text_is_not_null) {
   fx_close(&fx);
 }
 
+/* Empty bytes into an output buffer that has never been allocated (its
+ * data pointer is NULL): nothing is written and nothing is touched.  The
+ * encoder used to compute NULL + 0, which is undefined behaviour (clang's
+ * -fsanitize=pointer-overflow reports it; gcc's UBSan does not check it). */
+SL_TEST(value_empty_bytes_into_an_empty_buffer) {
+  fx_t fx;
+  fx_init(&fx, "by:bytes");
+  sl_row_builder_reset(&fx.b, SL_ROW_INSERT);
+  SL_ASSERT_OK(sl_row_builder_set_str(&fx.b, 0, "", 0));
+  SL_ASSERT_OK(sl_row_builder_finish(&fx.b, &fx.row, NULL));
+  SL_ASSERT_TRUE(fx.out.data == NULL);
+  SL_ASSERT_OK(sl_value_format(&fx.row, 0, &fx.out));
+  SL_ASSERT_EQ_INT(fx.out.len, 0);
+  SL_ASSERT_TRUE(fx.out.data == NULL);
+  /* And after other text: the text is kept, nothing is added. */
+  SL_ASSERT_OK(sl_bytes_append(&fx.out, "x", 1));
+  SL_ASSERT_OK(sl_value_format(&fx.row, 0, &fx.out));
+  SL_ASSERT_EQ_STR(fx_text(&fx), "x");
+  fx_close(&fx);
+}
+
 /* ------------------------------------------------------------------ */
 /* CSV                                                                 */
 
