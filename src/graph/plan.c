@@ -9,7 +9,8 @@
  *     the edge was not repartitioned (key_by, rebalance, broadcast), both
  *     have the same parallelism, and the node is not a source, union or
  *     connect.  Nodes are in topological order, so one pass suffices.
- *  3. Ask each source for its splits; split s goes to subtask s % p.
+ *  3. Ask each source for its list of splits (stable ids); split s of the
+ *     list goes to subtask s % p.  Positions are restored by id (restore).
  *  4. Create a task per (chain, subtask) and an operator instance per node
  *     of the chain; keyed operators get a heap state backend for their
  *     key-group range and a timer service.
@@ -205,9 +206,19 @@ static int create_tasks(sl_job_t *job, sl_error_t **out_err) {
     const sl_node_t *head = job->nodes[c->head];
     /* Source splits. */
     uint32_t n_splits = 0;
+    sl_split_list_t *all = NULL;
     if (head->kind == SL_NODE_SOURCE) {
       sl_error_t *err = NULL;
-      int rc = head->src_vt->plan(head->src_ctx, c->par, &n_splits, &err);
+      const char *dup = NULL;
+      int rc = sl_split_list_create(&all);
+      if (rc != SL_OK) return rc;
+      rc = head->src_vt->plan(head->src_ctx, c->par, all, &err);
+      if (rc == SL_OK && (rc = sl__split_list_check(all, &dup)) == SL_OK &&
+          dup != NULL)
+        rc = plan_error(&err, SL_EINVAL, "split '%s' is listed twice", dup);
+      n_splits = all->n;
+      sl_split_list_destroy(job->nodes[c->head]->splits);
+      job->nodes[c->head]->splits = all;
       if (rc != SL_OK) {
         if (out_err && *out_err == NULL) {
           if (err) sl_error_prefix(err, "source '%s'", head->uid);
@@ -260,10 +271,13 @@ static int create_tasks(sl_job_t *job, sl_error_t **out_err) {
         t->source = src;
         src->vt = head->src_vt;
         src->ctx = head->src_ctx;
+        src->all = all;
         src->splits = sl_calloc(n_splits / c->par + 1, sizeof(sl_split_init_t));
         if (src->splits == NULL) return SL_ENOMEM;
-        for (uint32_t sp = s; sp < n_splits; sp += c->par)
-          src->splits[src->n_splits++].split = sp;
+        for (uint32_t sp = s; sp < n_splits; sp += c->par) {
+          src->splits[src->n_splits].split = sp;
+          src->splits[src->n_splits++].id = all->ids[sp];
+        }
         t->sout.task = t;
         t->sout.op = t->ops[0];
         if (head->wm_cfg) {
@@ -405,7 +419,8 @@ static int restore_from(sl_job_t *job, const sl_ckpt_meta_t *m,
     int rc = SL_OK;
     if (op->kstate) rc = sl__ckpt_restore_keyed(m, mop, op, out_err);
     if (rc == SL_OK && op->task->source && op->task->ops[0] == op)
-      rc = sl__ckpt_restore_positions(mop, op->task->source, out_err);
+      rc = sl__ckpt_restore_positions(m, mop, op->task->source,
+                                      op->subtask == 0, out_err);
     if (rc == SL_OK && op->task->ops[0] == op)
       rc = sl__ckpt_restore_channels(m, mop, op->task, out_err);
     if (rc != SL_OK) return rc;
@@ -493,6 +508,10 @@ void sl__plan_destroy(sl_job_t *job) {
   sl_free(job->channels);
   job->channels = NULL;
   job->n_channels = 0;
+  for (uint32_t i = 0; i < job->n_nodes; i++) {
+    sl_split_list_destroy(job->nodes[i]->splits);
+    job->nodes[i]->splits = NULL;
+  }
   for (uint32_t c = 0; c < job->n_chains; c++) sl_free(job->chains[c].nodes);
   sl_free(job->chains);
   job->chains = NULL;
