@@ -428,6 +428,36 @@ static int restore_from(sl_job_t *job, const sl_ckpt_meta_t *m,
   return SL_OK;
 }
 
+/*
+ * A source subtask without splits (fewer files than subtasks) has nothing
+ * to say about event time, but until it runs and ends, its receivers would
+ * take its SL_WATERMARK_MIN as the minimum and hold their watermark back:
+ * a row far behind the other inputs' watermark would then join a window or
+ * go to the late sink depending on which task the scheduler ran first.  So
+ * its output channels start idle, decided here before any task runs: the
+ * receivers leave them out of the minimum from the first record on, and
+ * the subtask's final SL_WATERMARK_MAX and end of input change nothing.
+ * A task all of whose inputs come from such tasks is empty too (tasks are
+ * in topological order, so one pass suffices).
+ */
+static int mark_empty_tasks(sl_job_t *job) {
+  bool *is_empty = sl_calloc(job->rt.n_tasks + 1, sizeof(bool));
+  if (is_empty == NULL) return SL_ENOMEM;
+  for (uint32_t i = 0; i < job->rt.n_tasks; i++) {
+    sl_task_t *t = job->rt.tasks[i];
+    bool e = t->source ? t->source->n_splits == 0 : t->n_inputs > 0;
+    for (uint32_t k = 0; !t->source && k < t->n_inputs && e; k++)
+      e = t->inputs[k]->sender && t->inputs[k]->sender->index < i &&
+          is_empty[t->inputs[k]->sender->index];
+    is_empty[i] = e;
+    for (uint32_t w = 0; e && w < t->n_writers; w++)
+      for (uint32_t c = 0; c < t->writers[w]->n_chs; c++)
+        t->writers[w]->chs[c]->is_idle = true;
+  }
+  sl_free(is_empty);
+  return SL_OK;
+}
+
 int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
                    sl_error_t **out_err) {
   if (job->err) {
@@ -451,6 +481,7 @@ int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
     for (uint32_t k = 0; k < m->n_inputs; k++)
       if ((rc = connect_edge(job, m, k)) != SL_OK) goto fail;
   }
+  if ((rc = mark_empty_tasks(job)) != SL_OK) goto fail;
   job->is_restore_corrupt = false;
   if (meta && (rc = restore_from(job, meta, out_err)) != SL_OK) {
     job->is_restore_corrupt = rc == SL_ECORRUPT;

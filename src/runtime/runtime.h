@@ -114,7 +114,8 @@ typedef struct sl_channel_s {
   bool uc_done;            /* pre-barrier data of the capture all kept */
   /* Receiver: event time of this input. */
   int64_t wm;              /* newest watermark received, INT64_MIN first */
-  bool is_idle;            /* the sender said it is idle */
+  bool is_idle;            /* the sender said it is idle (or, from the
+                              start, the planner: it has no input) */
 } sl_channel_t;
 
 int sl__channel_create(uint32_t credits, uint32_t buffer_size,
