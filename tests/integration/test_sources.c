@@ -241,9 +241,10 @@ SL_TEST(directory_of_more_files_than_descriptors) {
 /*
  * One file at parallelism 2: source subtask 1 has no split.  The window's
  * watermark must follow subtask 0's from the first record, so the third
- * row, 10 s behind the first two, is late in every run.  Before, subtask 1 held the watermark
- * at its minimum until it had run and ended, and in about half the runs
- * the row joined a window.
+ * row, 10 s behind the first two, is late in every run.  Before, subtask 1
+ * held the watermark at its minimum until it had run and ended, and the
+ * row joined a window when it ran late (about half the runs on a loaded
+ * machine; the latch test below forces that order).
  */
 SL_TEST(subtask_without_splits_never_holds_the_watermark) {
   enum { ROWS = 2000, RUNS = 20 };
