@@ -436,3 +436,27 @@ SL_TEST(subtask_without_splits_held_at_a_latch_does_not_hold_the_watermark) {
   SL_ASSERT_EQ_INT(g_late_rows, 1);
   SL_ASSERT_EQ_INT(g_rows, 2); /* [5000, 6000) with 2 rows, [6000, 7000) */
 }
+
+/* A file listed twice would be read twice, and its positions could not be
+ * told apart: the planner refuses a duplicate split id, naming it. */
+SL_TEST(file_listed_twice_is_refused) {
+  char *in = tp("%s", "twice.csv"), *pl = tp("%s.yaml", "twice");
+  char *out = tp("%s", "twice-out.csv");
+  sl_test_write_file(in, "1,2\n");
+  char text[8192];
+  snprintf(text, sizeof(text),
+           "name: twice\n"
+           "source:\n  type: file\n  path: [%s, %s]\n"
+           "  schema: [{name: a, type: int64}, {name: b, type: int64}]\n"
+           "sink: {type: file, path: %s}\n",
+           in, in, out);
+  sl_test_write_file(pl, text);
+  char want[4400];
+  snprintf(want, sizeof(want), "source 'source': split '%s' is listed twice",
+           in);
+  const char *args[] = {pl, NULL};
+  expect_exit(args, 1, want);
+  free(in);
+  free(pl);
+  free(out);
+}
