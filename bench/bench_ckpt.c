@@ -26,6 +26,7 @@
 #include "harness.h"
 #include "sluice/sluice.h"
 #include "checkpoint/checkpoint.h"
+#include "runtime/runtime.h"
 #include "state/state.h"
 
 static int forks = 5, iterations = 5, warmup = 1;
@@ -95,6 +96,7 @@ static sl_job_t *make_job(const job_opts_t *o) {
   sl_gen_config_init(&g);
   g.count = o->records;
   g.keys = o->keys;
+  g.splits = cfg.parallelism; /* one per subtask, as measured before */
   g.columns = SL_GEN_COL_KEY | SL_GEN_COL_AMOUNT;
   const sl_source_vt_t *vt;
   void *ctx;
@@ -308,9 +310,14 @@ static uint64_t stored_position(const char *chk) {
   if (sl__ckpt_read_meta(chk, &m, NULL) != SL_OK) return 0;
   uint64_t pos = 0;
   const sl_ckpt_op_t *op = sl__ckpt_meta_op(&m, "gen");
+  sl_split_pos_t sp; /* the entry of the only split: id, then position */
   if (op && op->n_subtasks && op->subtasks[0].n_opstates &&
-      op->subtasks[0].opstates[0].n_entries)
-    memcpy(&pos, op->subtasks[0].opstates[0].entries[0].bytes, 8);
+      op->subtasks[0].opstates[0].n_entries &&
+      sl__split_pos_decode(op->subtasks[0].opstates[0].entries[0].bytes,
+                           op->subtasks[0].opstates[0].entries[0].len,
+                           &sp) == SL_OK &&
+      sp.pos_len == 8)
+    pos = sl_load_u64le(sp.pos);
   sl__ckpt_meta_clear(&m);
   return pos;
 }

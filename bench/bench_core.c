@@ -95,6 +95,7 @@ static int run_job(const cfg_t *c, uint64_t seed) {
   g.seed = seed;
   g.count = c->records;
   g.keys = c->keys;
+  g.splits = 1; /* one split per subtask, as the measurements were taken */
   g.columns = SL_GEN_COL_KEY | SL_GEN_COL_AMOUNT;
   if (c->size > 16) {
     g.columns |= SL_GEN_COL_PAYLOAD;

@@ -142,6 +142,7 @@ static int run_job(const cfg_t *c, uint64_t seed, bool is_probed) {
   g.keys = c->keys;
   g.columns = SL_GEN_COL_KEY | SL_GEN_COL_AMOUNT | SL_GEN_COL_TS;
   g.time_step_us = c->step_us;
+  g.splits = 1; /* one split per subtask, as the measurements were taken */
   const sl_source_vt_t *svt;
   void *sctx;
   sl_schema_t *schema;

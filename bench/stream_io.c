@@ -71,7 +71,7 @@ typedef struct rreader_s {
   uint32_t next;          /* round-robin over splits */
 } rreader_t;
 
-static int rsrc_plan(void *ctx, uint32_t parallelism, uint32_t *out_n,
+static int rsrc_plan(void *ctx, uint32_t parallelism, sl_split_list_t *l,
                      sl_error_t **out_err) {
   const rsrc_t *s = ctx;
   (void)parallelism;
@@ -85,8 +85,9 @@ static int rsrc_plan(void *ctx, uint32_t parallelism, uint32_t *out_n,
                           "ring '%s': %s", path,
                           rc == -EPROTO ? "not a ring" : strerror(-rc));
     sl_ring_close(&r);
+    if (sl_split_list_add(l, path) != SL_OK)
+      return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   }
-  *out_n = s->w->splits;
   return SL_OK;
 }
 

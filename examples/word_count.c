@@ -64,7 +64,7 @@ typedef struct lines_reader_s {
   const char *name;
 } lines_reader_t;
 
-static int lines_plan(void *ctx, uint32_t parallelism, uint32_t *out_n_splits,
+static int lines_plan(void *ctx, uint32_t parallelism, sl_split_list_t *splits,
                       sl_error_t **out_err) {
   lines_src_t *src = ctx;
   (void)parallelism;
@@ -76,8 +76,9 @@ static int lines_plan(void *ctx, uint32_t parallelism, uint32_t *out_n_splits,
                           strerror(errno));
     fclose(fp);
   }
-  *out_n_splits = 1;
-  return SL_OK;
+  /* One split, named by its input, so a checkpoint's position finds it. */
+  int rc = sl_split_list_add(splits, src->path ? src->path : "stdin");
+  return rc == SL_OK ? SL_OK : sl_error_set(out_err, rc, "out of memory");
 }
 
 static int lines_open(void *ctx, const sl_reader_init_t *init,

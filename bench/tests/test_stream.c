@@ -224,9 +224,10 @@ SL_TEST(ring_source_errors_name_the_ring) {
   void *ctx;
   SL_ASSERT_EQ_INT(sl_ring_source_create(&w, prefix, 0, &vt, &ctx, NULL),
                    SL_OK);
-  uint32_t n = 0;
+  sl_split_list_t *l = NULL;
+  SL_ASSERT_EQ_INT(sl_split_list_create(&l), SL_OK);
   sl_error_t *err = NULL;
-  SL_ASSERT_EQ_INT(vt->plan(ctx, 1, &n, &err), SL_EIO);
+  SL_ASSERT_EQ_INT(vt->plan(ctx, 1, l, &err), SL_EIO);
   char want[4400];
   snprintf(want, sizeof(want), "ring source: cannot open the ring "
            "'%s.keys.0': No such file or directory", prefix);
@@ -235,10 +236,13 @@ SL_TEST(ring_source_errors_name_the_ring) {
   /* A ring exists, but a reader cannot start from a checkpointed position. */
   sl_ring_t rings[1];
   SL_ASSERT_EQ_INT(sl_workload_create_rings(&w, prefix, rings), 0);
-  SL_ASSERT_EQ_INT(vt->plan(ctx, 1, &n, NULL), SL_OK);
-  SL_ASSERT_EQ_INT(n, 1);
+  sl_split_list_destroy(l);
+  SL_ASSERT_EQ_INT(sl_split_list_create(&l), SL_OK);
+  SL_ASSERT_EQ_INT(vt->plan(ctx, 1, l, NULL), SL_OK);
+  SL_ASSERT_EQ_INT(sl_split_list_count(l), 1);
   uint64_t pos = 7;
-  sl_split_init_t si = {0, (const uint8_t *)&pos, sizeof(pos)};
+  sl_split_init_t si = {0, sl_split_list_id(l, 0), (const uint8_t *)&pos,
+                        sizeof(pos)};
   sl_reader_init_t ri = {0, 1, &si, 1, NULL, NULL};
   void *reader = NULL;
   err = NULL;
@@ -246,6 +250,7 @@ SL_TEST(ring_source_errors_name_the_ring) {
   SL_ASSERT_TRUE(strstr(sl_error_message(err), "does not replay") != NULL);
   sl_error_destroy(err);
   vt->destroy(ctx);
+  sl_split_list_destroy(l);
   sl_workload_remove_rings(&w, prefix, rings);
   sl_workload_close(&w);
 }

@@ -4,12 +4,14 @@
  * stdout) use exactly these; a user's connector looks the same.
  *
  * A source has splits (independent, replayable pieces of input: a file, a
- * generator stream, a partition).  At plan time the source says how many it
- * has; split s is read by subtask s % parallelism.  A reader polls its
- * splits and emits rows; between two polls the engine may ask for the
- * position of each split, which must identify the next record to read so
- * that a reader opened at that position replays exactly from there.
- * See docs/connectors.md.
+ * generator stream, a partition).  At plan time the source lists them, each
+ * under a stable id; split s of the list is read by subtask
+ * s % parallelism.  A reader polls its splits and emits rows; between two
+ * polls the engine may ask for the position of each split, which must
+ * identify the next record to read so that a reader opened at that position
+ * replays exactly from there.  Checkpoints store positions under the split
+ * ids, so a restore at any parallelism, or after the list changed, gives
+ * each split its own position.  See docs/connectors.md.
  */
 #ifndef SLUICE_SL_CONNECTOR_H
 #define SLUICE_SL_CONNECTOR_H
@@ -30,8 +32,56 @@ typedef struct sl_source_out_s sl_source_out_t;
                           sl_source_waker_wake() */
 #define SL_POLL_END 2  /* every assigned split is finished */
 
+/*
+ * Splits have two names.  The id is a stable, printable string chosen by
+ * the source (a file's path, "seed=42/split=3/8", a partition): it names the
+ * same piece of input in every run of the job, and checkpoints store
+ * positions under it.  The index (0..n_splits-1, the order in which plan()
+ * listed the splits) names a split within one run only; reader_position(),
+ * sl_source_set_split() and sl_source_split_finished() take the index.
+ *
+ * On restore, each split gets the position stored under its id, whichever
+ * subtask read it before (so a change of parallelism redistributes splits).
+ * A split of the checkpoint that the new list lacks is an error that names
+ * it; a split the checkpoint lacks starts from its beginning.  The reader
+ * checks that a position still fits its split (a file long enough and
+ * unchanged before the position, a generator split not shorter) and fails
+ * with a message naming the split and both values when it does not.
+ */
+
+/** The list of splits that plan() fills.  Owned by the engine. */
+typedef struct sl_split_list_s sl_split_list_t;
+
+/**
+ * @brief Create an empty split list (the engine does this before plan();
+ * a test of a source, or a program planning by itself, may too).
+ * @return SL_OK or SL_ENOMEM.
+ * @ownership the caller owns *out and frees it with sl_split_list_destroy.
+ */
+SL_API int sl_split_list_create(sl_split_list_t **out);
+/** @brief Free a split list and its ids.  NULL does nothing. */
+SL_API void sl_split_list_destroy(sl_split_list_t *list);
+
+/**
+ * @brief Add a split with a stable id (copied; non-empty, at most 4096
+ * bytes).  Ids must be unique within a source: the planner refuses a
+ * duplicate with a message naming it.
+ * @return SL_OK, SL_EINVAL (empty or too long) or SL_ENOMEM.
+ * @thread the thread running plan().
+ */
+SL_API int sl_split_list_add(sl_split_list_t *list, const char *id);
+/** @brief sl_split_list_add() with a printf-formatted id. */
+SL_API int sl_split_list_addf(sl_split_list_t *list, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/** @brief Number of splits added so far. */
+SL_API uint32_t sl_split_list_count(const sl_split_list_t *list);
+/** @brief Id of split i (borrowed, valid while the list lives), or NULL. */
+SL_API const char *sl_split_list_id(const sl_split_list_t *list, uint32_t i);
+
 typedef struct sl_split_init_s {
-  uint32_t split;             /* split id, 0..n_splits-1 */
+  uint32_t split;             /* index in this run's list, 0..n_splits-1 */
+  const char *id;             /* stable id; borrowed, valid until
+                                 reader_close */
   const uint8_t *position;    /* NULL: start from the beginning */
   size_t position_len;
 } sl_split_init_t;
@@ -50,12 +100,19 @@ typedef struct sl_reader_init_s {
 struct sl_source_vt_s {
   const char *type_name; /* "generator", "file" ... used in messages */
   /**
-   * Decide the number of splits for the given parallelism.  May open
-   * external resources to check they exist; an error here stops the job
-   * before it starts, with a message that names the input.
+   * List the splits for the given parallelism with sl_split_list_add().
+   * The list should not depend on the parallelism (so that output does
+   * not either).  May open external resources to check they exist; an
+   * error here stops the job before it starts, with a message that names
+   * the input.
    */
-  int (*plan)(void *ctx, uint32_t parallelism, uint32_t *out_n_splits,
+  int (*plan)(void *ctx, uint32_t parallelism, sl_split_list_t *splits,
               sl_error_t **out_err);
+  /**
+   * Open a reader for the assigned splits (init->splits, borrowed for the
+   * call; each split's id stays valid until reader_close).  A stored
+   * position that no longer fits its split is an error naming the split.
+   */
   int (*reader_open)(void *ctx, const sl_reader_init_t *init,
                      void **out_reader, sl_error_t **out_err);
   /**
@@ -63,7 +120,11 @@ struct sl_source_vt_s {
    * nothing more, then return SL_POLL_*.  Return between two records.
    */
   int (*reader_poll)(void *reader, sl_source_out_t *out, sl_error_t **out_err);
-  /** Position of one assigned split (the next record to read). */
+  /**
+   * Append the position of assigned split `split` (its index) to out_pos:
+   * the next record to read, and whatever lets reader_open() check that
+   * the position still fits the split.
+   */
   int (*reader_position)(void *reader, uint32_t split, sl_bytes_t *out_pos);
   void (*reader_close)(void *reader);
   void (*destroy)(void *ctx);
@@ -134,6 +195,9 @@ typedef enum sl_gen_skew_e { SL_GEN_UNIFORM = 0, SL_GEN_ZIPF = 1 } sl_gen_skew_t
 #define SL_GEN_COL_PAYLOAD (1u << 5) /* string of payload_size (<= 32768) bytes */
 #define SL_GEN_COL_ALL     0x3fu
 
+/* Splits of a generator that does not set them. */
+#define SL_GEN_DEFAULT_SPLITS 8u
+
 typedef struct sl_gen_config_s {
   uint64_t seed;
   uint64_t count;        /* total records over all splits; 0 = unbounded */
@@ -142,7 +206,8 @@ typedef struct sl_gen_config_s {
   sl_gen_skew_t skew;
   double zipf_exponent;  /* > 0, default 1.0 */
   uint32_t payload_size; /* bytes */
-  uint32_t splits;       /* 0 = the source parallelism */
+  uint32_t splits;       /* 0 = SL_GEN_DEFAULT_SPLITS, whatever the
+                            parallelism, so the data never depends on it */
   uint32_t columns;      /* SL_GEN_COL_* bits, in this fixed order */
   int64_t start_time_us; /* event time of record 0 */
   int64_t time_step_us;  /* event-time step between records of a split */

@@ -114,6 +114,21 @@ SL_API int sl_bytes_append_str(sl_bytes_t *b, const char *s);
 SL_API int sl_bytes_printf(sl_bytes_t *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static inline void sl_bytes_clear(sl_bytes_t *b) { b->len = 0; }
+/** @brief Append v as 8 bytes, little-endian.  @return SL_OK or SL_ENOMEM. */
+SL_API int sl_bytes_append_u64le(sl_bytes_t *b, uint64_t v);
+/** @brief Read 8 little-endian bytes (e.g. of a stored position). */
+static inline uint64_t sl_load_u64le(const void *p) {
+  const uint8_t *q = (const uint8_t *)p;
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | q[i];
+  return v;
+}
+/**
+ * @brief 64-bit hash (xxh3-64) of bytes.  Stable across runs, versions and
+ * machines, so it may be stored (a source's fingerprint of its input).
+ * @thread any
+ */
+SL_API uint64_t sl_hash64(const void *p, size_t len);
 
 /**
  * @brief Encode a schema (names, types, version) for storage.

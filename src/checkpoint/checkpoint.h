@@ -278,9 +278,16 @@ int sl__ckpt_restore_keyed(const sl_ckpt_meta_t *m, const sl_ckpt_op_t *mop,
 /** @brief Restore the in-flight records of an unaligned checkpoint. */
 int sl__ckpt_restore_channels(const sl_ckpt_meta_t *m, const sl_ckpt_op_t *mop,
                               struct sl_task_s *t, sl_error_t **out_err);
-/** @brief Restore the split positions of a source subtask. */
-int sl__ckpt_restore_positions(const sl_ckpt_op_t *mop,
-                               struct sl_source_rt_s *src,
+/**
+ * @brief Give each split of a source subtask the position stored under its
+ * id by any old subtask.  With check_all (once per source), a stored split
+ * that the source's current list lacks is an error naming it.
+ * @return SL_OK, SL_EINVAL (a split or format mismatch), SL_ECORRUPT or
+ * SL_ENOMEM.
+ */
+int sl__ckpt_restore_positions(const sl_ckpt_meta_t *m,
+                               const sl_ckpt_op_t *mop,
+                               struct sl_source_rt_s *src, bool check_all,
                                sl_error_t **out_err);
 
 #endif

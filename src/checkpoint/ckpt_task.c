@@ -93,38 +93,42 @@ static int add_event_timer(void *user, int64_t ts, const uint8_t *key,
   return add_timer_in(user, 1, ts, key, len);
 }
 
-/* Source positions as operator state "source.positions". */
+/* Source positions as operator state "source.splits": one entry per
+ * assigned split, holding its id and position (sl__split_pos_encode), so
+ * that a restore maps them by id, never by index. */
 static int snapshot_positions(sl_task_t *t, sl_ckpt_subtask_t *sub) {
   sl_source_rt_t *src = sl__task_source(t);
   sub->opstates = sl_calloc(1, sizeof(sl_ckpt_opstate_t));
   if (sub->opstates == NULL) return SL_ENOMEM;
   sub->n_opstates = 1;
   sl_ckpt_opstate_t *os = &sub->opstates[0];
-  os->name = sl_strdup("source.positions");
+  os->name = sl_strdup("source.splits");
   os->entries = sl_calloc(src->n_splits + 1, sizeof(sl_ckpt_entry_t));
   if (os->name == NULL || os->entries == NULL) return SL_ENOMEM;
-  sl_bytes_t pos;
+  sl_bytes_t pos, ent;
   sl_bytes_init(&pos);
-  for (uint32_t i = 0; i < src->n_splits; i++) {
-    pos.len = 0;
-    int rc = src->vt->reader_position(src->reader, src->splits[i].split, &pos);
-    if (rc != SL_OK) {
-      sl_bytes_close(&pos);
-      return rc;
-    }
+  sl_bytes_init(&ent);
+  int rc = SL_OK;
+  for (uint32_t i = 0; i < src->n_splits && rc == SL_OK; i++) {
+    pos.len = ent.len = 0;
+    rc = src->vt->reader_position(src->reader, src->splits[i].split, &pos);
+    if (rc == SL_OK)
+      rc = sl__split_pos_encode(src->splits[i].id, pos.data, pos.len, &ent);
+    if (rc != SL_OK) break;
     sl_ckpt_entry_t *e = &os->entries[os->n_entries];
-    e->key = src->splits[i].split;
-    e->len = (uint32_t)pos.len;
-    e->bytes = sl_malloc(pos.len ? pos.len : 1);
+    e->key = i; /* unused: the id names the split */
+    e->len = (uint32_t)ent.len;
+    e->bytes = sl_malloc(ent.len);
     if (e->bytes == NULL) {
-      sl_bytes_close(&pos);
-      return SL_ENOMEM;
+      rc = SL_ENOMEM;
+      break;
     }
-    if (pos.len) memcpy(e->bytes, pos.data, pos.len);
+    memcpy(e->bytes, ent.data, ent.len);
     os->n_entries++;
   }
   sl_bytes_close(&pos);
-  return SL_OK;
+  sl_bytes_close(&ent);
+  return rc;
 }
 
 static void async_main(void *arg) {
@@ -394,21 +398,61 @@ int sl__ckpt_restore_keyed(const sl_ckpt_meta_t *m, const sl_ckpt_op_t *mop,
   return SL_OK;
 }
 
-/* Positions of the splits a source subtask reads, from any old subtask. */
-int sl__ckpt_restore_positions(const sl_ckpt_op_t *mop, sl_source_rt_t *src,
-                               sl_error_t **out_err) {
-  for (uint32_t k = 0; k < src->n_splits; k++) {
-    sl_split_init_t *sp = &src->splits[k];
-    for (uint32_t i = 0; i < mop->n_subtasks && sp->position == NULL; i++) {
-      const sl_ckpt_opstate_t *os =
-          sl__ckpt_opstate(&mop->subtasks[i], "source.positions");
-      for (uint32_t e = 0; os && e < os->n_entries; e++) {
-        if (os->entries[e].key != sp->split) continue;
-        uint8_t *p = sl_malloc(os->entries[e].len ? os->entries[e].len : 1);
+/*
+ * Positions of the splits a source subtask reads, by split id, from any old
+ * subtask: at another parallelism the splits move between subtasks and
+ * each still gets its own position.  A split the checkpoint lacks starts
+ * from its beginning (a file new in the directory); a stored split the
+ * source no longer lists is an error (check_all, once per source), since
+ * its remaining records would be lost silently.  Whether a position still
+ * fits its split (a file not shorter, a generator split not smaller) is
+ * the reader's check, in reader_open.  Linear scans: splits x entries
+ * string comparisons, a few million at most for thousands of files.
+ */
+int sl__ckpt_restore_positions(const sl_ckpt_meta_t *m,
+                               const sl_ckpt_op_t *mop, sl_source_rt_t *src,
+                               bool check_all, sl_error_t **out_err) {
+  for (uint32_t i = 0; i < mop->n_subtasks; i++) {
+    const sl_ckpt_subtask_t *sub = &mop->subtasks[i];
+    if (sl__ckpt_opstate(sub, "source.positions") != NULL)
+      return sl_error_set(out_err, SL_EINVAL,
+                          "checkpoint %llu stores the positions of source "
+                          "'%s' by split index (an earlier sluice); they "
+                          "cannot be matched to splits by identity: start "
+                          "the job without restoring this checkpoint",
+                          (unsigned long long)m->id, mop->uid);
+    const sl_ckpt_opstate_t *os = sl__ckpt_opstate(sub, "source.splits");
+    for (uint32_t e = 0; os && e < os->n_entries; e++) {
+      sl_split_pos_t sp;
+      if (sl__split_pos_decode(os->entries[e].bytes, os->entries[e].len,
+                               &sp) != SL_OK)
+        return sl_error_set(out_err, SL_CORRUPT("malformed split position"),
+                            "checkpoint %llu is corrupt: a split position "
+                            "of source '%s' is malformed",
+                            (unsigned long long)m->id, mop->uid);
+      if (check_all && sl__split_list_find(src->all, sp.id, sp.id_len) < 0)
+        return sl_error_set(out_err, SL_EINVAL,
+                            "checkpoint %llu holds a position of split "
+                            "'%.*s' of source '%s', which the source no "
+                            "longer has (%u splits now; a file removed or "
+                            "renamed, another generator seed or split "
+                            "count?); its remaining records would be lost",
+                            (unsigned long long)m->id, (int)sp.id_len, sp.id,
+                            mop->uid, src->all->n);
+      for (uint32_t k = 0; k < src->n_splits; k++) {
+        sl_split_init_t *si = &src->splits[k];
+        if (strncmp(si->id, sp.id, sp.id_len) != 0 || si->id[sp.id_len])
+          continue;
+        if (si->position != NULL)
+          return sl_error_set(out_err, SL_CORRUPT("split stored twice"),
+                              "checkpoint %llu is corrupt: split '%s' of "
+                              "source '%s' has two positions",
+                              (unsigned long long)m->id, si->id, mop->uid);
+        uint8_t *p = sl_malloc(sp.pos_len ? sp.pos_len : 1);
         if (p == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
-        memcpy(p, os->entries[e].bytes, os->entries[e].len);
-        sp->position = p;
-        sp->position_len = os->entries[e].len;
+        if (sp.pos_len) memcpy(p, sp.pos, sp.pos_len);
+        si->position = p;
+        si->position_len = sp.pos_len;
         break;
       }
     }

@@ -45,6 +45,12 @@ int sl_bytes_append_str(sl_bytes_t *b, const char *s) {
   return sl_bytes_append(b, s, strlen(s));
 }
 
+int sl_bytes_append_u64le(sl_bytes_t *b, uint64_t v) {
+  uint8_t p[8];
+  for (int i = 0; i < 8; i++, v >>= 8) p[i] = (uint8_t)v;
+  return sl_bytes_append(b, p, 8);
+}
+
 int sl_bytes_printf(sl_bytes_t *b, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -89,6 +95,8 @@ size_t sl__get_varint(const uint8_t *p, size_t len, uint64_t *out) {
   }
   return 0;
 }
+
+uint64_t sl_hash64(const void *p, size_t len) { return XXH3_64bits(p, len); }
 
 uint64_t sl__checksum64(const void *p, size_t len) {
   return XXH3_64bits(p, len);

@@ -57,6 +57,8 @@ struct sl_node_s {
   uint32_t par;           /* resolved parallelism */
   uint32_t chain;         /* index of the chain it belongs to */
   bool is_chained;        /* chained to its single input */
+  sl_split_list_t *splits; /* sources: the plan's splits, shared by the
+                              subtasks; freed by sl__plan_destroy */
 };
 
 typedef struct sl_chain_s {

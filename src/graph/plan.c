@@ -10,7 +10,8 @@
  *     the edge was not repartitioned (key_by, rebalance, broadcast), both
  *     have the same parallelism, and the node is not a source, union or
  *     connect.  Nodes are in topological order, so one pass suffices.
- *  3. Ask each source for its splits; split s goes to subtask s % p.
+ *  3. Ask each source for its list of splits (stable ids); split s of the
+ *     list goes to subtask s % p.  Positions are restored by id (restore).
  *  4. Create a task per (chain, subtask) and an operator instance per node
  *     of the chain; keyed operators get a heap state backend for their
  *     key-group range and a timer service.
@@ -206,9 +207,19 @@ static int create_tasks(sl_job_t *job, sl_error_t **out_err) {
     const sl_node_t *head = job->nodes[c->head];
     /* Source splits. */
     uint32_t n_splits = 0;
+    sl_split_list_t *all = NULL;
     if (head->kind == SL_NODE_SOURCE) {
       sl_error_t *err = NULL;
-      int rc = head->src_vt->plan(head->src_ctx, c->par, &n_splits, &err);
+      const char *dup = NULL;
+      int rc = sl_split_list_create(&all);
+      if (rc != SL_OK) return rc;
+      rc = head->src_vt->plan(head->src_ctx, c->par, all, &err);
+      if (rc == SL_OK && (rc = sl__split_list_check(all, &dup)) == SL_OK &&
+          dup != NULL)
+        rc = plan_error(&err, SL_EINVAL, "split '%s' is listed twice", dup);
+      n_splits = all->n;
+      sl_split_list_destroy(job->nodes[c->head]->splits);
+      job->nodes[c->head]->splits = all;
       if (rc != SL_OK) {
         if (out_err && *out_err == NULL) {
           if (err) sl_error_prefix(err, "source '%s'", head->uid);
@@ -261,10 +272,13 @@ static int create_tasks(sl_job_t *job, sl_error_t **out_err) {
         t->source = src;
         src->vt = head->src_vt;
         src->ctx = head->src_ctx;
+        src->all = all;
         src->splits = sl_calloc(n_splits / c->par + 1, sizeof(sl_split_init_t));
         if (src->splits == NULL) return SL_ENOMEM;
-        for (uint32_t sp = s; sp < n_splits; sp += c->par)
-          src->splits[src->n_splits++].split = sp;
+        for (uint32_t sp = s; sp < n_splits; sp += c->par) {
+          src->splits[src->n_splits].split = sp;
+          src->splits[src->n_splits++].id = all->ids[sp];
+        }
         t->sout.task = t;
         t->sout.op = t->ops[0];
         if (head->wm_cfg) {
@@ -351,6 +365,36 @@ static int connect_edge(sl_job_t *job, sl_node_t *m, uint32_t k) {
   return SL_OK;
 }
 
+/*
+ * A source subtask without splits (fewer files than subtasks) has nothing
+ * to say about event time, but until it runs and ends, its receivers would
+ * take its SL_WATERMARK_MIN as the minimum and hold their watermark back:
+ * a row far behind the other inputs' watermark would then join a window or
+ * go to the late sink depending on which task the scheduler ran first.  So
+ * its output channels start idle, decided here before any task runs: the
+ * receivers leave them out of the minimum from the first record on, and
+ * the subtask's final SL_WATERMARK_MAX and end of input change nothing.
+ * A task all of whose inputs come from such tasks is empty too (tasks are
+ * in topological order, so one pass suffices).
+ */
+static int mark_empty_tasks(sl_job_t *job) {
+  bool *is_empty = sl_calloc(job->rt.n_tasks + 1, sizeof(bool));
+  if (is_empty == NULL) return SL_ENOMEM;
+  for (uint32_t i = 0; i < job->rt.n_tasks; i++) {
+    sl_task_t *t = job->rt.tasks[i];
+    bool e = t->source ? t->source->n_splits == 0 : t->n_inputs > 0;
+    for (uint32_t k = 0; !t->source && k < t->n_inputs && e; k++)
+      e = t->inputs[k]->sender && t->inputs[k]->sender->index < i &&
+          is_empty[t->inputs[k]->sender->index];
+    is_empty[i] = e;
+    for (uint32_t w = 0; e && w < t->n_writers; w++)
+      for (uint32_t c = 0; c < t->writers[w]->n_chs; c++)
+        t->writers[w]->chs[c]->is_idle = true;
+  }
+  sl_free(is_empty);
+  return SL_OK;
+}
+
 int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
                    sl_error_t **out_err) {
   if (job->err) {
@@ -374,6 +418,7 @@ int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
     for (uint32_t k = 0; k < m->n_inputs; k++)
       if ((rc = connect_edge(job, m, k)) != SL_OK) goto fail;
   }
+  if ((rc = mark_empty_tasks(job)) != SL_OK) goto fail;
   job->is_restore_corrupt = false;
   if (meta && (rc = sl__restore_plan(job, meta, out_err)) != SL_OK) {
     job->is_restore_corrupt = rc == SL_ECORRUPT;
@@ -431,6 +476,10 @@ void sl__plan_destroy(sl_job_t *job) {
   sl_free(job->channels);
   job->channels = NULL;
   job->n_channels = 0;
+  for (uint32_t i = 0; i < job->n_nodes; i++) {
+    sl_split_list_destroy(job->nodes[i]->splits);
+    job->nodes[i]->splits = NULL;
+  }
   for (uint32_t c = 0; c < job->n_chains; c++) sl_free(job->chains[c].nodes);
   sl_free(job->chains);
   job->chains = NULL;

@@ -68,7 +68,8 @@ int sl__restore_plan(sl_job_t *job, const sl_ckpt_meta_t *m,
     int rc = SL_OK;
     if (op->kstate) rc = sl__ckpt_restore_keyed(m, mop, op, out_err);
     if (rc == SL_OK && op->task->source && op->task->ops[0] == op)
-      rc = sl__ckpt_restore_positions(mop, op->task->source, out_err);
+      rc = sl__ckpt_restore_positions(m, mop, op->task->source,
+                                      op->subtask == 0, out_err);
     if (rc == SL_OK && op->task->ops[0] == op)
       rc = sl__ckpt_restore_channels(m, mop, op->task, out_err);
     if (rc != SL_OK) return rc;

@@ -115,7 +115,8 @@ typedef struct sl_channel_s {
   bool uc_done;            /* pre-barrier data of the capture all kept */
   /* Receiver: event time of this input. */
   int64_t wm;              /* newest watermark received, INT64_MIN first */
-  bool is_idle;            /* the sender said it is idle */
+  bool is_idle;            /* the sender said it is idle (or, from the
+                              start, the planner: it has no input) */
 } sl_channel_t;
 
 int sl__channel_create(uint32_t credits, uint32_t buffer_size,
@@ -328,10 +329,44 @@ typedef struct sl_source_rt_s {
   const sl_source_vt_t *vt;
   void *ctx;
   void *reader;
-  sl_split_init_t *splits;
+  sl_split_init_t *splits; /* assigned; ids borrowed from `all` */
   uint32_t n_splits;
+  const sl_split_list_t *all; /* every split of the source; borrowed
+                                 from the planner, valid until the task
+                                 is destroyed */
   sl_wmgen_t *wm;       /* NULL: this source has no watermarks */
 } sl_source_rt_t;
+
+/* ------------------------------------------------------------------ */
+/* Source splits by identity (splits.c). */
+
+struct sl_split_list_s {
+  char **ids;
+  uint32_t n, cap;
+};
+
+/**
+ * @brief Find a duplicate id.  *out_dup is one (borrowed) or NULL.
+ * @return SL_OK or SL_ENOMEM.
+ */
+int sl__split_list_check(const sl_split_list_t *l, const char **out_dup);
+/** @brief Index of the split whose id is id[0..id_len), or -1. */
+int64_t sl__split_list_find(const sl_split_list_t *l, const char *id,
+                            size_t id_len);
+
+/* A stored split position, decoded (pointers into the entry). */
+typedef struct sl_split_pos_s {
+  const char *id; /* not NUL-terminated */
+  size_t id_len;
+  const uint8_t *pos;
+  size_t pos_len;
+} sl_split_pos_t;
+
+/** @brief Append the entry of split id at position pos.  SL_ENOMEM. */
+int sl__split_pos_encode(const char *id, const uint8_t *pos, size_t pos_len,
+                         sl_bytes_t *out);
+/** @brief Decode an entry.  @return SL_OK or SL_ECORRUPT. */
+int sl__split_pos_decode(const uint8_t *p, size_t n, sl_split_pos_t *out);
 
 /* Timing of one task's part in a checkpoint, for its statistics. */
 typedef struct sl_ckpt_timing_s {

@@ -43,11 +43,13 @@ typedef struct reader_s {
   uint32_t cur;
 } reader_t;
 
-static int src_plan(void *c, uint32_t p, uint32_t *out, sl_error_t **e) {
+static int src_plan(void *c, uint32_t p, sl_split_list_t *l,
+                    sl_error_t **e) {
   (void)c;
   (void)p;
   (void)e;
-  *out = N_SPLITS;
+  for (int i = 0; i < N_SPLITS; i++)
+    if (sl_split_list_addf(l, "seq-%d", i) != SL_OK) return SL_ENOMEM;
   return SL_OK;
 }
 

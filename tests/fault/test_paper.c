@@ -47,11 +47,14 @@ typedef struct reader_s {
   uint64_t next;
 } reader_t;
 
-static int src_plan(void *ctx, uint32_t p, uint32_t *out, sl_error_t **e) {
+static int src_plan(void *ctx, uint32_t p, sl_split_list_t *l,
+                    sl_error_t **e) {
   (void)ctx;
   (void)p;
   (void)e;
-  *out = 2;
+  if (sl_split_list_add(l, "script-0") != SL_OK ||
+      sl_split_list_add(l, "script-1") != SL_OK)
+    return SL_ENOMEM;
   return SL_OK;
 }
 

@@ -144,10 +144,12 @@ static inline uint64_t vsrc_len(const vsrc_t *s, uint32_t split) {
   return s->split_len ? s->split_len[split] : s->n_per_split;
 }
 
-static inline int vsrc_plan(void *ctx, uint32_t p, uint32_t *out_n, sl_error_t **e) {
+static inline int vsrc_plan(void *ctx, uint32_t p, sl_split_list_t *l,
+                            sl_error_t **e) {
   (void)p;
   (void)e;
-  *out_n = ((vsrc_t *)ctx)->n_splits;
+  for (uint32_t i = 0; i < ((vsrc_t *)ctx)->n_splits; i++)
+    if (sl_split_list_addf(l, "v%u", i) != SL_OK) return SL_ENOMEM;
   return SL_OK;
 }
 

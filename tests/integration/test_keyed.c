@@ -44,10 +44,12 @@ static void t_record(const tsrc_t *s, uint32_t split, uint64_t i,
   *amount = (int64_t)((h >> 20) % 201) - 100;
 }
 
-static int tsrc_plan(void *ctx, uint32_t p, uint32_t *out_n, sl_error_t **e) {
+static int tsrc_plan(void *ctx, uint32_t p, sl_split_list_t *l,
+                     sl_error_t **e) {
   (void)p;
   (void)e;
-  *out_n = ((tsrc_t *)ctx)->n_splits;
+  for (uint32_t i = 0; i < ((tsrc_t *)ctx)->n_splits; i++)
+    if (sl_split_list_addf(l, "t%u", i) != SL_OK) return SL_ENOMEM;
   return SL_OK;
 }
 

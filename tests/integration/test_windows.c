@@ -696,11 +696,14 @@ typedef struct idle_rd_s {
   uint64_t polls;
 } idle_rd_t;
 
-static int idle_plan(void *c, uint32_t p, uint32_t *out, sl_error_t **e) {
+static int idle_plan(void *c, uint32_t p, sl_split_list_t *l,
+                     sl_error_t **e) {
   (void)c;
   (void)p;
   (void)e;
-  *out = 2;
+  if (sl_split_list_add(l, "idle-0") != SL_OK ||
+      sl_split_list_add(l, "idle-1") != SL_OK)
+    return SL_ENOMEM;
   return SL_OK;
 }
 

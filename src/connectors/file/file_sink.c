@@ -13,7 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/core.h"
 #include "sluice/sluice.h"
 
 #define FLUSH_AT (256u * 1024u)
@@ -99,7 +98,7 @@ static int format_row(fwriter_t *w, const sl_row_t *row) {
 
 static int writer_close(void *wr, bool is_success, sl_error_t **out_err) {
   fwriter_t *w = wr;
-  SL_UNUSED(is_success);
+  (void)is_success;
   int rc = SL_OK;
   if (w->buf.len) rc = write_all(w, out_err);
   if (!w->s->is_stdout && w->fd >= 0 && close(w->fd) != 0 && rc == SL_OK) {
@@ -230,22 +229,22 @@ typedef struct nwriter_s {
 
 static int null_open(void *ctx, const sl_sink_init_t *init, void **out,
                      sl_error_t **out_err) {
-  SL_UNUSED(ctx);
-  SL_UNUSED(init);
+  (void)ctx;
+  (void)init;
   nwriter_t *w = sl_calloc(1, sizeof(*w));
   if (w == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   *out = w;
   return SL_OK;
 }
 static int null_write(void *w, const sl_row_t *row, sl_error_t **out_err) {
-  SL_UNUSED(row);
-  SL_UNUSED(out_err);
+  (void)row;
+  (void)out_err;
   ((nwriter_t *)w)->n++;
   return SL_OK;
 }
 static int null_close(void *w, bool ok, sl_error_t **out_err) {
-  SL_UNUSED(ok);
-  SL_UNUSED(out_err);
+  (void)ok;
+  (void)out_err;
   sl_free(w);
   return SL_OK;
 }

@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The file source: CSV or JSON lines, one split per file (a directory
- * stands for its regular files in name order).  A split's position is the
- * byte offset of the next line plus its line number, so a reader resumes
- * exactly after the last record it emitted.  A malformed line stops the job
+ * stands for its regular files in name order).  A split's id is the file's
+ * path (as configured, plus the name for a directory's files).  Its
+ * position is the byte offset of the next line, its line number and a
+ * fingerprint of the bytes read so far (a hash of the first and the last
+ * 4 KiB before the offset), so a reader resumes exactly after the last
+ * record it emitted, and refuses a file that became shorter or changed
+ * before the offset (rotated, replaced) instead of skipping records.  A
+ * reader opens one file at a time, when it gets to it, so a directory of
+ * thousands of files needs one descriptor.  A malformed line stops the job
  * with the file name, line number and the parser's message.  See
  * src/connectors/README.md.
  */
@@ -13,12 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <string.h>
 #include <unistd.h>
 
-#include "core/core.h"
 #include "sluice/sluice.h"
 
 #define READ_CHUNK (256u * 1024u)
+#define FP_SPAN 4096u /* bytes hashed at each end of what was read */
+#define POS_LEN 24u   /* offset, line, fingerprint */
 
 typedef struct fsrc_s {
   sl_format_t format;
@@ -32,11 +40,13 @@ typedef struct fsrc_s {
 } fsrc_t;
 
 typedef struct fsplit_s {
-  uint32_t id;
-  const char *path;
-  int fd;
-  uint64_t offset; /* of the next unread line */
-  uint64_t line;   /* 1-based number of the next line */
+  uint32_t id;       /* index in the plan's list */
+  const char *path;  /* the split's id; borrowed until reader_close */
+  int fd;            /* -1 unless this is the split being read */
+  uint64_t offset;   /* of the next unread line */
+  uint64_t line;     /* 1-based number of the next line */
+  uint64_t fp;       /* fingerprint of the bytes before fp_off */
+  uint64_t fp_off;   /* UINT64_MAX: fp not computed */
   bool is_done;
 } fsplit_t;
 
@@ -137,12 +147,102 @@ nomem:
   return sl_error_set(out_err, SL_ENOMEM, "out of memory listing inputs");
 }
 
-static int fsrc_plan(void *ctx, uint32_t parallelism, uint32_t *out_n,
+static int fsrc_plan(void *ctx, uint32_t parallelism, sl_split_list_t *splits,
                      sl_error_t **out_err) {
   fsrc_t *s = ctx;
-  SL_UNUSED(parallelism);
+  (void)parallelism;
   int rc = expand(s, out_err);
-  if (rc == SL_OK) *out_n = s->n_files;
+  for (uint32_t i = 0; rc == SL_OK && i < s->n_files; i++)
+    if ((rc = sl_split_list_add(splits, s->files[i])) != SL_OK)
+      rc = sl_error_set(out_err, rc, "input '%s': %s", s->files[i],
+                        rc == SL_EINVAL ? "path too long" : "out of memory");
+  return rc;
+}
+
+/* Read exactly n bytes at off; SL_OK, SL_ENOTFOUND at end of file, or
+ * -errno. */
+static int read_at(int fd, void *buf, size_t n, uint64_t off) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -errno;
+    if (r == 0) return SL_ENOTFOUND;
+    got += (size_t)r;
+  }
+  return SL_OK;
+}
+
+/*
+ * The fingerprint of the bytes before off: xxh3-64 of the first
+ * min(off, 4 KiB) bytes followed by the last (up to) 4 KiB before off that
+ * the first part does not cover.  A rotated or replaced file differs there
+ * (a new log starts with other records, a rewritten one has other bytes
+ * just before the offset); a file that only grew does not.
+ */
+static int fingerprint(int fd, uint64_t off, uint64_t *out) {
+  uint8_t buf[2 * FP_SPAN];
+  size_t head = off < FP_SPAN ? (size_t)off : FP_SPAN;
+  uint64_t tail_at = off > head + FP_SPAN ? off - FP_SPAN : head;
+  size_t tail = (size_t)(off - tail_at);
+  int rc = head ? read_at(fd, buf, head, 0) : SL_OK;
+  if (rc == SL_OK && tail) rc = read_at(fd, buf + head, tail, tail_at);
+  if (rc == SL_OK) *out = sl_hash64(buf, head + tail);
+  return rc;
+}
+
+static int open_input(const char *path, int *out_fd, sl_error_t **out_err) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    return sl_error_set(out_err, -e, "cannot open input '%s': %s", path,
+                        strerror(e));
+  }
+  *out_fd = fd;
+  return SL_OK;
+}
+
+/*
+ * Check a restored position against the file as it is now: at least as
+ * long as the offset, and the same bytes before it (the fingerprint).  One
+ * descriptor at a time.
+ */
+static int check_position(const fsplit_t *sp, sl_error_t **out_err) {
+  int fd, rc = open_input(sp->path, &fd, out_err);
+  if (rc != SL_OK) return rc;
+  struct stat st;
+  uint64_t fp = 0;
+  if (fstat(fd, &st) != 0) {
+    rc = -errno;
+    close(fd);
+    return sl_error_set(out_err, rc, "cannot read '%s': %s", sp->path,
+                        strerror(-rc));
+  }
+  if ((uint64_t)st.st_size < sp->offset) {
+    close(fd);
+    rc = sl_error_set(out_err, SL_EINVAL,
+                      "file '%s' is shorter (%lld bytes) than the "
+                      "checkpoint's position %llu; was it rotated or "
+                      "replaced?",
+                      sp->path, (long long)st.st_size,
+                      (unsigned long long)sp->offset);
+  } else if ((rc = fingerprint(fd, sp->offset, &fp)) != SL_OK) {
+    close(fd);
+    rc = sl_error_set(out_err, rc, "cannot read '%s': %s", sp->path,
+                      rc == SL_ENOTFOUND ? "it shrank while being checked"
+                                         : strerror(-rc));
+  } else {
+    close(fd);
+    if (fp == sp->fp) return SL_OK;
+    rc = sl_error_set(out_err, SL_EINVAL,
+                      "file '%s' changed before the checkpoint's position "
+                      "%llu (line %llu): its fingerprint is %016llx, the "
+                      "checkpoint's %016llx; was it rotated or replaced?",
+                      sp->path, (unsigned long long)sp->offset,
+                      (unsigned long long)sp->line, (unsigned long long)fp,
+                      (unsigned long long)sp->fp);
+  }
+  if (out_err && *out_err) sl_error_set_fatal(*out_err, true);
   return rc;
 }
 
@@ -174,42 +274,29 @@ static int reader_open(void *ctx, const sl_reader_init_t *init, void **out,
   for (uint32_t i = 0; i < init->n_splits; i++) rd->splits[i].fd = -1;
   rd->n_splits = init->n_splits;
   for (uint32_t i = 0; i < init->n_splits; i++) {
+    const sl_split_init_t *si = &init->splits[i];
     fsplit_t *sp = &rd->splits[i];
-    sp->id = init->splits[i].split;
-    if (sp->id >= s->n_files) {
-      reader_close(rd);
-      return sl_error_set(out_err, SL_ECORRUPT,
-                          "file source: split %u does not exist (%u files)",
-                          sp->id, s->n_files);
-    }
-    sp->path = s->files[sp->id];
+    sp->id = si->split;
+    sp->path = si->id;
     sp->line = 1;
-    if (init->splits[i].position) {
-      if (init->splits[i].position_len != 16) {
-        reader_close(rd);
-        return sl_error_set(out_err, SL_ECORRUPT,
-                            "file '%s': stored position has %zu bytes, "
-                            "expected 16",
-                            sp->path, init->splits[i].position_len);
-      }
-      sp->offset = sl__get_u64le(init->splits[i].position);
-      sp->line = sl__get_u64le(init->splits[i].position + 8);
+    sp->fp_off = UINT64_MAX;
+    if (si->position == NULL) continue;
+    int rc = SL_OK;
+    if (si->position_len != POS_LEN) {
+      rc = sl_error_set(out_err, SL_ECORRUPT,
+                        "file '%s': the stored position has %zu bytes, "
+                        "expected %u",
+                        sp->path, si->position_len, POS_LEN);
+    } else {
+      sp->offset = sl_load_u64le(si->position);
+      sp->line = sl_load_u64le(si->position + 8);
+      sp->fp = sl_load_u64le(si->position + 16);
+      sp->fp_off = sp->offset;
+      rc = check_position(sp, out_err);
     }
-    sp->fd = open(sp->path, O_RDONLY | O_CLOEXEC);
-    if (sp->fd < 0) {
-      int e = errno;
+    if (rc != SL_OK) {
       reader_close(rd);
-      return sl_error_set(out_err, -e, "cannot open input '%s': %s",
-                          sp->path, strerror(e));
-    }
-    struct stat st;
-    if (fstat(sp->fd, &st) == 0 && (uint64_t)st.st_size < sp->offset) {
-      reader_close(rd);
-      return sl_error_set(out_err, SL_ECORRUPT,
-                          "file '%s' is shorter (%lld bytes) than the stored "
-                          "position %llu; was it replaced?",
-                          sp->path, (long long)st.st_size,
-                          (unsigned long long)sp->offset);
+      return rc;
     }
   }
   if (s->csv_header && s->format == SL_FORMAT_CSV) {
@@ -253,14 +340,25 @@ static int fill(freader_t *rd, fsplit_t *sp, sl_error_t **out_err) {
   }
 }
 
-static void next_split(freader_t *rd) {
+/* The current split is read to its end: keep its fingerprint (its
+ * position no longer changes) and close it. */
+static int next_split(freader_t *rd, sl_error_t **out_err) {
   fsplit_t *sp = &rd->splits[rd->cur];
+  if (sp->fp_off != sp->offset) {
+    int rc = fingerprint(sp->fd, sp->offset, &sp->fp);
+    if (rc != SL_OK)
+      return sl_error_set(out_err, rc, "cannot read '%s': %s", sp->path,
+                          rc == SL_ENOTFOUND ? "it shrank while being read"
+                                             : strerror(-rc));
+    sp->fp_off = sp->offset;
+  }
   sp->is_done = true;
   close(sp->fd);
   sp->fd = -1;
   rd->cur++;
   rd->len = rd->pos = 0;
   rd->is_eof = false;
+  return SL_OK;
 }
 
 static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
@@ -268,6 +366,10 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
   const fsrc_t *s = rd->src;
   while (rd->cur < rd->n_splits) {
     fsplit_t *sp = &rd->splits[rd->cur];
+    if (sp->fd < 0) {
+      int rc = open_input(sp->path, &sp->fd, out_err);
+      if (rc != SL_OK) return rc;
+    }
     sl_source_set_split(out, sp->id);
     char *nl = memchr(rd->buf + rd->pos, '\n', rd->len - rd->pos);
     size_t line_len;
@@ -283,7 +385,8 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
       line_len = consumed = rd->len - rd->pos; /* last line without "\n" */
     } else {
       sl_source_split_finished(out, sp->id);
-      next_split(rd);
+      int rc = next_split(rd, out_err);
+      if (rc != SL_OK) return rc;
       continue;
     }
     const char *line = rd->buf + rd->pos;
@@ -298,7 +401,8 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
         return sl_error_set(out_err, SL_EPARSE,
                             "file '%s' line 1: header '%.*s' does not match "
                             "the schema '%.*s'",
-                            sp->path, (int)SL_MIN(line_len, 200), line,
+                            sp->path, (int)(line_len < 200 ? line_len : 200),
+                            line,
                             (int)rd->header.len, (char *)rd->header.data);
       continue;
     }
@@ -333,14 +437,31 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
   return SL_POLL_END;
 }
 
+/* The split's fingerprint at its offset: cached for splits not being read
+ * (finished, restored, or not started: offset 0 needs no read). */
+static int split_fp(fsplit_t *sp) {
+  if (sp->fp_off == sp->offset) return SL_OK;
+  int fd = sp->fd, rc = SL_OK;
+  if (fd < 0 && sp->offset > 0 &&
+      (fd = open(sp->path, O_RDONLY | O_CLOEXEC)) < 0)
+    return -errno;
+  rc = fingerprint(fd, sp->offset, &sp->fp);
+  if (fd != sp->fd) close(fd);
+  if (rc == SL_ENOTFOUND) rc = SL_EIO; /* the file shrank under us */
+  if (rc == SL_OK) sp->fp_off = sp->offset;
+  return rc;
+}
+
 static int reader_position(void *r, uint32_t split, sl_bytes_t *out) {
   freader_t *rd = r;
   for (uint32_t i = 0; i < rd->n_splits; i++) {
-    if (rd->splits[i].id != split) continue;
-    uint8_t p[16];
-    sl__put_u64le(p, rd->splits[i].offset);
-    sl__put_u64le(p + 8, rd->splits[i].line);
-    return sl_bytes_append(out, p, 16);
+    fsplit_t *sp = &rd->splits[i];
+    if (sp->id != split) continue;
+    int rc = split_fp(sp);
+    if (rc == SL_OK) rc = sl_bytes_append_u64le(out, sp->offset);
+    if (rc == SL_OK) rc = sl_bytes_append_u64le(out, sp->line);
+    if (rc == SL_OK) rc = sl_bytes_append_u64le(out, sp->fp);
+    return rc;
   }
   return SL_ENOTFOUND;
 }

@@ -4,14 +4,19 @@
  * (seed, s, i): a counter-based hash gives its key (uniform, or Zipf by
  * rejection-inversion sampling), amount and payload.  So a reader can start
  * at any position and replay exactly what it produced before, which is what
- * checkpoints need.  Its position is the next record index of each split.
- * With a rate, each split emits on a fixed schedule from the time its
- * reader first polls; it never bursts to catch up more than it is behind.
- * See src/connectors/README.md.
+ * checkpoints need.  The number of splits is fixed by the configuration
+ * (SL_GEN_DEFAULT_SPLITS unless set), never by the parallelism, so the data
+ * is the same at any parallelism.  A split's id names the seed, its index
+ * and the number of splits; its position is the next record index.  With a
+ * rate, each split emits on a fixed schedule from the time its reader first
+ * polls; it never bursts to catch up more than it is behind.  Event times
+ * that would leave int64 are refused at create time (bounded count) or fail
+ * the job at the record that reaches them (unbounded).  See
+ * src/connectors/README.md.
  */
 #include <math.h>
+#include <string.h>
 
-#include "core/core.h"
 #include "sluice/sluice.h"
 
 #define PAYLOAD_POOL (64u * 1024u)
@@ -26,7 +31,8 @@ typedef struct gen_s {
 } gen_t;
 
 typedef struct split_s {
-  uint32_t id;
+  uint32_t id;    /* index in the plan's list, which is the split number */
+  const char *name; /* stable id, borrowed from sl_split_init_t */
   uint64_t next;  /* next record index */
   uint64_t end;   /* UINT64_MAX: unbounded */
   uint64_t start; /* index at the first poll (rate schedule) */
@@ -39,6 +45,7 @@ typedef struct reader_s {
   uint32_t n_splits;
   uint32_t cur;
   uint32_t cols[6]; /* column bit -> field index */
+  bool has_rate;
   double rate_split;
 } reader_t;
 
@@ -96,12 +103,16 @@ static uint64_t gen_key(const gen_t *g, uint32_t s, uint64_t i, uint64_t r) {
   }
 }
 
-static int gen_plan(void *ctx, uint32_t parallelism, uint32_t *out_n,
+static int gen_plan(void *ctx, uint32_t parallelism, sl_split_list_t *splits,
                     sl_error_t **out_err) {
   gen_t *g = ctx;
-  SL_UNUSED(out_err);
-  g->n_splits = g->cfg.splits ? g->cfg.splits : parallelism;
-  *out_n = g->n_splits;
+  (void)parallelism; /* the data must not depend on it */
+  for (uint32_t s = 0; s < g->n_splits; s++) {
+    int rc = sl_split_list_addf(splits, "seed=%llu/split=%u/%u",
+                                (unsigned long long)g->cfg.seed, s,
+                                g->n_splits);
+    if (rc != SL_OK) return sl_error_set(out_err, rc, "out of memory");
+  }
   return SL_OK;
 }
 
@@ -109,6 +120,15 @@ static uint64_t split_count(const gen_t *g, uint32_t s) {
   if (g->cfg.count == 0) return UINT64_MAX;
   uint64_t base = g->cfg.count / g->n_splits;
   return base + (s < g->cfg.count % g->n_splits ? 1 : 0);
+}
+
+/* Event time of record i, false when it leaves int64. */
+static bool event_time(const gen_t *g, uint64_t i, int64_t *out) {
+  int64_t d;
+  if (i > INT64_MAX || __builtin_mul_overflow((int64_t)i, g->cfg.time_step_us,
+                                              &d))
+    return false;
+  return !__builtin_add_overflow(g->cfg.start_time_us, d, out);
 }
 
 static void reader_close(void *r) {
@@ -131,39 +151,49 @@ static int reader_open(void *ctx, const sl_reader_init_t *init, void **out,
     return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   }
   for (uint32_t i = 0; i < init->n_splits; i++) {
+    const sl_split_init_t *si = &init->splits[i];
     split_t *sp = &rd->splits[i];
-    sp->id = init->splits[i].split;
+    sp->id = si->split;
+    sp->name = si->id;
     sp->end = split_count(g, sp->id);
-    if (init->splits[i].position) {
-      if (init->splits[i].position_len != 8) {
-        reader_close(rd);
-        return sl_error_set(out_err, SL_ECORRUPT,
-                            "generator split %u: stored position has %zu "
-                            "bytes, expected 8",
-                            sp->id, init->splits[i].position_len);
-      }
-      sp->next = sl__get_u64le(init->splits[i].position);
+    int rc = SL_OK;
+    if (si->position && si->position_len != 8) {
+      rc = sl_error_set(out_err, SL_ECORRUPT,
+                        "generator split '%s': the stored position has %zu "
+                        "bytes, expected 8",
+                        si->id, si->position_len);
+    } else if (si->position) {
+      sp->next = sl_load_u64le(si->position);
       if (sp->next > sp->end) {
-        reader_close(rd);
-        return sl_error_set(out_err, SL_ECORRUPT,
-                            "generator split %u: stored position %llu is past "
-                            "the end %llu",
-                            sp->id, (unsigned long long)sp->next,
-                            (unsigned long long)sp->end);
+        rc = sl_error_set(out_err, SL_EINVAL,
+                          "generator split '%s': the checkpoint's position "
+                          "is record %llu, but the split now has only %llu "
+                          "records (count %llu over %u splits); was count "
+                          "lowered?",
+                          si->id, (unsigned long long)sp->next,
+                          (unsigned long long)sp->end,
+                          (unsigned long long)g->cfg.count, g->n_splits);
+        if (out_err && *out_err) sl_error_set_fatal(*out_err, true);
       }
+    }
+    if (rc != SL_OK) {
+      reader_close(rd);
+      return rc;
     }
   }
   uint32_t f = 0;
   for (uint32_t b = 0; b < 6; b++)
     rd->cols[b] = (g->cfg.columns & (1u << b)) ? f++ : UINT32_MAX;
-  rd->rate_split = g->cfg.rate > 0 ? g->cfg.rate / g->n_splits : 0;
+  rd->has_rate = g->cfg.rate > 0;
+  rd->rate_split = g->cfg.rate / g->n_splits;
   *out = rd;
   return SL_OK;
 }
 
-/* Build and emit record i of split sp; returns sl_source_emit's answer. */
+/* Build and emit record i of split sp; returns sl_source_emit's answer.
+ * The event time was checked by the caller. */
 static bool emit_one(reader_t *rd, sl_source_out_t *out, const split_t *sp,
-                     uint64_t i) {
+                     uint64_t i, int64_t ts) {
   const gen_t *g = rd->g;
   sl_row_builder_t *b = sl_source_builder(out);
   const uint32_t *c = rd->cols;
@@ -178,10 +208,7 @@ static bool emit_one(reader_t *rd, sl_source_out_t *out, const split_t *sp,
     int64_t v = (int64_t)((uint32_t)r % 2000u) - 1000;
     sl_row_builder_set_i64(b, c[3], v >= 0 ? v + 1 : v);
   }
-  if (c[4] != UINT32_MAX)
-    sl_row_builder_set_i64(b, c[4],
-                           g->cfg.start_time_us +
-                               (int64_t)i * g->cfg.time_step_us);
+  if (c[4] != UINT32_MAX) sl_row_builder_set_i64(b, c[4], ts);
   if (c[5] != UINT32_MAX) {
     uint32_t off = (uint32_t)(r >> 8) % (PAYLOAD_POOL - g->cfg.payload_size + 1);
     sl_row_builder_set_str(b, c[5], g->pool + off, g->cfg.payload_size);
@@ -189,10 +216,19 @@ static bool emit_one(reader_t *rd, sl_source_out_t *out, const split_t *sp,
   return sl_source_emit_builder(out, NULL);
 }
 
+/* The time at which record `next` of a rate-limited split is due,
+ * saturated (a tiny rate puts it beyond the end of time). */
+static int64_t due_at(const reader_t *rd, const split_t *sp) {
+  double dt = (double)(sp->next - sp->start) * 1e9 / rd->rate_split;
+  if (!(dt < 9.2e18) || (double)sp->t0 + dt >= 9.2e18) return INT64_MAX;
+  return sp->t0 + (int64_t)dt;
+}
+
 static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
   reader_t *rd = r;
-  SL_UNUSED(out_err);
-  int64_t now = rd->rate_split > 0 ? sl_source_now(out) : 0;
+  const gen_t *g = rd->g;
+  bool has_ts = rd->cols[4] != UINT32_MAX;
+  int64_t now = rd->has_rate ? sl_source_now(out) : 0;
   int64_t earliest_due = INT64_MAX;
   uint32_t n_done = 0;
   for (uint32_t k = 0; k < rd->n_splits; k++) {
@@ -204,27 +240,41 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
     }
     sl_source_set_split(out, sp->id);
     uint64_t limit = sp->end;
-    if (rd->rate_split > 0) {
+    if (rd->has_rate) {
       if (sp->t0 == 0) {
         sp->t0 = now;
         sp->start = sp->next;
       }
-      /* Records due by now: those with (i - start) / rate <= now - t0. */
+      /* Records due by now: those with (i - start) / rate <= now - t0.
+       * Saturating: at a rate beyond what a double of records can count
+       * (rate: 1e20), everything left is due. */
       double due = (double)(now - sp->t0) * 1e-9 * rd->rate_split;
-      uint64_t n_due = (uint64_t)due + 1;
-      if (sp->start + n_due < limit) limit = sp->start + n_due;
+      if (due < (double)(limit - sp->start) - 1.0) {
+        uint64_t n_due = (uint64_t)due + 1;
+        if (sp->start + n_due < limit) limit = sp->start + n_due;
+      }
       if (sp->next >= limit) {
-        int64_t t = sp->t0 + (int64_t)((double)(sp->next - sp->start) * 1e9 /
-                                       rd->rate_split);
+        int64_t t = due_at(rd, sp);
         if (t < earliest_due) earliest_due = t;
         continue;
       }
     }
     /* A batch per split, then the next split. */
-    uint64_t stop = sp->next + 1024 < limit ? sp->next + 1024 : limit;
+    uint64_t stop = limit - sp->next > 1024 ? sp->next + 1024 : limit;
     while (sp->next < stop) {
-      uint64_t i = sp->next++;
-      if (!emit_one(rd, out, sp, i)) {
+      uint64_t i = sp->next;
+      int64_t ts = 0;
+      if (has_ts && !event_time(g, i, &ts))
+        return sl_error_set(out_err, SL_EOVERFLOW,
+                            "generator split '%s': the event time of record "
+                            "%llu, start_time_us %lld + %llu * time_step_us "
+                            "%lld, does not fit in int64",
+                            sp->name, (unsigned long long)i,
+                            (long long)g->cfg.start_time_us,
+                            (unsigned long long)i,
+                            (long long)g->cfg.time_step_us);
+      sp->next++;
+      if (!emit_one(rd, out, sp, i, ts)) {
         rd->cur = (rd->cur + k) % rd->n_splits;
         return SL_POLL_MORE;
       }
@@ -241,9 +291,7 @@ static int reader_position(void *r, uint32_t split, sl_bytes_t *out) {
   reader_t *rd = r;
   for (uint32_t k = 0; k < rd->n_splits; k++) {
     if (rd->splits[k].id != split) continue;
-    uint8_t p[8];
-    sl__put_u64le(p, rd->splits[k].next);
-    return sl_bytes_append(out, p, 8);
+    return sl_bytes_append_u64le(out, rd->splits[k].next);
   }
   return SL_ENOTFOUND;
 }
@@ -302,9 +350,25 @@ int sl_gen_source_create(const sl_gen_config_t *cfg,
     fields[n].type = (sl_type_t){types[b], 0, 0, false};
     n++;
   }
+  uint32_t n_splits = cfg->splits ? cfg->splits : SL_GEN_DEFAULT_SPLITS;
+  if (cfg->count && (cfg->columns & SL_GEN_COL_TS)) {
+    /* The largest record index of a split, and its event time. */
+    uint64_t last = cfg->count / n_splits + (cfg->count % n_splits ? 1 : 0);
+    gen_t probe = {.cfg = *cfg};
+    int64_t ts;
+    if (!event_time(&probe, last - 1, &ts))
+      return sl_error_set(out_err, SL_EINVAL,
+                          "generator: the event time of the last record of "
+                          "a split, start_time_us %lld + %llu * time_step_us "
+                          "%lld, does not fit in int64 microseconds",
+                          (long long)cfg->start_time_us,
+                          (unsigned long long)(last - 1),
+                          (long long)cfg->time_step_us);
+  }
   gen_t *g = sl_calloc(1, sizeof(*g));
   if (g == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   g->cfg = *cfg;
+  g->n_splits = n_splits;
   g->salt = mix64(cfg->seed);
   g->pool = sl_malloc(PAYLOAD_POOL);
   if (g->pool == NULL) {
