@@ -482,7 +482,9 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
   }
   is_v2 = ver[0] >= 2;
   bool has_layouts = ver[0] >= 3;
-  if (f_end < f_start || ilen != (uint64_t)(f_end - f_start + 1) * 24 ||
+  /* The count of key groups in 64 bits: 0..UINT32_MAX would wrap to 0 in
+   * 32 and let an empty index pass (found by fuzzing, S4). */
+  if (f_end < f_start || ilen != ((uint64_t)f_end - f_start + 1) * 24 ||
       n_states > 4096)
     goto corrupt;
   descs = sl_calloc(n_states + 1, sizeof(*descs));
@@ -511,7 +513,8 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
       (rc = rd->on_states(rd->user, descs, has_layouts ? fps : NULL,
                           n_states)) != SL_OK)
     goto out;
-  for (uint32_t kg = kg_start; kg <= kg_end; kg++) {
+  for (uint64_t kg64 = kg_start; kg64 <= kg_end; kg64++) {
+    uint32_t kg = (uint32_t)kg64; /* a 32-bit kg would never pass UINT32_MAX */
     if (kg < f_start || kg > f_end) continue;
     const uint8_t *x = ib + (size_t)(kg - f_start) * 24;
     uint64_t off = sl__get_u64le(x), len = sl__get_u64le(x + 8);

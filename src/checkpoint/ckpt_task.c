@@ -353,7 +353,8 @@ static int r_entry(void *user, uint32_t state, uint32_t kg, const uint8_t *key,
   if (rc == SL_ECORRUPT)
     return sl_error_set(r->out_err, rc,
                         "checkpoint file '%s' is corrupt: an entry of key "
-                        "group %u does not belong to it", r->file, kg);
+                        "group %u does not belong to it or is malformed",
+                        r->file, kg);
   return rc;
 }
 

@@ -933,16 +933,21 @@ int sl_pipeline_load(const char *path, const char *const *sets,
     sl_bytes_close(&text);
     return rc;
   }
+  rc = sl_pipeline_load_text(path, text.data ? (char *)text.data : "",
+                             text.len, sets, n_sets, out, out_msg);
+  sl_bytes_close(&text);
+  return rc;
+}
+
+int sl_pipeline_load_text(const char *path, const char *text, size_t len,
+                          const char *const *sets, uint32_t n_sets,
+                          sl_pipeline_t **out, char **out_msg) {
+  *out_msg = NULL;
   sl_pipeline_t *pl = calloc(1, sizeof(*pl));
-  if (pl == NULL) {
-    sl_bytes_close(&text);
-    return SL_ENOMEM;
-  }
+  if (pl == NULL) return SL_ENOMEM;
   pl->file = strdup(path);
   char err[1200];
-  rc = load_doc(text.data ? (char *)text.data : "", text.len, &pl->doc, err,
-                sizeof(err), path);
-  sl_bytes_close(&text);
+  int rc = load_doc(text, len, &pl->doc, err, sizeof(err), path);
   if (rc != SL_OK) {
     *out_msg = strdup(err);
     sl_pipeline_destroy(pl);

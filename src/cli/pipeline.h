@@ -19,6 +19,14 @@ typedef struct sl_pipeline_s sl_pipeline_t;
  */
 int sl_pipeline_load(const char *path, const char *const *sets,
                      uint32_t n_sets, sl_pipeline_t **out_pl, char **out_msg);
+/**
+ * @brief Like sl_pipeline_load, from text already in memory; path names it
+ * in messages.  text need not be NUL-terminated.  (The fuzz target of the
+ * loader, tests/fuzz/fuzz_pipeline.c, enters here.)
+ */
+int sl_pipeline_load_text(const char *path, const char *text, size_t len,
+                          const char *const *sets, uint32_t n_sets,
+                          sl_pipeline_t **out_pl, char **out_msg);
 /* Options of `sluice run` that shape the job. */
 typedef struct sl_pipeline_run_s {
   uint32_t parallelism;     /* > 0 overrides the file */

@@ -195,11 +195,38 @@ int sl__kstate_restore_state(sl_kstate_t *be, const sl_state_desc_t *desc,
   return SL_OK;
 }
 
+/*
+ * Whether a restored value has the layout its kind reads without further
+ * checks: list [u32 len][bytes]..., map [u32 klen][k][u32 vlen][v]...,
+ * each record inside the value and the last one ending at its end.  The
+ * list and map readers trust the layout, so a crafted state file with
+ * valid checksums would otherwise make them read past the value (found by
+ * fuzzing).
+ */
+static bool value_is_well_formed(sl_state_kind_t kind, const uint8_t *val,
+                                 uint32_t vlen) {
+  if (kind != SL_STATE_LIST && kind != SL_STATE_MAP) return true;
+  uint32_t n_lens = kind == SL_STATE_MAP ? 2 : 1;
+  uint32_t off = 0;
+  while (off < vlen) {
+    for (uint32_t i = 0; i < n_lens; i++) {
+      uint32_t l;
+      if (vlen - off < 4) return false;
+      memcpy(&l, val + off, 4);
+      off += 4;
+      if (l > vlen - off) return false;
+      off += l;
+    }
+  }
+  return true;
+}
+
 int sl__kstate_restore_entry(sl_state_t *st, uint32_t kg, const uint8_t *key,
                              uint32_t klen, uint32_t nslen, const uint8_t *val,
                              uint32_t vlen) {
   sl_kstate_t *be = st->be;
   if (kg < be->kg_start || kg > be->kg_end || nslen > klen) return SL_ECORRUPT;
+  if (!value_is_well_formed(st->desc.kind, val, vlen)) return SL_ECORRUPT;
   uint64_t kh = sl__key_hash64(key, klen - nslen);
   if (sl_key_group_of_hash(sl__key_hash_fold(kh), be->max_parallelism) != kg)
     return SL_ECORRUPT;

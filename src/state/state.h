@@ -73,7 +73,8 @@ int sl__kstate_restore_state(sl_kstate_t *be, const sl_state_desc_t *desc,
 /**
  * @brief Insert a restored entry (composite key: key bytes then namespace)
  * of key group kg.  @return SL_OK, SL_ECORRUPT (the key does not belong to
- * kg, or kg is outside the range), SL_ENOMEM.
+ * kg, kg is outside the range, or a list or map value is malformed),
+ * SL_ENOMEM.
  */
 int sl__kstate_restore_entry(sl_state_t *st, uint32_t kg, const uint8_t *key,
                              uint32_t klen, uint32_t nslen, const uint8_t *val,

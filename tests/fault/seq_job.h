@@ -4,14 +4,16 @@
  * splits produce (key, seq) with per-key sequence numbers 0, 1, 2, ...; a
  * keyed checker that keeps (count, sum of seq) per key and fails loudly
  * when seq != count (a duplicate or a lost record in the restored state);
- * an upsert sink that keeps the latest (count, sum) per key.  An optional
- * busy loop per record makes the checker slow (backpressure tests).
+ * an upsert sink that keeps the latest (count, sum) per key.  Backpressure
+ * tests hold the checker with tokens (one per record it may apply) and
+ * watch for the moment each source finds its output full.
  */
 #ifndef SL_TEST_SEQ_JOB_H
 #define SL_TEST_SEQ_JOB_H
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "core/inject.h"
 #include "sl_test.h"
@@ -25,8 +27,11 @@ static sl_source_waker_t *wakers[2][N_SPLITS];
 #define SEQ_SOURCE_2 ((void *)1)
 static int64_t out_count[N_KEYS], out_sum[N_KEYS]; /* the sink's view */
 static int violations;                   /* seq != count seen in state */
-static _Atomic uint64_t slow_spin;       /* busy-loop steps per record */
-static _Atomic uint64_t slow_sink;       /* keeps the busy loop alive */
+/* Records the checker may still apply; it waits for more at 0.  < 0: no
+ * limit (the default). */
+static _Atomic int64_t chk_tokens = -1;
+static _Atomic int64_t n_emitted;        /* records the sources emitted */
+static _Atomic int n_src_full;           /* readers that found output full */
 static int64_t n_processed;              /* records the checker applied */
 static int64_t fail_at = -1;             /* fail once at this record */
 static char violation_msg[256];
@@ -41,6 +46,7 @@ typedef struct reader_s {
   uint32_t split[N_SPLITS];
   int64_t next[N_SPLITS];
   uint32_t cur;
+  bool saw_full; /* sl_source_emit said stop: output is backpressured */
 } reader_t;
 
 static int src_plan(void *c, uint32_t p, sl_split_list_t *l,
@@ -91,7 +97,16 @@ static int src_poll(void *rd, sl_source_out_t *out, sl_error_t **e) {
       sl_row_builder_set_i64(bl, 0, r->split[j] * KEYS_PER_SPLIT + i % KEYS_PER_SPLIT);
       sl_row_builder_set_i64(bl, 1, i / KEYS_PER_SPLIT);
       sl_row_builder_set_i64(bl, 2, i * 1000); /* event time, us */
-      if (!sl_source_emit_builder(out, NULL)) return SL_POLL_MORE;
+      bool is_more = sl_source_emit_builder(out, NULL);
+      atomic_fetch_add_explicit(&n_emitted, 1, memory_order_relaxed);
+      if (!is_more) {
+        /* The emit budget of a run (16384 records) exceeds what a reader
+         * emits in all (N_SPLITS * PER_SPLIT / 2), so a stop means a
+         * full output: a buffer waits for credit. */
+        if (!r->saw_full) atomic_fetch_add(&n_src_full, 1);
+        r->saw_full = true;
+        return SL_POLL_MORE;
+      }
     }
     return SL_POLL_MORE;
   }
@@ -144,10 +159,16 @@ static int chk_open(sl_ctx_t *ctx, void *user) {
 static int chk_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
   (void)user;
   sl_state_t *st = sl_ctx_local(ctx);
-  uint64_t x = (uint64_t)sl_row_get_i64(row, 1);
-  uint64_t spin = atomic_load_explicit(&slow_spin, memory_order_relaxed);
-  for (uint64_t i = 0; i < spin; i++) x = x * 6364136223846793005ull + 1;
-  atomic_fetch_add_explicit(&slow_sink, x, memory_order_relaxed);
+  /* Take a token, waiting for the test to hand one out. */
+  for (int64_t tk = atomic_load(&chk_tokens);
+       tk >= 0 && (tk == 0 || !atomic_compare_exchange_weak(&chk_tokens, &tk,
+                                                            tk - 1));
+       tk = atomic_load(&chk_tokens)) {
+    if (tk == 0) {
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, NULL);
+    }
+  }
   pthread_mutex_lock(&lock);
   bool is_fail = n_processed++ == fail_at;
   if (is_fail) fail_at = -1;
@@ -214,7 +235,9 @@ static inline void seq_reset(void) {
   violations = 0;
   n_processed = 0;
   fail_at = -1;
-  slow_spin = 0;
+  chk_tokens = -1;
+  n_emitted = 0;
+  n_src_full = 0;
   pthread_mutex_unlock(&lock);
 }
 

@@ -1,19 +1,25 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Checkpoints under backpressure.  A slow keyed checker (a busy loop per
- * record) keeps every channel in front of it full: with 16 credits of 4 KiB
- * per channel, a barrier queued behind the data waits for about 3600
- * records, i.e. for hundreds of milliseconds of processing.  An aligned
- * checkpoint with a 60 ms timeout therefore expires; an unaligned one, and
- * an aligned one with a 5 ms alignment timeout, complete (the first
- * barrier overtakes the queues; the queued records become channel state).
+ * Checkpoints under backpressure.  The keyed checker is held: it applies a
+ * record only for a token the test hands out (seq_job.h).  With no tokens
+ * the sources fill every channel in front of it (16 credits of 4 KiB per
+ * channel) until each of them has a buffer waiting for credit; the test
+ * waits for that (a latch, not a sleep), then triggers a checkpoint, so
+ * every barrier is queued behind all the records emitted so far.
+ *  - Aligned, 60 ms checkpoint timeout: the checker gets no token until the
+ *    checkpoint has expired, so its barriers cannot align: it must expire.
+ *  - Unaligned, and aligned with a 5 ms alignment timeout: tokens are
+ *    handed out one at a time (at most one per 100 us) until the checkpoint
+ *    completes.  It must complete as an unaligned checkpoint, with channel
+ *    state, after fewer records than were queued in front of its barriers:
+ *    an aligned barrier could complete only after all of them, so the
+ *    barrier overtook the queues.
  * After each completed checkpoint the checker fails once, the job restarts
- * from it — replaying the channel state — and the per-key results must be
+ * from it, replaying the channel state, and the per-key results must be
  * exact (the checker also rejects any duplicate or gap in the state).
- *
- * The margins are wide on purpose: a barrier behind full channels needs at
- * least 3600 x 40 us = 144 ms (more under sanitizers), more than twice the
- * 60 ms timeout, while the unaligned barrier is seen within 64 records.
+ * Nothing here depends on how fast the machine is: the aligned case makes
+ * no progress at all, and the others count records, not time (the 5 ms
+ * alignment timeout passes while tokens trickle out, however slowly).
  */
 #include "seq_job.h"
 
@@ -30,57 +36,66 @@ static sl_job_config_t config(sl_ckpt_mode_t mode, int64_t align_timeout_ms,
   cfg.channel_buffers = 16;
   cfg.checkpoint.dir = dir;
   cfg.checkpoint.mode = mode;
-  /* Aligned: 60 ms, well under the backlog.  The others only need to
-   * complete, also in slow sanitizer builds. */
+  /* Aligned: 60 ms, only to end the test soon (nothing moves meanwhile).
+   * The others must complete, also in slow sanitizer builds. */
   cfg.checkpoint.timeout_ms =
-      mode == SL_CKPT_ALIGNED && align_timeout_ms == 0 ? 60 : 30000;
+      mode == SL_CKPT_ALIGNED && align_timeout_ms == 0 ? 60 : 60000;
   cfg.checkpoint.alignment_timeout_ms = align_timeout_ms;
   cfg.restart.kind = SL_RESTART_FIXED_DELAY;
   cfg.restart.max_attempts = 2;
   return cfg;
 }
 
-/* Wait until the checker has applied n records (a latch on progress). */
-static void wait_processed(int64_t n) {
-  while (seq_processed() < n) sched_yield();
-}
-
 static void run_case(sl_ckpt_mode_t mode, int64_t align_timeout_ms,
                      bool expect_complete, const char *sub) {
   sl_inject_reset();
   seq_reset();
-  slow_spin = 30000; /* ~40 us per record */
+  chk_tokens = 0; /* the checker applies nothing yet */
   sl_job_config_t cfg = config(mode, align_timeout_ms, sub);
   sl_job_t *job = seq_job(&cfg, 1);
   SL_ASSERT_OK(sl_job_start(job, NULL));
   set_gate(PER_SPLIT);
-  /* Let the sources fill every channel: they are far faster. */
-  wait_processed(200);
+  /* Latch: both source subtasks have output waiting for credit. */
+  while (atomic_load(&n_src_full) < 2) sched_yield();
+  int64_t queued = atomic_load(&n_emitted);
   uint64_t id = 0;
   sl_error_t *err = NULL;
   SL_ASSERT_OK_E(sl_job_trigger_checkpoint(job, &id, &err), err);
   sl_checkpoint_stats_t st;
-  int rc = sl_job_wait_checkpoint(job, id, 60000, &st);
-  printf("checkpoint %llu: result %s, %.1f ms, alignment %.1f ms, processed "
-         "%lld at its end\n", (unsigned long long)id, sl_errname(rc),
-         st.duration_ns / 1e6, st.max_alignment_ns / 1e6,
-         (long long)seq_processed());
+  int rc;
+  int64_t granted = 0;
   if (!expect_complete) {
-    /* Aligned: the barrier is stuck behind the backlog past the timeout. */
+    rc = sl_job_wait_checkpoint(job, id, 60000, &st);
+  } else {
+    while ((rc = sl_job_wait_checkpoint(job, id, 0, &st)) == SL_EAGAIN) {
+      atomic_fetch_add(&chk_tokens, 1);
+      granted++;
+      struct timespec ts = {0, 100000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  printf("checkpoint %llu: result %s, %.1f ms, alignment %.1f ms, %lld "
+         "records queued in front of its barriers, %lld applied before its "
+         "end\n", (unsigned long long)id, sl_errname(rc),
+         st.duration_ns / 1e6, st.max_alignment_ns / 1e6, (long long)queued,
+         (long long)granted);
+  if (!expect_complete) {
+    /* Aligned: the barriers are stuck behind the backlog. */
     SL_ASSERT_EQ_INT(rc, SL_ECANCELED);
-    slow_spin = 0;
+    SL_ASSERT_EQ_INT(seq_processed(), 0);
+    chk_tokens = -1;
   } else {
     SL_ASSERT_OK(rc);
     SL_ASSERT_TRUE(st.is_unaligned);
     SL_ASSERT_TRUE(st.channel_bytes > 0); /* in-flight records were kept */
-    printf("checkpoint %llu: %llu bytes of channel state, %.1f ms\n",
-           (unsigned long long)id, (unsigned long long)st.channel_bytes,
-           st.duration_ns / 1e6);
+    SL_ASSERT_TRUE(granted < queued);     /* the barrier overtook them */
+    printf("checkpoint %llu: %llu bytes of channel state\n",
+           (unsigned long long)id, (unsigned long long)st.channel_bytes);
     /* Fail once soon after; recovery replays the channel state. */
-    slow_spin = 0;
     pthread_mutex_lock(&lock);
     fail_at = n_processed + 10;
     pthread_mutex_unlock(&lock);
+    chk_tokens = -1;
   }
   rc = sl_job_wait(job, &err);
   if (rc != SL_OK)
