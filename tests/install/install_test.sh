@@ -146,7 +146,8 @@ exports)
   ;;
 headers)
   cxx=${CXX:-c++}
-  command -v "$cxx" >/dev/null || cxx=
+  command -v "$cxx" >/dev/null ||
+    fail "no C++ compiler ($cxx) to check the headers as C++11 (tools/deps installs g++)"
   for h in "$prefix/include/sluice/"*.h; do
     b=${h##*/}
     printf '#include <sluice/%s>\nint sl_test_unit_is_not_empty;\n' "$b" \
@@ -154,12 +155,10 @@ headers)
     "$cc" -std=c99 -pedantic -Wall -Wextra -Werror -Wstrict-prototypes \
       -fsyntax-only -I"$prefix/include" "$work/one.c" ||
       fail "sluice/$b does not compile alone as C99"
-    if [ -n "$cxx" ]; then
-      cp "$work/one.c" "$work/one.cc"
-      "$cxx" -std=c++11 -Wall -Wextra -Werror -fsyntax-only \
-        -I"$prefix/include" "$work/one.cc" ||
-        fail "sluice/$b does not compile alone as C++11"
-    fi
+    cp "$work/one.c" "$work/one.cc"
+    "$cxx" -std=c++11 -Wall -Wextra -Werror -fsyntax-only \
+      -I"$prefix/include" "$work/one.cc" ||
+      fail "sluice/$b does not compile alone as C++11"
   done
   ;;
 *) fail "unknown way '$way'" ;;
