@@ -1343,7 +1343,7 @@ static int build_sink(build_t *b, int snk, const char *path, const char *uid,
   cfg.path = out_path;
   cfg.format = fmt ? SL_FORMAT_JSON : SL_FORMAT_CSV;
   if (type == 0) rc = sl_file_sink_create(&cfg, &vt, &ctx, &err);
-  else if (type == 1) rc = sl_stdout_sink_create(cfg.format, cfg.changelog, &vt, &ctx, &err);
+  else if (type == 1) rc = sl_stdout_sink_create_cfg(&cfg, &vt, &ctx, &err);
   else rc = sl_null_sink_create(&vt, &ctx);
   if (rc != SL_OK) {
     FAIL(pl, snk, path, "%s", err ? sl_error_message(err) : sl_strerror(rc));

@@ -437,6 +437,7 @@ int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
       if ((rc = connect_edge(job, m, k)) != SL_OK) goto fail;
   }
   job->is_restore_corrupt = false;
+  job->rt.restored_ckpt = meta ? meta->id : 0;
   if (meta && (rc = restore_from(job, meta, out_err)) != SL_OK) {
     job->is_restore_corrupt = rc == SL_ECORRUPT;
     return rc;

@@ -200,6 +200,12 @@ typedef struct sl_op_vt_s {
   void (*checkpoint_aborted)(sl_op_t *op, uint64_t id);
   /** An event-time timer (ts in microseconds); its key is current. */
   int (*on_event_timer)(sl_op_t *op, int64_t ts);
+  /**
+   * Optional: the task is about to snapshot for checkpoint id.  A sink
+   * writes out what it buffered, so that the checkpoint covers no row the
+   * output lacks.
+   */
+  int (*pre_snapshot)(sl_op_t *op, uint64_t id);
 } sl_op_vt_t;
 
 /* Where an operator's output goes: chained operators or writers. */
@@ -526,6 +532,8 @@ struct sl_job_rt_s {
   uint32_t n_tasks;
   const sl_ckpt_hooks_t *ckpt; /* NULL: checkpoints off */
   bool has_event_time;      /* some source generates watermarks */
+  uint64_t restored_ckpt;   /* checkpoint this attempt restored, 0: none;
+                               set by the plan before any task runs */
 };
 
 /** @brief Run a task for one quantum.  @thread one worker at a time. */

@@ -549,7 +549,12 @@ static int take_checkpoint(sl_task_t *t, uint64_t id, int64_t ts,
   const sl_ckpt_hooks_t *h = t->job->ckpt;
   t->ckpt_last = id;
   void *snap = NULL;
-  int rc = h->snapshot_sync(h->ctx, t, id, timing, &snap);
+  int rc;
+  for (uint32_t i = 0; i < t->n_ops; i++)
+    if (t->ops[i]->vt->pre_snapshot &&
+        (rc = t->ops[i]->vt->pre_snapshot(t->ops[i], id)) != SL_OK)
+      return rc;
+  rc = h->snapshot_sync(h->ctx, t, id, timing, &snap);
   if (rc != SL_OK) return rc;
   if ((rc = SL_INJECT("task.before_barrier_forward")) != SL_OK) {
     h->snapshot_drop(h->ctx, snap);
