@@ -1303,6 +1303,29 @@ static int build_transform(build_t *b, int t, const char *path) {
   return SL_OK;
 }
 
+/*
+ * Options a sink of this type and format would not use are refused, never
+ * ignored: a null sink writes nothing, and JSON has no header or delimiter.
+ * type: 0 file, 1 stdout, 2 null; fmt: 0 csv, 1 json.
+ */
+static int check_sink_options(sl_pipeline_t *pl, int snk, const char *path,
+                              int type, int fmt) {
+  static const char *csv_only[] = {"header", "delimiter", NULL};
+  static const char *writes[] = {"format", "header", "delimiter", "changelog",
+                                 NULL};
+  const char *const *keys = type == 2 ? writes : fmt == 1 ? csv_only : NULL;
+  for (uint32_t i = 0; keys && keys[i]; i++) {
+    int v = map_get(pl, snk, keys[i], NULL);
+    if (v == 0) continue;
+    char f[300];
+    join_path(f, sizeof(f), path, keys[i]);
+    return FAIL(pl, v, f, type == 2 ? "a null sink writes nothing, so it has "
+                "no '%s'" : "only a CSV sink has a '%s' (format is json)",
+                keys[i]);
+  }
+  return SL_OK;
+}
+
 /* The sink at path ("sink", or a window's late_sink) on stream in. */
 static int build_sink(build_t *b, int snk, const char *path, const char *uid,
                       sl_stream_t *in) {
@@ -1329,7 +1352,8 @@ static int build_sink(build_t *b, int snk, const char *path, const char *uid,
       (rc = get_enum(pl, snk, path, "format", fmts, &fmt)) ||
       (rc = get_bool(pl, snk, path, "header", &cfg.csv_header)) ||
       (rc = get_bool(pl, snk, path, "changelog", &cfg.changelog)) ||
-      (rc = get_delim(pl, snk, path, &cfg.csv_delimiter)))
+      (rc = get_delim(pl, snk, path, &cfg.csv_delimiter)) ||
+      (rc = check_sink_options(pl, snk, path, type, fmt)))
     return rc;
   if (type != 0 && out_path) {
     char pf[300];

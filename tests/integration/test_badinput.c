@@ -221,6 +221,19 @@ SL_TEST(bad_delimiter) {
                  "quote or line end");
 }
 
+/* Issue 12: options a sink would not use were accepted and ignored. */
+SL_TEST(null_sink_with_header) {
+  expect_invalid(GEN "sink: {type: \"null\", header: true}\n", NULL,
+                 "2:30: sink.header: a null sink writes nothing, so it has "
+                 "no 'header'");
+}
+
+SL_TEST(json_sink_with_delimiter) {
+  expect_invalid(GEN "sink: {type: stdout, format: json, delimiter: ';'}\n",
+                 NULL, "2:47: sink.delimiter: only a CSV sink has a "
+                 "'delimiter' (format is json)");
+}
+
 SL_TEST(set_without_value) {
   expect_invalid(GEN SINK, "source.count",
                  "!--set source.count: expected KEY=VALUE, e.g. "

@@ -18,7 +18,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -32,9 +31,9 @@ typedef struct fsink_s {
   sl_file_sink_config_t cfg;
   char *path;
   bool is_stdout;
-  /* Standard output has one header, written by the first writer to open
-   * (of any subtask or attempt). */
-  _Atomic bool is_header_written;
+  /* Standard output has one header, written under stdout_lock before the
+   * first row of any subtask or attempt (or at the first close). */
+  bool is_header_written;
 } fsink_t;
 
 typedef struct fwriter_s {
@@ -42,6 +41,7 @@ typedef struct fwriter_s {
   int fd;
   char *path;
   sl_bytes_t buf;
+  const sl_schema_t *schema;
   bool is_dirty; /* written since the last sync */
 } fwriter_t;
 
@@ -85,9 +85,38 @@ static int make_parents(const char *path, sl_error_t **out_err) {
   return SL_OK;
 }
 
+/* Standard output: the header goes first, once.  stdout_lock is held. */
+static int stdout_header(fwriter_t *w) {
+  fsink_t *s = w->s;
+  if (!s->cfg.csv_header || s->cfg.format != SL_FORMAT_CSV ||
+      s->is_header_written)
+    return SL_OK;
+  sl_bytes_t h;
+  sl_bytes_init(&h);
+  int rc = sl_csv_format_header(w->schema, s->cfg.csv_delimiter,
+                                s->cfg.changelog, &h);
+  for (size_t off = 0; rc == SL_OK && off < h.len;) {
+    ssize_t n = write(w->fd, h.data + off, h.len - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) rc = -errno;
+    else off += (size_t)n;
+  }
+  sl_bytes_close(&h);
+  if (rc == SL_OK) s->is_header_written = true;
+  return rc;
+}
+
 static int write_all(fwriter_t *w, sl_error_t **out_err) {
   size_t off = 0;
-  if (w->s->is_stdout) pthread_mutex_lock(&stdout_lock);
+  if (w->s->is_stdout) {
+    pthread_mutex_lock(&stdout_lock);
+    int rc = stdout_header(w);
+    if (rc != SL_OK) {
+      pthread_mutex_unlock(&stdout_lock);
+      return sl_error_set(out_err, rc, "cannot write the header to '%s': %s",
+                          w->path, sl_strerror(rc));
+    }
+  }
   while (off < w->buf.len) {
     ssize_t n = write(w->fd, w->buf.data + off, w->buf.len - off);
     if (n < 0 && errno == EINTR) continue;
@@ -190,7 +219,9 @@ static int writer_close(void *wr, bool is_success, sl_error_t **out_err) {
   fwriter_t *w = wr;
   SL_UNUSED(is_success);
   int rc = SL_OK;
-  if (w->buf.len) rc = write_all(w, out_err);
+  /* Standard output: an empty output still gets its header. */
+  if (w->buf.len || (w->s->is_stdout && is_success && w->schema))
+    rc = write_all(w, out_err);
   if (!w->s->is_stdout && w->fd >= 0 && close(w->fd) != 0 && rc == SL_OK) {
     int e = errno;
     rc = sl_error_set(out_err, -e, "cannot close '%s': %s", w->path,
@@ -210,12 +241,12 @@ static int writer_open(void *ctx, const sl_sink_init_t *init, void **out,
   if (w == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   w->s = s;
   w->fd = -1;
+  w->schema = init->schema;
   sl_bytes_init(&w->buf);
   if (s->is_stdout) {
     w->fd = STDOUT_FILENO;
     w->path = sl_strdup("standard output");
-    if (has_header && atomic_exchange(&s->is_header_written, true))
-      has_header = false;
+    has_header = false; /* write_all writes it */
   } else {
     w->path = subtask_path(s->path, init->subtask, init->parallelism);
     if (w->path == NULL) {
