@@ -1192,6 +1192,81 @@ SL_TEST(aggregate_emit_updates_exact_sequence) {
   csink_free(&sink);
 }
 
+/*
+ * Issue 12: emit updates sent +U rows equal to the key's previous row.  A
+ * row that changes no output value (max unchanged, sum plus 0, a null)
+ * emits nothing, as in Flink.
+ */
+SL_TEST(aggregate_updates_suppress_unchanged_rows) {
+  static const trow_t rows[] = {
+      {SL_ROW_INSERT, "a", false, 5}, {SL_ROW_INSERT, "a", false, 0},
+      {SL_ROW_INSERT, "a", true, 0},  {SL_ROW_INSERT, "b", false, 1},
+      {SL_ROW_INSERT, "a", false, 7}, {SL_ROW_INSERT, "b", false, 1},
+      {SL_ROW_INSERT, "b", true, 0}};
+  static const sl_agg_t aggs[] = {{"hi", SL_AGG_MAX, "v"},
+                                  {"total", SL_AGG_SUM, "v"}};
+  static const want_row_t want[] = {
+      {SL_ROW_INSERT, "a", {5, 5}},
+      {SL_ROW_INSERT, "b", {1, 1}},
+      {SL_ROW_UPDATE_AFTER, "a", {7, 12}},
+      {SL_ROW_UPDATE_AFTER, "b", {1, 2}}};
+  csink_t sink;
+  csink_init(&sink);
+  run_table_agg(rows, sizeof(rows) / sizeof(rows[0]), aggs, 2,
+                SL_AGG_EMIT_UPDATES, &sink);
+  assert_rows(&sink, want, sizeof(want) / sizeof(want[0]), 2, NULL);
+  csink_free(&sink);
+  /* An average that stays the same is no change either. */
+  static const trow_t avg_rows[] = {
+      {SL_ROW_INSERT, "a", false, 4}, {SL_ROW_INSERT, "a", false, 4},
+      {SL_ROW_INSERT, "a", false, 1}};
+  static const sl_agg_t avg_aggs[] = {{"mean", SL_AGG_AVG, "v"}};
+  static const bool is_f64[] = {true};
+  static const want_row_t avg_want[] = {
+      {SL_ROW_INSERT, "a", {40}}, {SL_ROW_UPDATE_AFTER, "a", {30}}};
+  csink_init(&sink);
+  run_table_agg(avg_rows, 3, avg_aggs, 1, SL_AGG_EMIT_UPDATES, &sink);
+  assert_rows(&sink, avg_want, 2, 1, is_f64);
+  csink_free(&sink);
+}
+
+/*
+ * Issue 12: avg over large int64 values failed on its int64 sum.  The sum
+ * is kept in 128 bits; the averages are exact to a double, also after a
+ * retraction.
+ */
+SL_TEST(aggregate_avg_of_extreme_int64) {
+  static const trow_t rows[] = {
+      {SL_ROW_INSERT, "a", false, INT64_MAX},
+      {SL_ROW_INSERT, "a", false, INT64_MAX - 2},
+      {SL_ROW_INSERT, "b", false, INT64_MIN},
+      {SL_ROW_INSERT, "b", false, INT64_MIN},
+      {SL_ROW_INSERT, "c", false, INT64_MAX},
+      {SL_ROW_INSERT, "c", false, INT64_MIN},
+      {SL_ROW_INSERT, "d", false, INT64_MAX},
+      {SL_ROW_INSERT, "d", false, INT64_MAX},
+      {SL_ROW_INSERT, "d", false, 3},
+      {SL_ROW_UPDATE_BEFORE, "d", false, INT64_MAX}};
+  static const sl_agg_t aggs[] = {{"mean", SL_AGG_AVG, "v"},
+                                  {"n", SL_AGG_COUNT, "v"}};
+  csink_t sink;
+  csink_init(&sink);
+  run_table_agg(rows, sizeof(rows) / sizeof(rows[0]), aggs, 2,
+                SL_AGG_EMIT_FINAL, &sink);
+  SL_ASSERT_EQ_INT(sink.n_rows, 4);
+  for (size_t i = 0; i < sink.n_rows; i++) {
+    sl_row_t r = crow(&sink, i);
+    double got = sl_row_get_f64(&r, 1), want;
+    if (slice_eq(sl_row_get_str(&r, 0), "a")) want = (double)(INT64_MAX - 1);
+    else if (slice_eq(sl_row_get_str(&r, 0), "b")) want = (double)INT64_MIN;
+    else if (slice_eq(sl_row_get_str(&r, 0), "c")) want = -0.5;
+    else want = (double)INT64_MAX / 2 + 1.5; /* (2^63 - 1 + 3) / 2 */
+    if (got != want)
+      SL_TEST_FAIL("row %zu: avg %.17g, expected %.17g", i, got, want);
+  }
+  csink_free(&sink);
+}
+
 SL_TEST(aggregate_retraction_updates) {
   static const trow_t rows[] = {
       {SL_ROW_INSERT, "a", false, 10},
