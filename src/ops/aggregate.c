@@ -243,7 +243,8 @@ static int agg_open(sl_ctx_t *ctx, void *user) {
   sl_ctx_set_local(ctx, l);
   l->vals = sl_calloc(c->n_cols + 1, sizeof(agg_val_t));
   l->before = sl_calloc(c->n_cols + 1, sizeof(out_val_t));
-  if (l->vals == NULL || l->before == NULL || sl_row_builder_init(&l->b, c->acc_schema) != SL_OK)
+  if (l->vals == NULL || l->before == NULL ||
+      sl_row_builder_init(&l->b, c->acc_schema) != SL_OK)
     return SL_ENOMEM;
   sl_state_desc_t d = {"accumulator", SL_STATE_VALUE, 1, NULL, NULL};
   return sl_ctx_state(ctx, &d, &l->acc);

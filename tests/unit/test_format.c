@@ -443,7 +443,8 @@ SL_TEST(value_error_text_escapes_invisible_bytes) {
                    "expected int64, got '1\\t2\\r\\x01\\x7F'");
   /* Not UTF-8, a zero-width space, and visible UTF-8 kept as it is. */
   SL_ASSERT_EQ_STR(value_err(&fx, "\xff\xc3(\xE2\x80\x8B" "caf\xc3\xa9"),
-                   "expected int64, got '\\xFF\\xC3(\\xE2\\x80\\x8Bcaf\xc3\xa9'");
+                   "expected int64, got "
+                   "'\\xFF\\xC3(\\xE2\\x80\\x8Bcaf\xc3\xa9'");
   /* 40 input bytes at most; an escape is never cut in half. */
   SL_ASSERT_EQ_STR(value_err(&fx, "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
                                   "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
