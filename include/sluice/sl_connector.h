@@ -163,6 +163,12 @@ typedef struct sl_sink_init_s {
   uint32_t parallelism;
   const sl_schema_t *schema;
   const char *uid;
+  /* The attempt restored checkpoint restored_checkpoint_id (an in-process
+   * restart or --resume): output written before that checkpoint is already
+   * there and must not be destroyed.  False: a fresh start from the
+   * beginning of the input (restored_checkpoint_id is 0). */
+  bool is_restored;
+  uint64_t restored_checkpoint_id;
 } sl_sink_init_t;
 
 struct sl_sink_vt_s {
@@ -170,7 +176,12 @@ struct sl_sink_vt_s {
   int (*writer_open)(void *ctx, const sl_sink_init_t *init, void **out_writer,
                      sl_error_t **out_err);
   int (*write)(void *writer, const sl_row_t *row, sl_error_t **out_err);
-  /** Optional: make everything written so far durable/visible. */
+  /**
+   * Optional: make everything written so far durable/visible.  Called when
+   * every input has ended, and before the sink's task takes its snapshot for
+   * a checkpoint: what a checkpoint covers must have reached the output
+   * before the checkpoint can complete.
+   */
   int (*flush)(void *writer, sl_error_t **out_err);
   /**
    * Close a writer.  is_success says whether all input ended normally; on
@@ -239,6 +250,12 @@ SL_API int sl_file_source_create(const sl_file_source_config_t *cfg,
                                  const sl_source_vt_t **out_vt, void **out_ctx,
                                  sl_error_t **out_err);
 
+/*
+ * A fresh start truncates each output file; an attempt that restored a
+ * checkpoint (sl_sink_init_t.is_restored) appends to it instead, after
+ * cutting a partly written last row, so rows written after the checkpoint
+ * appear twice (at-least-once).  See docs/connectors.md.
+ */
 typedef struct sl_file_sink_config_s {
   const char *path;      /* parallelism 1: this file; else one file per
                             subtask i, "<stem>-<i><ext>" (out-0.csv) */
@@ -251,10 +268,20 @@ typedef struct sl_file_sink_config_s {
 SL_API int sl_file_sink_create(const sl_file_sink_config_t *cfg,
                                const sl_sink_vt_t **out_vt, void **out_ctx,
                                sl_error_t **out_err);
-/** @brief Rows to standard output, one line each. */
+/** @brief Rows to standard output, one line each (CSV with ','). */
 SL_API int sl_stdout_sink_create(sl_format_t format, bool changelog,
                                  const sl_sink_vt_t **out_vt, void **out_ctx,
                                  sl_error_t **out_err);
+/**
+ * @brief Rows to standard output with the options of a file sink: format,
+ * csv_header, csv_delimiter and changelog; cfg->path must be NULL.  The
+ * header line is written once, by the first writer that opens, whatever
+ * the parallelism.
+ * @return SL_OK, or SL_EINVAL for a path or an invalid delimiter.
+ */
+SL_API int sl_stdout_sink_create_cfg(const sl_file_sink_config_t *cfg,
+                                     const sl_sink_vt_t **out_vt,
+                                     void **out_ctx, sl_error_t **out_err);
 /** @brief Discards rows, counting them (benchmarks). */
 SL_API int sl_null_sink_create(const sl_sink_vt_t **out_vt, void **out_ctx);
 

@@ -36,6 +36,30 @@ SL_API int sl_value_format(const sl_row_t *row, uint32_t i, sl_bytes_t *out);
 SL_API int sl_csv_parse(const char *line, size_t len, char delim,
                         bool changelog, sl_row_builder_t *b,
                         sl_error_t **out_err);
+/**
+ * @brief Find the end of the CSV record at the start of text[0..len): the
+ * first line end outside a quoted field (RFC 4180: a field that starts with
+ * a quote may hold line ends and delimiters).  With is_eof, text is all
+ * that is left, and a record without a line end (or with an unterminated
+ * quoted field, which sl_csv_parse then reports) ends at len.
+ * @param[out] out_len the record's length, without its line end.
+ * @param[out] out_consumed out_len plus the line end, if any.
+ * @param[out] out_n_breaks line ends inside the record's quoted fields.
+ * @return SL_OK, or SL_EAGAIN when text holds no whole record yet (more
+ * text may follow; outputs untouched).
+ */
+SL_API int sl_csv_record_end(const char *text, size_t len, char delim,
+                             bool is_eof, size_t *out_len,
+                             size_t *out_consumed, uint32_t *out_n_breaks);
+/**
+ * @brief Check a header record (without its line end): its columns, quoted
+ * or not, must be the schema's field names in order.
+ * @return SL_OK, or SL_EPARSE with a message such as "header column 2 is
+ * 'nmae' but field 2 of the schema is 'name'".
+ */
+SL_API int sl_csv_check_header(const char *line, size_t len, char delim,
+                               const sl_schema_t *schema,
+                               sl_error_t **out_err);
 /** @brief Append one CSV record and "\n". */
 SL_API int sl_csv_format(const sl_row_t *row, char delim, bool changelog,
                          sl_bytes_t *out);

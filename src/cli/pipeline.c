@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -1010,6 +1011,7 @@ typedef struct build_s {
   const sl_schema_t *schema; /* of s */
   bool is_bounded;
   bool has_watermarks; /* the source has a watermarks section */
+  int src_paths;       /* the file source's path node, or 0 */
 } build_t;
 
 /* Schema of a file source: a list of {name, type, nullable}. */
@@ -1245,6 +1247,7 @@ static int build_source(build_t *b, int src) {
     uint32_t n_paths = 0;
     int pv = map_get(pl, src, "path", NULL);
     if (pv == 0) return FAIL(pl, src, "source", "missing required field 'path'");
+    b->src_paths = pv;
     if ((rc = str_list(pl, pv, "source.path", paths, 256, &n_paths)) ||
         (rc = get_str(pl, src, "source", "uid", false, &uid)) ||
         (rc = get_u32(pl, src, "source", "parallelism", 1, SL_MAX_PARALLELISM_LIMIT, &par)) ||
@@ -1659,6 +1662,93 @@ static int build_transform(build_t *b, int t, const char *path) {
   return SL_OK;
 }
 
+/*
+ * Options a sink of this type and format would not use are refused, never
+ * ignored: a null sink writes nothing, and JSON has no header or delimiter.
+ * type: 0 file, 1 stdout, 2 null; fmt: 0 csv, 1 json.
+ */
+static int check_sink_options(sl_pipeline_t *pl, int snk, const char *path,
+                              int type, int fmt) {
+  static const char *csv_only[] = {"header", "delimiter", NULL};
+  static const char *writes[] = {"format", "header", "delimiter", "changelog",
+                                 NULL};
+  const char *const *keys = type == 2 ? writes : fmt == 1 ? csv_only : NULL;
+  for (uint32_t i = 0; keys && keys[i]; i++) {
+    int v = map_get(pl, snk, keys[i], NULL);
+    if (v == 0) continue;
+    char f[300];
+    join_path(f, sizeof(f), path, keys[i]);
+    return FAIL(pl, v, f, type == 2 ? "a null sink writes nothing, so it has "
+                "no '%s'" : "only a CSV sink has a '%s' (format is json)",
+                keys[i]);
+  }
+  return SL_OK;
+}
+
+/*
+ * Is out (a file the sink would truncate) the input file in (1), or in the
+ * input directory in (2), or neither (0)?  Compared by device and inode, so
+ * links and other spellings of a path are caught; a file that does not
+ * exist yet is no input file.
+ */
+static int is_input_file(const char *out, const char *in) {
+  struct stat si, so;
+  if (stat(in, &si) != 0) return 0;
+  if (!S_ISDIR(si.st_mode))
+    return stat(out, &so) == 0 && so.st_dev == si.st_dev &&
+           so.st_ino == si.st_ino;
+  char dir[4096];
+  const char *slash = strrchr(out, '/');
+  if (slash == NULL) snprintf(dir, sizeof(dir), ".");
+  else if (slash == out) snprintf(dir, sizeof(dir), "/");
+  else snprintf(dir, sizeof(dir), "%.*s", (int)(slash - out), out);
+  return stat(dir, &so) == 0 && so.st_dev == si.st_dev &&
+                 so.st_ino == si.st_ino
+             ? 2
+             : 0;
+}
+
+/*
+ * A file sink must not write a file the file source reads: the sink
+ * truncates it before the source gets to it (issue 12: the input ended up
+ * empty, exit 0).  par is the sink's parallelism; at par > 1 the files are
+ * "<stem>-<i><ext>", named as file_sink.c names them.
+ */
+static int check_sink_path(build_t *b, int snk, const char *path,
+                           const char *out_path, uint32_t par) {
+  sl_pipeline_t *pl = b->pl;
+  const char *ins[256];
+  uint32_t n_ins = 0;
+  if (b->src_paths == 0 ||
+      str_list(pl, b->src_paths, "source.path", ins, 256, &n_ins) != SL_OK)
+    return SL_OK;
+  const char *slash = strrchr(out_path, '/');
+  const char *dot = strrchr(out_path, '.');
+  if (dot == NULL || (slash && dot < slash) || dot == out_path ||
+      (slash && dot == slash + 1))
+    dot = out_path + strlen(out_path);
+  for (uint32_t i = 0; i < par; i++) {
+    char out[4096];
+    if (par == 1)
+      snprintf(out, sizeof(out), "%s", out_path);
+    else
+      snprintf(out, sizeof(out), "%.*s-%u%s", (int)(dot - out_path), out_path,
+               i, dot);
+    for (uint32_t k = 0; k < n_ins; k++) {
+      int is_in = is_input_file(out, ins[k]);
+      if (is_in == 0) continue;
+      char f[300];
+      join_path(f, sizeof(f), path, "path");
+      return FAIL(pl, map_get(pl, snk, "path", NULL), f,
+                  "output file '%s' is %s '%s' of the source; writing it "
+                  "would destroy the input", out,
+                  is_in == 1 ? "the input file" : "in the input directory",
+                  ins[k]);
+    }
+  }
+  return SL_OK;
+}
+
 /* The sink at path ("sink", or a window's late_sink) on stream in. */
 static int build_sink(build_t *b, int snk, const char *path, const char *uid,
                       sl_stream_t *in) {
@@ -1685,7 +1775,8 @@ static int build_sink(build_t *b, int snk, const char *path, const char *uid,
       (rc = get_enum(pl, snk, path, "format", fmts, &fmt)) ||
       (rc = get_bool(pl, snk, path, "header", &cfg.csv_header)) ||
       (rc = get_bool(pl, snk, path, "changelog", &cfg.changelog)) ||
-      (rc = get_delim(pl, snk, path, &cfg.csv_delimiter)))
+      (rc = get_delim(pl, snk, path, &cfg.csv_delimiter)) ||
+      (rc = check_sink_options(pl, snk, path, type, fmt)))
     return rc;
   if (type != 0 && out_path) {
     char pf[300];
@@ -1693,13 +1784,16 @@ static int build_sink(build_t *b, int snk, const char *path, const char *uid,
     return FAIL(pl, map_get(pl, snk, "path", NULL), pf,
                 "only a file sink has a path");
   }
+  if (type == 0 &&
+      (rc = check_sink_path(b, snk, path, out_path, par ? par : 1)) != SL_OK)
+    return rc;
   const sl_sink_vt_t *vt;
   void *ctx;
   sl_error_t *err = NULL;
   cfg.path = out_path;
   cfg.format = fmt ? SL_FORMAT_JSON : SL_FORMAT_CSV;
   if (type == 0) rc = sl_file_sink_create(&cfg, &vt, &ctx, &err);
-  else if (type == 1) rc = sl_stdout_sink_create(cfg.format, cfg.changelog, &vt, &ctx, &err);
+  else if (type == 1) rc = sl_stdout_sink_create_cfg(&cfg, &vt, &ctx, &err);
   else rc = sl_null_sink_create(&vt, &ctx);
   if (rc != SL_OK) {
     FAIL(pl, snk, path, "%s", err ? sl_error_message(err) : sl_strerror(rc));

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CSV records (RFC 4180 quoting) to and from rows.  A record is one line
- * without its line end; each column holds the text form of one field
+ * without its line end, unless a quoted field holds line ends
+ * (sl_csv_record_end finds where it ends); each column holds the text form
+ * of one field
  * (format_value.c), with an optional leading row-kind column for
  * changelogs.  Parsing makes two passes over the line: the first counts
  * the columns and checks the quoting, so that a wrong column count is
@@ -16,6 +18,7 @@
 
 /* Defined in format_value.c; the prototype belongs in core.h. */
 void sl__format_echo(const char *text, size_t len, char *buf, size_t size);
+#define ECHO_SIZE 164 /* an echo buffer, as in format_value.c */
 
 typedef struct csv_field_s {
   const char *p; /* the text between the quotes, escapes still doubled */
@@ -154,7 +157,7 @@ int sl_csv_parse(const char *line, size_t len, char delim, bool changelog,
     if (changelog && col == 1) {
       sl_row_kind_t kind;
       if (parse_kind(text, n, &kind) != SL_OK) {
-        char echo[48];
+        char echo[ECHO_SIZE];
         sl__format_echo(text, n, echo, sizeof(echo));
         rc = column_error(out_err, schema, changelog, col,
                           "expected a row kind (+I, -U, +U, -D), got '%s'",
@@ -183,6 +186,106 @@ int sl_csv_parse(const char *line, size_t len, char delim, bool changelog,
 done:
   sl_bytes_close(&scratch);
   return rc;
+}
+
+int sl_csv_record_end(const char *text, size_t len, char delim, bool is_eof,
+                      size_t *out_len, size_t *out_consumed,
+                      uint32_t *out_n_breaks) {
+  /* Fast path: a line without quotes is a record. */
+  const char *nl = memchr(text, '\n', len);
+  size_t upto = nl ? (size_t)(nl - text) : len;
+  if (memchr(text, '"', upto) == NULL) {
+    if (nl == NULL && !is_eof) return SL_EAGAIN;
+    *out_len = upto;
+    *out_consumed = nl ? upto + 1 : len;
+    *out_n_breaks = 0;
+    return SL_OK;
+  }
+  /* A field is quoted when it starts with a quote (at the start of the
+   * record or after a delimiter); it ends at a lone quote.  Line ends
+   * elsewhere end the record. */
+  uint32_t n_breaks = 0;
+  bool is_field_start = true;
+  size_t i = 0;
+  while (i < len) {
+    char c = text[i];
+    if (is_field_start && c == '"') {
+      for (i++;;) {
+        const char *q = i < len ? memchr(text + i, '"', len - i) : NULL;
+        size_t end = q ? (size_t)(q - text) : len;
+        for (const char *b = text + i;
+             (b = memchr(b, '\n', (size_t)(text + end - b))) != NULL; b++)
+          n_breaks++;
+        if (q == NULL) {
+          if (!is_eof) return SL_EAGAIN;
+          /* Unterminated: the rest is the record; parsing says why. */
+          *out_len = *out_consumed = len;
+          *out_n_breaks = n_breaks;
+          return SL_OK;
+        }
+        if (end + 1 == len && !is_eof) return SL_EAGAIN; /* "" or "? */
+        if (end + 1 < len && text[end + 1] == '"') {
+          i = end + 2;
+          continue;
+        }
+        i = end + 1;
+        break;
+      }
+      is_field_start = false;
+      continue;
+    }
+    if (c == '\n') {
+      *out_len = i;
+      *out_consumed = i + 1;
+      *out_n_breaks = n_breaks;
+      return SL_OK;
+    }
+    is_field_start = c == delim;
+    i++;
+  }
+  if (!is_eof) return SL_EAGAIN;
+  *out_len = *out_consumed = len;
+  *out_n_breaks = n_breaks;
+  return SL_OK;
+}
+
+int sl_csv_check_header(const char *line, size_t len, char delim,
+                        const sl_schema_t *schema, sl_error_t **out_err) {
+  uint32_t n_fields = sl_schema_n_fields(schema);
+  char echo[ECHO_SIZE];
+  csv_field_t f;
+  size_t pos = 0;
+  uint32_t col = 1;
+  if (delim == '"' || delim == '\r' || delim == '\n')
+    return sl_error_set(out_err, SL_EINVAL, "invalid CSV delimiter");
+  if (len > 0 && line[len - 1] == '\r') len--;
+  for (;; col++) {
+    const char *why = csv_next(line, len, delim, &pos, &f);
+    if (why)
+      return sl_error_set(out_err, SL_EPARSE, "header column %u: %s", col,
+                          why);
+    if (col <= n_fields) {
+      /* Compare the text with "" read as one quote. */
+      const char *name = sl_schema_field(schema, col - 1)->name;
+      size_t k = 0, m = 0, n_name = strlen(name);
+      for (; k < f.len && m < n_name; k++, m++) {
+        if (f.p[k] != name[m]) break;
+        if (f.is_quoted && f.p[k] == '"') k++;
+      }
+      if (k != f.len || m != n_name) {
+        sl__format_echo(f.p, f.len, echo, sizeof(echo));
+        return sl_error_set(out_err, SL_EPARSE, "header column %u is '%s' "
+                            "but field %u of the schema is '%s'", col, echo,
+                            col, name);
+      }
+    }
+    if (pos == len) break;
+    pos++;
+  }
+  if (col != n_fields)
+    return sl_error_set(out_err, SL_EPARSE, "the header has %u columns but "
+                        "the schema has %u fields", col, n_fields);
+  return SL_OK;
 }
 
 static bool csv_needs_quotes(const uint8_t *p, size_t n, char delim) {

@@ -25,7 +25,8 @@
 int sl__format_f64(double v, char *buf, size_t size);
 void sl__format_echo(const char *text, size_t len, char *buf, size_t size);
 
-#define ECHO_MAX 40 /* bytes of input text quoted in a message */
+#define ECHO_MAX 40   /* bytes of input text quoted in a message */
+#define ECHO_SIZE 164 /* a buffer for them: each escaped to at most 4 */
 
 /* ------------------------------------------------------------------ */
 /* The C locale for strtod and snprintf("%g")                          */
@@ -57,28 +58,95 @@ static void numeric_leave(locale_t old) {
 /* Messages                                                            */
 
 /*
+ * Length of the valid UTF-8 sequence at p (at most n bytes) and its code
+ * point, or 0 when the bytes are not valid UTF-8 (overlong forms and
+ * surrogates are not valid).
+ */
+static size_t utf8_decode(const unsigned char *p, size_t n, uint32_t *out_cp) {
+  size_t len;
+  uint32_t cp, min;
+  if (p[0] < 0x80) {
+    *out_cp = p[0];
+    return 1;
+  } else if ((p[0] & 0xe0) == 0xc0) {
+    len = 2, cp = p[0] & 0x1fu, min = 0x80;
+  } else if ((p[0] & 0xf0) == 0xe0) {
+    len = 3, cp = p[0] & 0x0fu, min = 0x800;
+  } else if ((p[0] & 0xf8) == 0xf0) {
+    len = 4, cp = p[0] & 0x07u, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (n < len) return 0;
+  for (size_t k = 1; k < len; k++) {
+    if ((p[k] & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (p[k] & 0x3fu);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  *out_cp = cp;
+  return len;
+}
+
+/* Code points that print as nothing or move the text: shown escaped. */
+static bool is_invisible(uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9f) || cp == 0xad ||
+         (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
+         (cp >= 0x2060 && cp <= 0x2064) || cp == 0xfeff;
+}
+
+/*
  * Copy at most ECHO_MAX bytes of text into buf for an error message, with
- * "..." when cut.  The cut never splits a UTF-8 sequence, and control
- * characters become '?' so that a message stays on one line.  buf must hold
- * ECHO_MAX + 4 bytes.
+ * "..." when cut (by ECHO_MAX or by size).  Bytes a reader could not see
+ * are escaped, so the message stays on one line and shows what is really
+ * there: \n, \r, \t, and \xHH for other control characters, bytes that are
+ * not UTF-8, and invisible characters such as a byte order mark (U+FEFF is
+ * \xEF\xBB\xBF).  The cut never splits a UTF-8 sequence or an escape.  buf
+ * should hold ECHO_SIZE bytes.
  */
 void sl__format_echo(const char *text, size_t len, char *buf, size_t size) {
-  size_t n = len;
+  static const char hex[] = "0123456789ABCDEF";
+  const unsigned char *p = (const unsigned char *)text;
+  size_t o = 0, k = 0;
   bool is_cut = false;
-  if (n > ECHO_MAX) {
-    n = ECHO_MAX;
-    while (n > 0 && ((unsigned char)text[n] & 0xc0) == 0x80) n--;
-    is_cut = true;
+  if (size < 4) {
+    if (size) buf[0] = '\0';
+    return;
   }
-  if (n + 4 > size) n = size > 4 ? size - 4 : 0;
-  for (size_t k = 0; k < n; k++) {
-    unsigned char c = (unsigned char)text[k];
-    buf[k] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+  while (k < len) {
+    char esc[16];
+    size_t n_out = 0;
+    uint32_t cp = 0;
+    size_t n_in = utf8_decode(p + k, len - k, &cp);
+    if (n_in == 0 || (n_in == 1 && (cp < 0x20 || cp == 0x7f)) ||
+        is_invisible(cp)) {
+      if (n_in == 0) n_in = 1;
+      for (size_t i = 0; i < n_in; i++) {
+        unsigned char c = p[k + i];
+        esc[n_out++] = '\\';
+        if (c == '\n' || c == '\r' || c == '\t') {
+          esc[n_out++] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        } else {
+          esc[n_out++] = 'x';
+          esc[n_out++] = hex[c >> 4];
+          esc[n_out++] = hex[c & 15];
+        }
+      }
+    } else {
+      memcpy(esc, p + k, n_in);
+      n_out = n_in;
+    }
+    if (k + n_in > ECHO_MAX || o + n_out + 4 > size) {
+      is_cut = true;
+      break;
+    }
+    memcpy(buf + o, esc, n_out);
+    o += n_out;
+    k += n_in;
   }
   if (is_cut) {
-    memcpy(buf + n, "...", 4);
+    memcpy(buf + o, "...", 4);
   } else {
-    buf[n] = '\0';
+    buf[o] = '\0';
   }
 }
 
@@ -90,7 +158,7 @@ static const char *type_label(sl_type_t t, char *buf, size_t size) {
 
 static int expected_error(sl_error_t **out_err, sl_type_t t,
                           const char *text, size_t len) {
-  char echo[ECHO_MAX + 4], what[32];
+  char echo[ECHO_SIZE], what[32];
   sl__format_echo(text, len, echo, sizeof(echo));
   return sl_error_set(out_err, SL_EPARSE, "expected %s, got '%s'",
                       type_label(t, what, sizeof(what)), echo);
@@ -98,7 +166,7 @@ static int expected_error(sl_error_t **out_err, sl_type_t t,
 
 static int range_error(sl_error_t **out_err, sl_type_t t, const char *text,
                        size_t len) {
-  char echo[ECHO_MAX + 4], what[32];
+  char echo[ECHO_SIZE], what[32];
   sl__format_echo(text, len, echo, sizeof(echo));
   return sl_error_set(out_err, SL_EPARSE, "'%s' is out of range for %s", echo,
                       type_label(t, what, sizeof(what)));
@@ -624,7 +692,7 @@ int sl_value_parse(const char *text, size_t len, sl_type_t t,
   }
   case SL_TYPE_DECIMAL: {
     int64_t v = 0;
-    char echo[ECHO_MAX + 4], what[32];
+    char echo[ECHO_SIZE], what[32];
     switch (parse_decimal(text, len, t.precision, t.scale, &v)) {
     case DEC_OK:
       sl_row_builder_set_i64(b, field, v);

@@ -420,6 +420,7 @@ int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
   }
   if ((rc = mark_empty_tasks(job)) != SL_OK) goto fail;
   job->is_restore_corrupt = false;
+  job->rt.restored_ckpt = meta ? meta->id : 0;
   if (meta && (rc = sl__restore_plan(job, meta, out_err)) != SL_OK) {
     job->is_restore_corrupt = rc == SL_ECORRUPT;
     return rc;

@@ -5,7 +5,11 @@
  * format) with the key fields, the number of rows, and per aggregate a
  * count of non-null inputs and a running value.  Rows of kind -U and -D
  * retract; when a key's row count drops to zero its state is cleared and a
- * -D is emitted.  See README.md.
+ * -D is emitted.  With emit updates, a row that leaves a key's output row as
+ * it was emits nothing (as Flink suppresses unchanged +U rows).  avg of an
+ * integer or decimal column keeps its sum in 128 bits (16 bytes in the
+ * accumulator), so it cannot overflow where the average itself is fine.
+ * See README.md.
  */
 #include <math.h>
 #include <stdio.h>
@@ -42,12 +46,23 @@ typedef struct agg_val_s {
   int64_t i;
   double f;
   sl_slice_t s;
+  __int128 wide;      /* avg of an integer or decimal column: the sum */
+  uint8_t wide_le[16]; /* wide as stored (little-endian), for set_val */
 } agg_val_t;
+
+/* An output value of one aggregate column, to compare old and new. */
+typedef struct out_val_s {
+  bool is_null;
+  int64_t i;
+  double f;
+  sl_slice_t s;
+} out_val_t;
 
 typedef struct agg_local_s {
   sl_state_t *acc;
   sl_row_builder_t b;
   agg_val_t *vals;
+  out_val_t *before; /* per column: the output before the current row */
   sl_ctx_t *ctx;
 } agg_local_t;
 
@@ -76,14 +91,24 @@ static const char *fn_name(sl_agg_fn_t fn) {
   return "?";
 }
 
+/* avg of an integer or decimal column: a 128-bit sum. */
+static bool is_wide(const agg_col_t *c) {
+  return c->fn == SL_AGG_AVG && c->in_type != SL_TYPE_FLOAT64;
+}
+
 /* The type a running value is kept in. */
 static sl_type_t acc_type(const agg_col_t *c, sl_type_t in) {
   sl_type_t t = {SL_TYPE_INT64, 0, 0, true};
   switch (c->fn) {
   case SL_AGG_COUNT:
     break;
-  case SL_AGG_SUM:
   case SL_AGG_AVG:
+    if (in.id != SL_TYPE_FLOAT64) {
+      t.id = SL_TYPE_BYTES; /* 16 bytes: the sum as a little-endian int128 */
+      break;
+    }
+    /* fall through */
+  case SL_AGG_SUM:
     if (in.id == SL_TYPE_FLOAT64) t.id = SL_TYPE_FLOAT64;
     else if (in.id == SL_TYPE_DECIMAL) t = (sl_type_t){SL_TYPE_DECIMAL, 18, in.scale, true};
     break;
@@ -251,7 +276,9 @@ static int agg_open(sl_ctx_t *ctx, void *user) {
   l->ctx = ctx;
   sl_ctx_set_local(ctx, l);
   l->vals = sl_calloc(c->n_cols + 1, sizeof(agg_val_t));
-  if (l->vals == NULL || sl_row_builder_init(&l->b, c->acc_schema) != SL_OK)
+  l->before = sl_calloc(c->n_cols + 1, sizeof(out_val_t));
+  if (l->vals == NULL || l->before == NULL ||
+      sl_row_builder_init(&l->b, c->acc_schema) != SL_OK)
     return SL_ENOMEM;
   sl_state_desc_t d = {.name = "accumulator", .kind = SL_STATE_VALUE,
                        .version = 1, .layout = c->layout};
@@ -264,6 +291,7 @@ static void agg_close(sl_ctx_t *ctx, void *user) {
   if (l == NULL) return;
   sl_row_builder_close(&l->b);
   sl_free(l->vals);
+  sl_free(l->before);
   sl_free(l);
 }
 
@@ -276,7 +304,14 @@ static void read_acc(const agg_cfg_t *c, agg_local_t *l, const sl_row_t *acc) {
     x->is_null = sl_row_is_null(acc, vf);
     if (x->is_null) continue;
     uint8_t t = sl_schema_field(c->acc_schema, vf)->type.id;
-    if (t == SL_TYPE_FLOAT64) x->f = sl_row_get_f64(acc, vf);
+    if (is_wide(&c->cols[i])) {
+      sl_slice_t b = sl_row_get_str(acc, vf);
+      unsigned __int128 u = 0;
+      /* Written by set_val as 16 bytes; anything else reads as 0. */
+      if (SL_ALWAYS(b.len == 16))
+        for (int k = 15; k >= 0; k--) u = (u << 8) | b.ptr[k];
+      x->wide = (__int128)u;
+    } else if (t == SL_TYPE_FLOAT64) x->f = sl_row_get_f64(acc, vf);
     else if (t == SL_TYPE_STRING || t == SL_TYPE_BYTES) x->s = sl_row_get_str(acc, vf);
     else x->i = sl_row_get_i64(acc, vf);
   }
@@ -335,6 +370,10 @@ static int fold(const agg_cfg_t *c, agg_local_t *l, const sl_row_t *row,
     case SL_AGG_AVG:
       if (col->in_type == SL_TYPE_FLOAT64) {
         x->f = (x->is_null ? 0 : x->f) + sign * v.u.f;
+      } else if (is_wide(col)) {
+        /* |sum| < 2^63 rows * 2^63: no overflow in 128 bits. */
+        x->wide = (x->is_null ? 0 : x->wide) +
+                  (sign > 0 ? (__int128)v.u.i : -(__int128)v.u.i);
       } else {
         int64_t cur = x->is_null ? 0 : x->i, d = sign > 0 ? v.u.i : -v.u.i;
         if (__builtin_add_overflow(cur, d, &x->i) ||
@@ -376,12 +415,62 @@ static int fold(const agg_cfg_t *c, agg_local_t *l, const sl_row_t *row,
 }
 
 static void set_val(sl_row_builder_t *b, uint32_t f, uint8_t type,
-                    const agg_val_t *x) {
+                    agg_val_t *x, bool is_wide_sum) {
   if (x->is_null) return; /* reset left it null */
-  if (type == SL_TYPE_FLOAT64) sl_row_builder_set_f64(b, f, x->f);
+  if (is_wide_sum) {
+    unsigned __int128 u = (unsigned __int128)x->wide;
+    for (int k = 0; k < 16; k++, u >>= 8) x->wide_le[k] = (uint8_t)u;
+    sl_row_builder_set_str(b, f, x->wide_le, 16);
+  } else if (type == SL_TYPE_FLOAT64) sl_row_builder_set_f64(b, f, x->f);
   else if (type == SL_TYPE_STRING || type == SL_TYPE_BYTES)
     sl_row_builder_set_str(b, f, x->s.ptr, x->s.len);
   else sl_row_builder_set_i64(b, f, x->i);
+}
+
+/*
+ * The output value of column i.  An average of integers is the quotient
+ * and remainder of the 128-bit sum by the count, so that only the last
+ * step rounds: avg of values near INT64_MAX is exact to a double.
+ */
+static void out_value(const agg_cfg_t *c, const agg_val_t *x, uint32_t i,
+                      out_val_t *o) {
+  const agg_col_t *col = &c->cols[i];
+  memset(o, 0, sizeof(*o));
+  if (col->fn == SL_AGG_COUNT) {
+    o->i = x->count;
+  } else if (col->fn == SL_AGG_AVG) {
+    o->is_null = x->is_null || x->count == 0;
+    if (o->is_null) return;
+    if (col->in_type == SL_TYPE_FLOAT64) {
+      o->f = x->f / (double)x->count;
+    } else {
+      __int128 q = x->wide / x->count, r = x->wide % x->count;
+      o->f = (double)q + (double)r / (double)x->count;
+      if (col->in_type == SL_TYPE_DECIMAL) o->f /= pow(10, col->scale);
+    }
+  } else {
+    o->is_null = x->is_null;
+    o->i = x->i;
+    o->f = x->f;
+    o->s = x->s;
+  }
+}
+
+/* Would the output row of l's values differ from the one in a? */
+static bool is_changed(const agg_cfg_t *c, const out_val_t *a,
+                       const agg_local_t *l) {
+  for (uint32_t i = 0; i < c->n_cols; i++) {
+    out_val_t o;
+    out_value(c, &l->vals[i], i, &o);
+    if (o.is_null != a[i].is_null) return true;
+    if (o.is_null) continue;
+    /* Bit patterns: -0.0 and 0.0 differ, NaN equals itself. */
+    if (o.i != a[i].i || memcmp(&o.f, &a[i].f, sizeof(o.f)) != 0 ||
+        o.s.len != a[i].s.len ||
+        (o.s.len && memcmp(o.s.ptr, a[i].s.ptr, o.s.len) != 0))
+      return true;
+  }
+  return false;
 }
 
 /* Write the output row for the current values (keys from `keys`). */
@@ -397,20 +486,16 @@ static int emit_out(sl_ctx_t *ctx, const agg_cfg_t *c, const agg_local_t *l,
   }
   for (uint32_t i = 0; i < c->n_cols; i++) {
     const agg_col_t *col = &c->cols[i];
-    const agg_val_t *x = &l->vals[i];
     uint32_t f = c->n_keys + i;
-    if (col->fn == SL_AGG_COUNT) {
-      sl_row_builder_set_i64(b, f, x->count);
-    } else if (col->fn == SL_AGG_AVG) {
-      if (x->is_null || x->count == 0) continue;
-      double sum = col->in_type == SL_TYPE_FLOAT64 ? x->f
-                   : col->in_type == SL_TYPE_DECIMAL
-                       ? (double)x->i / pow(10, col->scale)
-                       : (double)x->i;
-      sl_row_builder_set_f64(b, f, sum / (double)x->count);
-    } else {
-      set_val(b, f, sl_schema_field(c->out_schema, f)->type.id, x);
-    }
+    out_val_t o;
+    out_value(c, &l->vals[i], i, &o);
+    if (o.is_null) continue; /* reset left it null */
+    uint8_t t = sl_schema_field(c->out_schema, f)->type.id;
+    if (col->fn == SL_AGG_COUNT) sl_row_builder_set_i64(b, f, o.i);
+    else if (t == SL_TYPE_FLOAT64) sl_row_builder_set_f64(b, f, o.f);
+    else if (t == SL_TYPE_STRING || t == SL_TYPE_BYTES)
+      sl_row_builder_set_str(b, f, o.s.ptr, o.s.len);
+    else sl_row_builder_set_i64(b, f, o.i);
   }
   return sl_ctx_emit_builder(ctx);
 }
@@ -428,8 +513,17 @@ static int agg_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
                        "a retraction (%s) arrived for a key that has no "
                        "rows; the input changelog is not consistent",
                        sl_row_kind_name(kind));
+  /* The output before this row (slices borrow the old state or the row,
+   * both valid until the new accumulator is stored). */
+  out_val_t *before = NULL;
+  if (existed && c->emit == SL_AGG_EMIT_UPDATES) {
+    before = l->before;
+    for (uint32_t i = 0; i < c->n_cols; i++)
+      out_value(c, &l->vals[i], i, &before[i]);
+  }
   int rc = fold(c, l, row, sign);
   if (rc != SL_OK) return rc;
+  bool is_unchanged = before && !is_changed(c, before, l);
   n_rows += sign;
   if (n_rows == 0) {
     if ((rc = sl_state_clear(l->acc)) != SL_OK) return rc;
@@ -450,7 +544,7 @@ static int agg_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
     uint32_t nf = c->n_keys + 1 + 2 * i;
     sl_row_builder_set_i64(b, nf, l->vals[i].count);
     set_val(b, nf + 1, sl_schema_field(c->acc_schema, nf + 1)->type.id,
-            &l->vals[i]);
+            &l->vals[i], is_wide(&c->cols[i]));
   }
   sl_row_t nacc;
   sl_error_t *err = NULL;
@@ -460,7 +554,7 @@ static int agg_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
     return r;
   }
   if ((rc = sl_value_put(l->acc, nacc.data, nacc.len)) != SL_OK) return rc;
-  if (c->emit != SL_AGG_EMIT_UPDATES) return SL_OK;
+  if (c->emit != SL_AGG_EMIT_UPDATES || is_unchanged) return SL_OK;
   /* The values may borrow the old state bytes; re-read the new row. */
   read_acc(c, l, &nacc);
   return emit_out(ctx, c, l, row, c->key_fields,

@@ -129,8 +129,9 @@ const sl_op_vt_t sl__op_union_vt = {"union", NULL, union_process,
 /* Sink: the writer lives in op->impl. */
 static int sink_open(sl_op_t *op) {
   const sl_op_cfg_t *c = cfg_of(op);
-  sl_sink_init_t init = {op->subtask, op->parallelism, op->in_schema[0],
-                         op->uid};
+  uint64_t restored = sl__task_restored_checkpoint(op->task);
+  sl_sink_init_t init = {op->subtask,     op->parallelism, op->in_schema[0],
+                         op->uid,         restored != 0,   restored};
   sl_error_t *err = NULL;
   int rc = c->sink_vt->writer_open(c->sink_ctx, &init, &op->impl, &err);
   if (rc != SL_OK) {
@@ -157,6 +158,12 @@ static int sink_end_input(sl_op_t *op) {
   return rc == SL_OK ? SL_OK : sl__op_fail_err(op, err, rc);
 }
 
+/* Before a snapshot: what the checkpoint covers reaches the output. */
+static int sink_pre_snapshot(sl_op_t *op, uint64_t id) {
+  SL_UNUSED(id);
+  return op->impl ? sink_end_input(op) : SL_OK;
+}
+
 static void sink_close(sl_op_t *op, bool is_success) {
   const sl_op_cfg_t *c = cfg_of(op);
   if (op->impl == NULL) return;
@@ -170,5 +177,6 @@ static void sink_close(sl_op_t *op, bool is_success) {
   }
 }
 
-const sl_op_vt_t sl__op_sink_vt = {"sink", sink_open, sink_process,
-                                   NULL,   sink_end_input, sink_close};
+const sl_op_vt_t sl__op_sink_vt = {
+    "sink", sink_open, sink_process, NULL, sink_end_input, sink_close,
+    NULL,   NULL,      NULL,         sink_pre_snapshot};

@@ -438,9 +438,17 @@ static int window_row(const jcfg_t *c, jlocal_t *l, uint32_t side,
   int64_t wm = sl_ctx_watermark(l->ctx);
   const sl_window_spec_t *s = &c->spec;
   int64_t slide = s->kind == SL_WINDOW_SLIDING ? s->slide_us : s->size_us;
-  int64_t last = ts - sl__floor_mod(ts - s->offset_us, slide);
-  for (int64_t start = last; start > ts - s->size_us; start -= slide) {
-    sl_window_t w = {start, sl__sat_add(start, s->size_us), 0};
+  int64_t start, lo;
+  if (!sl__window_starts(ts, s->size_us, slide, s->offset_us, 0, &start,
+                         &lo))
+    return sl_ctx_fail(l->ctx, SL_EOVERFLOW,
+                       "join '%s': event time %lld of a %s row is too close "
+                       "to the limits of int64 for a window of %lld us",
+                       c->uid, (long long)ts, side == 0 ? "left" : "right",
+                       (long long)s->size_us);
+  for (bool more = start >= lo; more;
+       more = sl__window_next_start(&start, lo, slide)) {
+    sl_window_t w = {start, start + s->size_us, 0};
     if (w.end_us - 1 <= wm) continue; /* late for this window */
     if ((rc = set_ns_window(l, side, &w)) != SL_OK ||
         (rc = sl_list_add(l->rows, row->data, row->len)) != SL_OK ||
@@ -451,7 +459,8 @@ static int window_row(const jcfg_t *c, jlocal_t *l, uint32_t side,
 }
 
 static int window_timer(const jcfg_t *c, jlocal_t *l, int64_t t) {
-  sl_window_t w = {sl__sat_add(t, 1) - c->spec.size_us, sl__sat_add(t, 1), 0};
+  /* t = end - 1 < INT64_MAX (sl__window_starts): no overflow. */
+  sl_window_t w = {t + 1 - c->spec.size_us, t + 1, 0};
   /* Copy the left rows out: iterating two lists of one state at once. */
   int rc = set_ns_window(l, 0, &w);
   if (rc != SL_OK) return rc;

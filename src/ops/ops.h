@@ -55,6 +55,48 @@ static inline int64_t sl__floor_mod(int64_t a, int64_t b) {
   return r < 0 ? r + b : r;
 }
 
+/*
+ * The tumbling or sliding windows that hold event time ts start at
+ * *out_last, *out_last - slide, ... down to *out_lo (inclusive: ts - size
+ * + 1, or INT64_MIN when that is below).  Fails (false) when one of them
+ * would start below INT64_MIN, or end, or have its last timer (end - 1 +
+ * lateness) at or past INT64_MAX: an event time that close to the limits
+ * (some 292,000 years away) cannot be windowed, and the caller reports it
+ * instead of overflowing or silently leaving out a window.  Iterate with
+ * sl__window_next_start, which never steps below *out_lo.
+ */
+static inline bool sl__window_starts(int64_t ts, int64_t size, int64_t slide,
+                                     int64_t offset, int64_t lateness,
+                                     int64_t *out_last, int64_t *out_lo) {
+  int64_t rel, last, end, cleanup;
+  if (__builtin_sub_overflow(ts, offset, &rel) ||
+      __builtin_sub_overflow(ts, sl__floor_mod(rel, slide), &last) ||
+      __builtin_add_overflow(last, size, &end) ||
+      __builtin_add_overflow(end - 1, lateness, &cleanup) ||
+      cleanup == INT64_MAX) /* a timer at INT64_MAX names no window */
+    return false;
+  int64_t lo = sl__sat_add(ts, -(size - 1));
+  if (last >= lo) {
+    /* The earliest start at or above lo; the one before it must not hold
+     * ts (it could only when lo was cut at INT64_MIN).  Every difference
+     * here is below size. */
+    int64_t first = last - (last - lo) / slide * slide;
+    if ((first - ts) + (size - slide) > 0) return false;
+  }
+  *out_last = last;
+  *out_lo = lo;
+  return true;
+}
+
+/* Step *start to the next earlier window start, or false when that would
+ * be below lo.  start - lo < size, so nothing overflows. */
+static inline bool sl__window_next_start(int64_t *start, int64_t lo,
+                                         int64_t slide) {
+  if (*start - lo < slide) return false;
+  *start -= slide;
+  return true;
+}
+
 /* Windows (window.c): config for sl__window_fns.  aggs NULL: a user
  * aggregate or process function, set with sl__window_config_set_user. */
 #include "sluice/sl_window.h"

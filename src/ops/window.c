@@ -908,10 +908,18 @@ static int w_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
   if (s->kind == SL_WINDOW_SESSION) return session_add(c, l, row, ts, wm);
   int64_t size = s->size_us;
   int64_t slide = s->kind == SL_WINDOW_SLIDING ? s->slide_us : size;
-  int64_t last = ts - sl__floor_mod(ts - s->offset_us, slide);
+  int64_t start, lo;
+  if (!sl__window_starts(ts, size, slide, s->offset_us,
+                         s->allowed_lateness_us, &start, &lo))
+    return sl_ctx_fail(ctx, SL_EOVERFLOW,
+                       "window '%s': event time %lld (field '%s') is too "
+                       "close to the limits of int64 for a window of %lld "
+                       "us", c->uid, (long long)ts, s->time_field,
+                       (long long)size);
   uint32_t n = 0, n_late = 0;
-  for (int64_t start = last; start > ts - size; start -= slide) {
-    sl_window_t w = {start, sl__sat_add(start, size), 0};
+  for (bool more = start >= lo; more;
+       more = sl__window_next_start(&start, lo, slide)) {
+    sl_window_t w = {start, start + size, 0};
     n++;
     if (cleanup_time(c, &w) <= wm) {
       n_late++;
@@ -932,11 +940,14 @@ static int w_on_event_timer(sl_ctx_t *ctx, void *user, int64_t ts) {
   bool removed;
   int rc = SL_OK;
   if (s->kind != SL_WINDOW_SESSION) {
-    int64_t end = sl__sat_add(ts, 1);
-    sl_window_t w = {end - s->size_us, end, 0};
+    /* Timers are below INT64_MAX (sl__window_starts), and a window that
+     * would start below INT64_MIN does not exist. */
+    int64_t end = sl__sat_add(ts, 1), xe, xs;
+    sl_window_t w = {sl__sat_add(end, -s->size_us), end, 0};
     rc = window_fire(c, l, &w, &removed);
-    if (rc == SL_OK && late > 0) {
-      sl_window_t x = {end - late - s->size_us, end - late, 0};
+    if (rc == SL_OK && late > 0 && !__builtin_sub_overflow(end, late, &xe) &&
+        !__builtin_sub_overflow(xe, s->size_us, &xs)) {
+      sl_window_t x = {xs, xe, 0};
       bool exists;
       rc = acc_load(l, &x, &l->a, &exists);
       if (rc == SL_OK && exists && l->a.data[16])

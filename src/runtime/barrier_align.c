@@ -172,7 +172,12 @@ static int take_checkpoint(sl_task_t *t, uint64_t id, int64_t ts,
   const sl_ckpt_hooks_t *h = t->job->ckpt;
   t->ckpt_last = id;
   void *snap = NULL;
-  int rc = h->snapshot_sync(h->ctx, t, id, timing, &snap);
+  int rc;
+  for (uint32_t i = 0; i < t->n_ops; i++)
+    if (t->ops[i]->vt->pre_snapshot &&
+        (rc = t->ops[i]->vt->pre_snapshot(t->ops[i], id)) != SL_OK)
+      return rc;
+  rc = h->snapshot_sync(h->ctx, t, id, timing, &snap);
   if (rc != SL_OK) return rc;
   if ((rc = SL_INJECT("task.before_barrier_forward")) != SL_OK) {
     h->snapshot_drop(h->ctx, snap);
@@ -460,6 +465,10 @@ uint32_t sl__task_n_ops(const sl_task_t *t) { return t->n_ops; }
 sl_op_t *sl__task_op(const sl_task_t *t, uint32_t i) { return t->ops[i]; }
 sl_source_rt_t *sl__task_source(const sl_task_t *t) { return t->source; }
 uint64_t sl__task_last_snapshot(const sl_task_t *t) { return t->ckpt_last; }
+
+uint64_t sl__task_restored_checkpoint(const sl_task_t *t) {
+  return t->job->restored_ckpt;
+}
 
 void sl__task_trigger_checkpoint(sl_task_t *t, uint64_t id) {
   if (t->source == NULL) return;

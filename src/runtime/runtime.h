@@ -202,6 +202,12 @@ typedef struct sl_op_vt_s {
   void (*checkpoint_aborted)(sl_op_t *op, uint64_t id);
   /** An event-time timer (ts in microseconds); its key is current. */
   int (*on_event_timer)(sl_op_t *op, int64_t ts);
+  /**
+   * Optional: the task is about to snapshot for checkpoint id.  A sink
+   * writes out what it buffered, so that the checkpoint covers no row the
+   * output lacks.
+   */
+  int (*pre_snapshot)(sl_op_t *op, uint64_t id);
 } sl_op_vt_t;
 
 /* Where an operator's output goes: chained operators or writers. */
@@ -412,6 +418,8 @@ struct sl_job_rt_s {
   uint32_t n_tasks;
   const sl_ckpt_hooks_t *ckpt; /* NULL: checkpoints off */
   bool has_event_time;      /* some source generates watermarks */
+  uint64_t restored_ckpt;   /* checkpoint this attempt restored, 0: none;
+                               set by the plan before any task runs */
 };
 
 /*
@@ -429,6 +437,9 @@ sl_source_rt_t *sl__task_source(const sl_task_t *task);
 /** @brief Newest checkpoint id the task snapshotted or is aligning.
  * @thread the task. */
 uint64_t sl__task_last_snapshot(const sl_task_t *task);
+/** @brief The checkpoint this attempt restored, 0 for a fresh start.
+ * @thread any (set by the plan before any task runs). */
+uint64_t sl__task_restored_checkpoint(const sl_task_t *task);
 /**
  * @brief Trigger checkpoint id at a source task (nothing for other
  * tasks), and wake it; it snapshots between two polls.

@@ -283,7 +283,7 @@ SL_TEST(aggregate_count_to_avg_fails) {
       "operator 'totals' (subtask 1 of 1): state 'accumulator' does not "
       "match the checkpoint: the checkpoint holds version 1 with layout "
       "[" AGG_OLD "], the operator declares version 1 with layout "
-      "[key key:int64; sum(seq):int64, avg(seq):int64]; sluice cannot "
+      "[key key:int64; sum(seq):int64, avg(seq):bytes]; sluice cannot "
       "migrate state yet, so resume with the definition the checkpoint was "
       "taken with");
 }

@@ -151,7 +151,7 @@ SL_TEST(aggregate_values_reordered_exits_1) {
 SL_TEST(aggregate_count_to_avg_exits_1) {
   check_edit(AGG("{total: sum(amount), n: count()}"),
              AGG("{total: sum(amount), n: avg(amount)}"),
-             MSG_HEAD "[key key:int64; sum(amount):int64, avg(amount):int64]"
+             MSG_HEAD "[key key:int64; sum(amount):int64, avg(amount):bytes]"
                       MSG_TAIL);
 }
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -219,6 +220,19 @@ SL_TEST(bad_delimiter) {
   expect_invalid(GEN "sink: {type: stdout, delimiter: ';;'}\n", NULL,
                  "2:33: sink.delimiter: must be one character other than a "
                  "quote or line end");
+}
+
+/* Issue 12: options a sink would not use were accepted and ignored. */
+SL_TEST(null_sink_with_header) {
+  expect_invalid(GEN "sink: {type: \"null\", header: true}\n", NULL,
+                 "2:30: sink.header: a null sink writes nothing, so it has "
+                 "no 'header'");
+}
+
+SL_TEST(json_sink_with_delimiter) {
+  expect_invalid(GEN "sink: {type: stdout, format: json, delimiter: ';'}\n",
+                 NULL, "2:47: sink.delimiter: only a CSV sink has a "
+                 "'delimiter' (format is json)");
 }
 
 SL_TEST(set_without_value) {
@@ -715,4 +729,60 @@ SL_TEST(api_limits_of_checkpoint_durations_and_job_names) {
   sl_error_t *err = NULL;
   SL_ASSERT_OK_E(sl_job_create(&cfg, &job, &err), err);
   sl_job_destroy(job);
+}
+
+/*
+ * Issue 12: a sink path equal to the source path truncated the input to 0
+ * bytes (exit 0).  The same file by another spelling, a file inside an input
+ * directory, and a subtask file of a parallel sink are refused as well; the
+ * input is left as it was.
+ */
+SL_TEST(sink_path_is_source_path) {
+  char in[4200], dir[4200], text[20000], want[20000];
+  snprintf(in, sizeof(in), "%s/in.csv", sl_test_dir());
+  snprintf(dir, sizeof(dir), "%s/indir", sl_test_dir());
+  sl_test_write_file(in, "1,2\n3,4\n");
+  SL_ASSERT_EQ_INT(mkdir(dir, 0755), 0);
+  static const char *const sinks[][2] = {
+      {"%s/in.csv", NULL},
+      {"%s/./in.csv", NULL},
+      {"%s/indir/out.csv", NULL},
+      {"%s/in.csv", "sink.parallelism=2"}, /* writes in-0.csv, in-1.csv */
+  };
+  char in1[4200];
+  snprintf(in1, sizeof(in1), "%s/in-1.csv", sl_test_dir());
+  for (size_t i = 0; i < sizeof(sinks) / sizeof(sinks[0]); i++) {
+    char out[4300], src[4300];
+    snprintf(out, sizeof(out), sinks[i][0], sl_test_dir());
+    snprintf(src, sizeof(src), "%s", i == 2 ? dir : i == 3 ? in1 : in);
+    if (i == 3) sl_test_write_file(in1, "5,6\n");
+    snprintf(text, sizeof(text),
+             "source:\n  type: file\n  path: %s\n"
+             "  schema: [{name: a, type: int64}, {name: b, type: int64}]\n"
+             "sink:\n  type: file\n  path: %s\n", src, out);
+    const char *path = write_pipeline("p.yaml", text);
+    const char *args[] = {"run", path, "--quiet", NULL, NULL, NULL};
+    if (sinks[i][1]) {
+      args[3] = "--set";
+      args[4] = sinks[i][1];
+    }
+    run_t r = run_cli(args);
+    if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 2)
+      SL_TEST_FAIL("case %zu: expected exit 2, got status %d; stderr: %s", i,
+                   r.status, r.err);
+    snprintf(want, sizeof(want),
+             "sluice: %s:7:9: sink.path: output file '%s' is %s '%s' of the "
+             "source; writing it would destroy the input\n",
+             path, i == 3 ? in1 : out,
+             i == 2 ? "in the input directory" : "the input file", src);
+    SL_ASSERT_EQ_STR(r.err, want);
+    run_free(&r);
+  }
+  size_t len;
+  char *text_in = sl_test_read_file(in, &len);
+  SL_ASSERT_EQ_STR(text_in, "1,2\n3,4\n");
+  free(text_in);
+  text_in = sl_test_read_file(in1, &len);
+  SL_ASSERT_EQ_STR(text_in, "5,6\n");
+  free(text_in);
 }

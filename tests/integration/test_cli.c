@@ -430,6 +430,36 @@ SL_TEST(file_sink_parallelism_2_writes_one_file_per_subtask) {
   free(pl);
 }
 
+/*
+ * Issue 12: the stdout sink ignored `header` and `delimiter`.  At
+ * parallelism 2 the header comes once, before every row, also when there
+ * are no rows.
+ */
+SL_TEST(stdout_sink_header_and_delimiter) {
+  char *pl = tpath("p.yaml");
+  write_fmt(pl,
+            "parallelism: 2\n"
+            "source: {type: generator, count: 40, columns: [seq, key]}\n"
+            "sink: {type: stdout, header: true, delimiter: ';'}\n");
+  cli_t c;
+  const char *args[] = {"run", pl, "--quiet", NULL};
+  ASSERT_EXIT(&c, args, 0);
+  const char *out = cli_stdout(&c);
+  SL_ASSERT_TRUE(strncmp(out, "seq;key\n", 8) == 0);
+  SL_ASSERT_TRUE(strstr(out + 1, "seq;key") == NULL);
+  SL_ASSERT_TRUE(strchr(out, ',') == NULL);
+  int n_lines = 0;
+  for (const char *p = out; (p = strchr(p, '\n')); p++) n_lines++;
+  SL_ASSERT_EQ_INT(n_lines, 41);
+  cli_free(&c);
+  const char *args2[] = {"run", pl, "--quiet", "--set",
+                         "transforms=[{filter: 'seq < 0'}]", NULL};
+  ASSERT_EXIT(&c, args2, 0);
+  SL_ASSERT_EQ_STR(cli_stdout(&c), "seq;key\n");
+  cli_free(&c);
+  free(pl);
+}
+
 SL_TEST(set_overrides_count_and_metrics_json) {
   char *pl = tpath("gen.yaml"), *mj = tpath("metrics.json");
   write_fmt(pl,

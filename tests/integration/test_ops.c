@@ -1192,6 +1192,81 @@ SL_TEST(aggregate_emit_updates_exact_sequence) {
   csink_free(&sink);
 }
 
+/*
+ * Issue 12: emit updates sent +U rows equal to the key's previous row.  A
+ * row that changes no output value (max unchanged, sum plus 0, a null)
+ * emits nothing, as in Flink.
+ */
+SL_TEST(aggregate_updates_suppress_unchanged_rows) {
+  static const trow_t rows[] = {
+      {SL_ROW_INSERT, "a", false, 5}, {SL_ROW_INSERT, "a", false, 0},
+      {SL_ROW_INSERT, "a", true, 0},  {SL_ROW_INSERT, "b", false, 1},
+      {SL_ROW_INSERT, "a", false, 7}, {SL_ROW_INSERT, "b", false, 1},
+      {SL_ROW_INSERT, "b", true, 0}};
+  static const sl_agg_t aggs[] = {{"hi", SL_AGG_MAX, "v"},
+                                  {"total", SL_AGG_SUM, "v"}};
+  static const want_row_t want[] = {
+      {SL_ROW_INSERT, "a", {5, 5}},
+      {SL_ROW_INSERT, "b", {1, 1}},
+      {SL_ROW_UPDATE_AFTER, "a", {7, 12}},
+      {SL_ROW_UPDATE_AFTER, "b", {1, 2}}};
+  csink_t sink;
+  csink_init(&sink);
+  run_table_agg(rows, sizeof(rows) / sizeof(rows[0]), aggs, 2,
+                SL_AGG_EMIT_UPDATES, &sink);
+  assert_rows(&sink, want, sizeof(want) / sizeof(want[0]), 2, NULL);
+  csink_free(&sink);
+  /* An average that stays the same is no change either. */
+  static const trow_t avg_rows[] = {
+      {SL_ROW_INSERT, "a", false, 4}, {SL_ROW_INSERT, "a", false, 4},
+      {SL_ROW_INSERT, "a", false, 1}};
+  static const sl_agg_t avg_aggs[] = {{"mean", SL_AGG_AVG, "v"}};
+  static const bool is_f64[] = {true};
+  static const want_row_t avg_want[] = {
+      {SL_ROW_INSERT, "a", {40}}, {SL_ROW_UPDATE_AFTER, "a", {30}}};
+  csink_init(&sink);
+  run_table_agg(avg_rows, 3, avg_aggs, 1, SL_AGG_EMIT_UPDATES, &sink);
+  assert_rows(&sink, avg_want, 2, 1, is_f64);
+  csink_free(&sink);
+}
+
+/*
+ * Issue 12: avg over large int64 values failed on its int64 sum.  The sum
+ * is kept in 128 bits; the averages are exact to a double, also after a
+ * retraction.
+ */
+SL_TEST(aggregate_avg_of_extreme_int64) {
+  static const trow_t rows[] = {
+      {SL_ROW_INSERT, "a", false, INT64_MAX},
+      {SL_ROW_INSERT, "a", false, INT64_MAX - 2},
+      {SL_ROW_INSERT, "b", false, INT64_MIN},
+      {SL_ROW_INSERT, "b", false, INT64_MIN},
+      {SL_ROW_INSERT, "c", false, INT64_MAX},
+      {SL_ROW_INSERT, "c", false, INT64_MIN},
+      {SL_ROW_INSERT, "d", false, INT64_MAX},
+      {SL_ROW_INSERT, "d", false, INT64_MAX},
+      {SL_ROW_INSERT, "d", false, 3},
+      {SL_ROW_UPDATE_BEFORE, "d", false, INT64_MAX}};
+  static const sl_agg_t aggs[] = {{"mean", SL_AGG_AVG, "v"},
+                                  {"n", SL_AGG_COUNT, "v"}};
+  csink_t sink;
+  csink_init(&sink);
+  run_table_agg(rows, sizeof(rows) / sizeof(rows[0]), aggs, 2,
+                SL_AGG_EMIT_FINAL, &sink);
+  SL_ASSERT_EQ_INT(sink.n_rows, 4);
+  for (size_t i = 0; i < sink.n_rows; i++) {
+    sl_row_t r = crow(&sink, i);
+    double got = sl_row_get_f64(&r, 1), want;
+    if (slice_eq(sl_row_get_str(&r, 0), "a")) want = (double)(INT64_MAX - 1);
+    else if (slice_eq(sl_row_get_str(&r, 0), "b")) want = (double)INT64_MIN;
+    else if (slice_eq(sl_row_get_str(&r, 0), "c")) want = -0.5;
+    else want = (double)INT64_MAX / 2 + 1.5; /* (2^63 - 1 + 3) / 2 */
+    if (got != want)
+      SL_TEST_FAIL("row %zu: avg %.17g, expected %.17g", i, got, want);
+  }
+  csink_free(&sink);
+}
+
 SL_TEST(aggregate_retraction_updates) {
   static const trow_t rows[] = {
       {SL_ROW_INSERT, "a", false, 10},
@@ -2086,4 +2161,172 @@ SL_TEST(file_source_missing_input_fails_at_start) {
   free(msg);
   free(path);
   csink_free(&sink);
+}
+
+/* Run a file source (one file, schema id int64, name string nullable) into
+ * a file sink or, with out_path NULL, into sink. */
+static void file_copy(const char *in, sl_format_t in_fmt, bool in_header,
+                      const char *out, sl_format_t out_fmt, bool out_header,
+                      csink_t *sink) {
+  sl_field_t f[] = {I64("id"), STRN("name")};
+  sl_schema_t *schema = make_schema(f, 2);
+  const char *const plist[] = {in};
+  sl_file_source_config_t scfg = {.paths = plist,
+                                  .n_paths = 1,
+                                  .format = in_fmt,
+                                  .csv_header = in_header,
+                                  .schema = schema};
+  const sl_source_vt_t *svt;
+  void *sctx;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_file_source_create(&scfg, &svt, &sctx, &err), err);
+  sl_job_t *job = new_job(1);
+  sl_stream_t *s = sl_job_source(job, "src", svt, sctx, schema);
+  if (out) {
+    sl_file_sink_config_t kcfg = {
+        .path = out, .format = out_fmt, .csv_header = out_header};
+    const sl_sink_vt_t *kvt;
+    void *kctx;
+    SL_ASSERT_OK_E(sl_file_sink_create(&kcfg, &kvt, &kctx, &err), err);
+    SL_ASSERT_OK(sl_stream_sink(s, "out", kvt, kctx));
+  } else {
+    SL_ASSERT_OK(sl_stream_sink(s, "out", &csink_vt, sink));
+  }
+  run_ok(job);
+  sl_job_destroy(job);
+  sl_schema_unref(schema);
+}
+
+/*
+ * Issue 12: a CSV field with a line end, which the CSV sink writes quoted,
+ * could not be read back by the CSV source.  JSON lines (with \n escapes)
+ * -> CSV sink with a header -> CSV source -> the same rows, and the CSV
+ * written again from them is the same file.
+ */
+SL_TEST(file_round_trip_csv_embedded_line_ends) {
+  static const char *const names[] = {
+      "one\ntwo", "\n", "crlf\r\nend", "quote \"\nand,comma", "\"\n\"",
+      "", "plain", "trailing newline\n", "x\n\n\ny"};
+  enum { N = sizeof(names) / sizeof(names[0]) };
+  char *json = tpath("in.jsonl"), *csv = tpath("mid.csv"),
+       *csv2 = tpath("again.csv");
+  FILE *fp = fopen(json, "w");
+  SL_ASSERT_TRUE(fp != NULL);
+  for (int i = 0; i < N; i++) {
+    fprintf(fp, "{\"id\":%d,\"name\":\"", i);
+    for (const char *p = names[i]; *p; p++) {
+      if (*p == '\n') fputs("\\n", fp);
+      else if (*p == '\r') fputs("\\r", fp);
+      else if (*p == '"') fputs("\\\"", fp);
+      else fputc(*p, fp);
+    }
+    fputs("\"}\n", fp);
+  }
+  fprintf(fp, "{\"id\":%d,\"name\":null}\n", N);
+  SL_ASSERT_EQ_INT(fclose(fp), 0);
+  file_copy(json, SL_FORMAT_JSON, false, csv, SL_FORMAT_CSV, true, NULL);
+  csink_t sink;
+  csink_init(&sink);
+  file_copy(csv, SL_FORMAT_CSV, true, NULL, 0, false, &sink);
+  SL_ASSERT_EQ_INT(sink.n_rows, N + 1);
+  for (size_t i = 0; i < sink.n_rows; i++) {
+    sl_row_t r = crow(&sink, i);
+    int64_t id = sl_row_get_i64(&r, 0);
+    SL_ASSERT_TRUE(id >= 0 && id <= N);
+    if (id == N) {
+      SL_ASSERT_TRUE(sl_row_is_null(&r, 1));
+      continue;
+    }
+    sl_slice_t got = sl_row_get_str(&r, 1);
+    if (got.len != strlen(names[id]) ||
+        memcmp(got.ptr, names[id], got.len) != 0)
+      SL_TEST_FAIL("row %lld: name '%.*s', expected '%s'", (long long)id,
+                   (int)got.len, (const char *)got.ptr, names[id]);
+  }
+  csink_free(&sink);
+  file_copy(csv, SL_FORMAT_CSV, true, csv2, SL_FORMAT_CSV, true, NULL);
+  size_t n1, n2;
+  char *t1 = sl_test_read_file(csv, &n1), *t2 = sl_test_read_file(csv2, &n2);
+  SL_ASSERT_EQ_INT(n1, n2);
+  SL_ASSERT_TRUE(memcmp(t1, t2, n1) == 0);
+  free(t1);
+  free(t2);
+  free(json);
+  free(csv);
+  free(csv2);
+}
+
+/*
+ * Issue 12: a quoted header ("id","name") was refused, and a UTF-8 byte
+ * order mark was read as part of the first field (and echoed invisibly).
+ * Both are accepted; line numbers after a record that spans lines count
+ * its line ends, so the error below names line 5.
+ */
+SL_TEST(file_source_csv_bom_quoted_header_and_line_numbers) {
+  char *path = tpath("in.csv");
+  sl_test_write_file(path, "\xEF\xBB\xBF\"id\",\"name\"\r\n"
+                           "1,\"a\nb\"\r\n"
+                           "2,b\n"
+                           "x,c\n");
+  sl_field_t f[] = {I64("id"), STRN("name")};
+  sl_schema_t *schema = make_schema(f, 2);
+  const char *const plist[] = {path};
+  sl_file_source_config_t scfg = {.paths = plist,
+                                  .n_paths = 1,
+                                  .format = SL_FORMAT_CSV,
+                                  .csv_header = true,
+                                  .schema = schema};
+  const sl_source_vt_t *svt;
+  void *sctx;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_file_source_create(&scfg, &svt, &sctx, &err), err);
+  csink_t sink;
+  csink_init(&sink);
+  sl_job_t *job = new_job(1);
+  sl_stream_t *s = sl_job_source(job, "src", svt, sctx, schema);
+  SL_ASSERT_OK(sl_stream_sink(s, "out", &csink_vt, &sink));
+  int rc;
+  char *msg = run_fail(job, &rc);
+  sl_job_destroy(job);
+  char want[8192];
+  snprintf(want, sizeof(want),
+           "operator 'src' (subtask 1 of 1): file '%s' line 5: column 1 "
+           "(id): expected int64, got 'x'", path);
+  SL_ASSERT_EQ_STR(msg, want);
+  free(msg);
+  SL_ASSERT_EQ_INT(sink.n_rows, 2);
+  sl_row_t r = crow(&sink, 0);
+  SL_ASSERT_EQ_INT(sl_row_get_i64(&r, 0), 1);
+  sl_slice_t name = sl_row_get_str(&r, 1);
+  SL_ASSERT_TRUE(name.len == 3 && memcmp(name.ptr, "a\nb", 3) == 0);
+  csink_free(&sink);
+
+  /* A header that differs is named by column, its bytes escaped. */
+  sl_test_write_file(path, "id,\"n\xE2\x80\x8B" "ame\"\n1,a\n");
+  SL_ASSERT_OK_E(sl_file_source_create(&scfg, &svt, &sctx, &err), err);
+  csink_init(&sink);
+  job = new_job(1);
+  s = sl_job_source(job, "src", svt, sctx, schema);
+  SL_ASSERT_OK(sl_stream_sink(s, "out", &csink_vt, &sink));
+  msg = run_fail(job, &rc);
+  sl_job_destroy(job);
+  snprintf(want, sizeof(want),
+           "operator 'src' (subtask 1 of 1): file '%s' line 1: header column "
+           "2 is 'n\\xE2\\x80\\x8Bame' but field 2 of the schema is 'name'",
+           path);
+  SL_ASSERT_EQ_INT(rc, SL_EPARSE);
+  SL_ASSERT_EQ_STR(msg, want);
+  free(msg);
+  csink_free(&sink);
+
+  /* JSON lines skip a byte order mark too. */
+  sl_test_write_file(path, "\xEF\xBB\xBF{\"id\":7,\"name\":\"z\"}\n");
+  csink_init(&sink);
+  file_copy(path, SL_FORMAT_JSON, false, NULL, 0, false, &sink);
+  SL_ASSERT_EQ_INT(sink.n_rows, 1);
+  r = crow(&sink, 0);
+  SL_ASSERT_EQ_INT(sl_row_get_i64(&r, 0), 7);
+  csink_free(&sink);
+  sl_schema_unref(schema);
+  free(path);
 }

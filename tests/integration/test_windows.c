@@ -1299,3 +1299,165 @@ SL_TEST(session_merge_keeps_another_windows_timer) {
   csink_free(&out);
   evset_free(&e);
 }
+
+/* ------------------------------------------------------------------ */
+/* Event times at the limits of int64 (issue 12: windows overflowed, under
+ * UBSan, or dropped rows silently). */
+
+/* One split of events, per-record watermarks without delay, through the
+ * window of spec (count, sum(v)) into out; returns the job's code and its
+ * message in *out_msg (NULL on success). */
+static int run_limit_window(const sl_window_spec_t *spec, const ev_t *evs,
+                            uint64_t n, csink_t *out, char **out_msg) {
+  evset_t e;
+  one_split(&e, evs, n);
+  sl_job_t *job = new_job(1);
+  sl_schema_t *schema = ev_schema();
+  vsrc_t src;
+  vsrc_init(&src, 1, 0, ev_gen, &e);
+  src.split_len = e.n;
+  sl_watermark_config_t wm;
+  sl_watermark_config_init(&wm);
+  wm.time_field = "ts";
+  wm.per_record = true;
+  sl_stream_t *s = sl_job_source(job, "events", &vsrc_vt, &src, schema);
+  s = sl_source_watermarks(s, &wm);
+  const char *key[] = {"key"};
+  s = sl_stream_key_by_fields(s, key, 1);
+  sl_agg_t aggs[] = {{"n", SL_AGG_COUNT, NULL}, {"total", SL_AGG_SUM, "v"}};
+  sl_stream_t *w = sl_stream_window_aggregate(s, "w", spec, aggs, 2);
+  SL_ASSERT_OK(sl_stream_sink(w, "out", &csink_vt, out));
+  sl_error_t *err = NULL;
+  int rc = sl_job_run(job, &err);
+  *out_msg = err ? strdup(sl_error_message(err)) : NULL;
+  sl_error_destroy(err);
+  sl_job_destroy(job);
+  sl_schema_unref(schema);
+  evset_free(&e);
+  return rc;
+}
+
+SL_TEST(window_event_times_at_the_int64_limits) {
+  sl_window_spec_t spec;
+  sl_window_spec_init(&spec);
+  spec.time_field = "ts";
+  spec.size_us = 1000;
+  /* The first and the last whole windows of int64 (INT64_MIN is 808 below
+   * a multiple of 1000, INT64_MAX 807 above one). */
+  const int64_t first = INT64_MIN + 808, last_end = INT64_MAX - 807;
+  const ev_t ok[] = {{1, first, 5},
+                     {1, first + 999, 6},
+                     {1, last_end - 1000, 7},
+                     {1, last_end - 1, 8}};
+  csink_t out;
+  csink_init(&out);
+  char *msg;
+  int rc = run_limit_window(&spec, ok, 4, &out, &msg);
+  if (rc != SL_OK) SL_TEST_FAIL("the job failed: %s", msg);
+  size_t n;
+  wres_t *got = collected_windows(&out, &n);
+  const wres_t want[] = {{1, first, first + 1000, 2, 11, first + 999, 0},
+                         {1, last_end - 1000, last_end, 2, 15, last_end - 1,
+                          0}};
+  assert_windows_equal(got, n, want, 2, "windows at the limits");
+  free(got);
+  csink_free(&out);
+
+  /* Event times whose window does not fit in int64: a clear error, not
+   * an overflow or a silent drop.  The last case: a sliding window of
+   * 2000 every 1000 would also need [first - 1000, first + 1000). */
+  struct {
+    int64_t ts, slide, lateness;
+  } bad[] = {{INT64_MIN, 0, 0},
+             {first - 1, 0, 0},
+             {INT64_MAX, 0, 0},
+             {last_end, 0, 0},
+             {last_end - 1, 0, 808}, /* cleanup timer at INT64_MAX */
+             {first, 1000, 0}};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    sl_window_spec_t sp = spec;
+    if (bad[i].slide) {
+      sp.kind = SL_WINDOW_SLIDING;
+      sp.size_us = 2000;
+      sp.slide_us = bad[i].slide;
+    }
+    sp.allowed_lateness_us = bad[i].lateness;
+    const ev_t evs[] = {{1, 0, 1}, {1, bad[i].ts, 2}};
+    csink_init(&out);
+    rc = run_limit_window(&sp, evs, 2, &out, &msg);
+    char want_msg[512];
+    snprintf(want_msg, sizeof(want_msg),
+             "operator 'w' (subtask 1 of 1): window 'w': event time %lld "
+             "(field 'ts') is too close to the limits of int64 for a window "
+             "of %lld us", (long long)bad[i].ts, (long long)sp.size_us);
+    if (rc != SL_EOVERFLOW || msg == NULL || strcmp(msg, want_msg) != 0)
+      SL_TEST_FAIL("case %zu: rc %d, message '%s'", i, rc, msg ? msg : "");
+    free(msg);
+    csink_free(&out);
+  }
+  /* A sliding window near the start of int64 whose windows all fit. */
+  spec.kind = SL_WINDOW_SLIDING;
+  spec.size_us = 2000;
+  spec.slide_us = 1000;
+  const ev_t sl_ok[] = {{1, first + 1000, 3}};
+  csink_init(&out);
+  rc = run_limit_window(&spec, sl_ok, 1, &out, &msg);
+  if (rc != SL_OK) SL_TEST_FAIL("the job failed: %s", msg);
+  got = collected_windows(&out, &n);
+  const wres_t want_sl[] = {
+      {1, first, first + 2000, 1, 3, first + 1000, 0},
+      {1, first + 1000, first + 3000, 1, 3, first + 1000, 0}};
+  assert_windows_equal(got, n, want_sl, 2, "sliding at the start");
+  free(got);
+  csink_free(&out);
+}
+
+/* The window join refuses such event times the same way. */
+SL_TEST(window_join_event_time_at_the_int64_limit) {
+  evset_t l, r;
+  const ev_t lev[] = {{1, INT64_MAX, 1}};
+  const ev_t rev[] = {{1, 5, 2}};
+  one_split(&l, lev, 1);
+  one_split(&r, rev, 1);
+  sl_job_t *job = new_job(1);
+  sl_schema_t *schema = ev_schema();
+  vsrc_t ls, rs;
+  vsrc_init(&ls, 1, 0, ev_gen, &l);
+  ls.split_len = l.n;
+  vsrc_init(&rs, 1, 0, ev_gen, &r);
+  rs.split_len = r.n;
+  sl_watermark_config_t wm;
+  sl_watermark_config_init(&wm);
+  wm.time_field = "ts";
+  wm.per_record = true;
+  const char *key[] = {"key"};
+  sl_stream_t *a = sl_stream_key_by_fields(
+      sl_source_watermarks(sl_job_source(job, "left", &vsrc_vt, &ls, schema),
+                           &wm), key, 1);
+  sl_stream_t *b = sl_stream_key_by_fields(
+      sl_source_watermarks(sl_job_source(job, "right", &vsrc_vt, &rs, schema),
+                           &wm), key, 1);
+  sl_window_spec_t spec;
+  sl_window_spec_init(&spec);
+  spec.time_field = "ts";
+  spec.size_us = 1000;
+  sl_stream_t *j = sl_stream_window_join(a, b, "join", &spec, NULL);
+  csink_t out;
+  csink_init(&out);
+  SL_ASSERT_OK(sl_stream_sink(j, "out", &csink_vt, &out));
+  int rc;
+  char *msg = run_fail(job, &rc);
+  char want[512];
+  snprintf(want, sizeof(want),
+           "operator 'join' (subtask 1 of 1): join 'join': event time %lld "
+           "of a left row is too close to the limits of int64 for a window "
+           "of 1000 us", (long long)INT64_MAX);
+  SL_ASSERT_EQ_INT(rc, SL_EOVERFLOW);
+  SL_ASSERT_EQ_STR(msg, want);
+  free(msg);
+  csink_free(&out);
+  sl_job_destroy(job);
+  sl_schema_unref(schema);
+  evset_free(&l);
+  evset_free(&r);
+}

@@ -385,7 +385,7 @@ SL_TEST(value_base64_bytes) {
   SL_ASSERT_EQ_STR(value_err(&fx, "Zm9v!A=="),
                    "expected base64 bytes, got 'Zm9v!A=='");
   SL_ASSERT_EQ_STR(value_err(&fx, "Zm9v\nYg=="),
-                   "expected base64 bytes, got 'Zm9v?Yg=='");
+                   "expected base64 bytes, got 'Zm9v\\nYg=='");
 
   /* All byte values, at lengths that exercise each padding case; large
    * enough to use the heap buffer. */
@@ -427,6 +427,35 @@ SL_TEST(value_error_text_is_truncated) {
                                   "\xc3\xa9yz"),
                    "expected int64, got "
                    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...'");
+  fx_close(&fx);
+}
+
+/*
+ * Issue 12: bytes a reader cannot see are escaped in messages (a UTF-8 byte
+ * order mark was echoed invisibly; control characters became '?').
+ */
+SL_TEST(value_error_text_escapes_invisible_bytes) {
+  fx_t fx;
+  fx_init(&fx, "i:int64");
+  SL_ASSERT_EQ_STR(value_err(&fx, "\xEF\xBB\xBF" "1"),
+                   "expected int64, got '\\xEF\\xBB\\xBF1'");
+  SL_ASSERT_EQ_STR(value_err(&fx, "1\t2\r\x01\x7f"),
+                   "expected int64, got '1\\t2\\r\\x01\\x7F'");
+  /* Not UTF-8, a zero-width space, and visible UTF-8 kept as it is. */
+  SL_ASSERT_EQ_STR(value_err(&fx, "\xff\xc3(\xE2\x80\x8B" "caf\xc3\xa9"),
+                   "expected int64, got "
+                   "'\\xFF\\xC3(\\xE2\\x80\\x8Bcaf\xc3\xa9'");
+  /* 40 input bytes at most; an escape is never cut in half. */
+  SL_ASSERT_EQ_STR(value_err(&fx, "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
+                                  "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
+                                  "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
+                                  "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
+                                  "\x01"),
+                   "expected int64, got '"
+                   "\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01"
+                   "\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01"
+                   "\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01"
+                   "\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01...'");
   fx_close(&fx);
 }
 
@@ -585,6 +614,74 @@ SL_TEST(csv_header_line) {
   sl_bytes_clear(&fx.out);
   SL_ASSERT_OK(sl_csv_format_header(fx.schema, '|', true, &fx.out));
   SL_ASSERT_EQ_STR(fx_text(&fx), "op|id|amount|a b|x,y\n");
+  fx_close(&fx);
+}
+
+/* Where a record ends, given text that may continue (is_eof false). */
+static const char *rec_end(const char *text, bool is_eof, char delim) {
+  static char res[64];
+  size_t len = 99, consumed = 99;
+  uint32_t n_breaks = 99;
+  int rc = sl_csv_record_end(text, strlen(text), delim, is_eof, &len,
+                             &consumed, &n_breaks);
+  if (rc == SL_EAGAIN) return "again";
+  SL_ASSERT_OK(rc);
+  snprintf(res, sizeof(res), "%zu/%zu/%u", len, consumed, n_breaks);
+  return res;
+}
+
+/* Issue 12: quoted fields may hold line ends (RFC 4180). */
+SL_TEST(csv_record_end_spans_quoted_line_ends) {
+  SL_ASSERT_EQ_STR(rec_end("1,a\n2,b\n", false, ','), "3/4/0");
+  SL_ASSERT_EQ_STR(rec_end("1,a", false, ','), "again");
+  SL_ASSERT_EQ_STR(rec_end("1,a", true, ','), "3/3/0");
+  SL_ASSERT_EQ_STR(rec_end("1,\"a\nb\"\n2", false, ','), "7/8/1");
+  SL_ASSERT_EQ_STR(rec_end("1,\"a\r\n\nb\",\"c\nd\"\r\n", false, ','),
+                   "16/17/3"); /* the CR stays; the reader drops it */
+  /* "" inside a quoted field is a quote; the field goes on. */
+  SL_ASSERT_EQ_STR(rec_end("\"x\"\"\n\"\"y\"\nz", false, ','), "9/10/1");
+  /* A quote that ends the text may be the first of "": read more. */
+  SL_ASSERT_EQ_STR(rec_end("1,\"a\nb\"", false, ','), "again");
+  SL_ASSERT_EQ_STR(rec_end("1,\"a\nb\"", true, ','), "7/7/1");
+  SL_ASSERT_EQ_STR(rec_end("1,\"a\nb", false, ','), "again");
+  /* Unterminated at the end of input: the rest, for the parser to refuse. */
+  SL_ASSERT_EQ_STR(rec_end("1,\"a\nb\n", true, ','), "7/7/2");
+  /* A quote inside an unquoted field is text and opens nothing. */
+  SL_ASSERT_EQ_STR(rec_end("1,a\"b\n2,\"", false, ','), "5/6/0");
+  /* A field starts after the delimiter in use. */
+  SL_ASSERT_EQ_STR(rec_end("1;\"a\nb\"\n", false, ';'), "7/8/1");
+  SL_ASSERT_EQ_STR(rec_end("1,\"a\nb\"\n", false, ';'), "4/5/0");
+}
+
+/* Issue 12: a quoted header was refused. */
+SL_TEST(csv_header_check) {
+  fx_t fx;
+  fx_init(&fx, "id:int64;a\"b:string;x,y:string");
+  static const char *const ok[] = {
+      "id,\"a\"\"b\",\"x,y\"", "\"id\",\"a\"\"b\",\"x,y\"\r"};
+  for (size_t i = 0; i < 2; i++)
+    SL_ASSERT_OK(sl_csv_check_header(ok[i], strlen(ok[i]), ',', fx.schema,
+                                     NULL));
+  static const char *const bad[][2] = {
+      {"id,a\"b,x", "header column 3 is 'x' but field 3 of the schema is "
+                    "'x,y'"},
+      {"ID,\"a\"\"b\",\"x,y\"", "header column 1 is 'ID' but field 1 of the "
+                                "schema is 'id'"},
+      {"id,\"a\"\"b\",\"x,y\",z", "the header has 4 columns but the schema "
+                                  "has 3 fields"},
+      {"id,\"a\"\"b\"", "the header has 2 columns but the schema has 3 "
+                        "fields"},
+      {"id,\"a\"x", "header column 2: text after the closing quote"},
+      {"\xEF\xBB\xBFid,\"a\"\"b\",\"x,y\"", "header column 1 is "
+       "'\\xEF\\xBB\\xBFid' but field 1 of the schema is 'id'"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    fx_clear_err(&fx);
+    SL_ASSERT_EQ_INT(sl_csv_check_header(bad[i][0], strlen(bad[i][0]), ',',
+                                         fx.schema, &fx.err),
+                     SL_EPARSE);
+    SL_ASSERT_EQ_STR(sl_error_message(fx.err), bad[i][1]);
+  }
   fx_close(&fx);
 }
 

@@ -27,6 +27,7 @@
 #define READ_CHUNK (256u * 1024u)
 #define FP_SPAN 4096u /* bytes hashed at each end of what was read */
 #define POS_LEN 24u   /* offset, line, fingerprint */
+#define MAX_RECORD (64u * 1024u * 1024u) /* bytes of one record */
 
 typedef struct fsrc_s {
   sl_format_t format;
@@ -59,7 +60,6 @@ typedef struct freader_s {
   char *buf;
   size_t len, cap, pos;
   bool is_eof;
-  sl_bytes_t header;
 } freader_t;
 
 static void free_list(char **l, uint32_t n) {
@@ -253,7 +253,6 @@ static void reader_close(void *r) {
     if (rd->splits[i].fd >= 0) close(rd->splits[i].fd);
   sl_free(rd->splits);
   sl_free(rd->buf);
-  sl_bytes_close(&rd->header);
   sl_free(rd);
 }
 
@@ -263,7 +262,6 @@ static int reader_open(void *ctx, const sl_reader_init_t *init, void **out,
   freader_t *rd = sl_calloc(1, sizeof(*rd));
   if (rd == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   rd->src = s;
-  sl_bytes_init(&rd->header);
   rd->splits = sl_calloc(init->n_splits + 1, sizeof(fsplit_t));
   rd->cap = READ_CHUNK;
   rd->buf = sl_malloc(rd->cap);
@@ -298,14 +296,6 @@ static int reader_open(void *ctx, const sl_reader_init_t *init, void **out,
       reader_close(rd);
       return rc;
     }
-  }
-  if (s->csv_header && s->format == SL_FORMAT_CSV) {
-    int rc = sl_csv_format_header(s->schema, s->delim, false, &rd->header);
-    if (rc != SL_OK) {
-      reader_close(rd);
-      return sl_error_set(out_err, rc, "out of memory");
-    }
-    rd->header.len--; /* without "\n" */
   }
   *out = rd;
   return SL_OK;
@@ -361,6 +351,38 @@ static int next_split(freader_t *rd, sl_error_t **out_err) {
   return SL_OK;
 }
 
+/*
+ * The record at rd->pos: one line, or for CSV the lines a quoted field
+ * spans (RFC 4180).  Returns SL_OK with the record, SL_EAGAIN when more
+ * must be read first, or SL_ENOTFOUND at the end of the buffered split
+ * (is_eof and nothing left).  A UTF-8 byte order mark at the start of a
+ * file is skipped.
+ */
+static int next_record(freader_t *rd, fsplit_t *sp, size_t *out_len,
+                       size_t *out_consumed, uint32_t *out_n_breaks) {
+  const char *p = rd->buf + rd->pos;
+  size_t avail = rd->len - rd->pos;
+  if (sp->offset == 0) {
+    if (avail < 3 && !rd->is_eof) return SL_EAGAIN;
+    if (avail >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) {
+      rd->pos += 3;
+      sp->offset += 3;
+      p += 3;
+      avail -= 3;
+    }
+  }
+  if (avail == 0) return rd->is_eof ? SL_ENOTFOUND : SL_EAGAIN;
+  if (rd->src->format == SL_FORMAT_CSV)
+    return sl_csv_record_end(p, avail, rd->src->delim, rd->is_eof, out_len,
+                             out_consumed, out_n_breaks);
+  const char *nl = memchr(p, '\n', avail);
+  if (nl == NULL && !rd->is_eof) return SL_EAGAIN;
+  *out_len = nl ? (size_t)(nl - p) : avail; /* last line without "\n" */
+  *out_consumed = nl ? *out_len + 1 : avail;
+  *out_n_breaks = 0;
+  return SL_OK;
+}
+
 static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
   freader_t *rd = r;
   const fsrc_t *s = rd->src;
@@ -371,22 +393,22 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
       if (rc != SL_OK) return rc;
     }
     sl_source_set_split(out, sp->id);
-    char *nl = memchr(rd->buf + rd->pos, '\n', rd->len - rd->pos);
-    size_t line_len;
-    size_t consumed;
-    if (nl) {
-      line_len = (size_t)(nl - (rd->buf + rd->pos));
-      consumed = line_len + 1;
-    } else if (!rd->is_eof) {
-      int rc = fill(rd, sp, out_err);
-      if (rc != SL_OK) return rc;
+    size_t line_len, consumed;
+    uint32_t n_breaks;
+    int rc = next_record(rd, sp, &line_len, &consumed, &n_breaks);
+    if (rc == SL_EAGAIN) {
+      if (rd->len - rd->pos > MAX_RECORD)
+        return sl_error_set(out_err, SL_EPARSE,
+                            "file '%s' line %llu: record longer than %u "
+                            "bytes%s", sp->path, (unsigned long long)sp->line,
+                            MAX_RECORD, s->format == SL_FORMAT_CSV ?
+                            " (an unterminated quoted field?)" : "");
+      if ((rc = fill(rd, sp, out_err)) != SL_OK) return rc;
       continue;
-    } else if (rd->pos < rd->len) {
-      line_len = consumed = rd->len - rd->pos; /* last line without "\n" */
-    } else {
+    }
+    if (rc == SL_ENOTFOUND) {
       sl_source_split_finished(out, sp->id);
-      int rc = next_split(rd, out_err);
-      if (rc != SL_OK) return rc;
+      if ((rc = next_split(rd, out_err)) != SL_OK) return rc;
       continue;
     }
     const char *line = rd->buf + rd->pos;
@@ -394,22 +416,22 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
     if (line_len && line[line_len - 1] == '\r') line_len--;
     rd->pos += consumed;
     sp->offset += consumed;
-    sp->line++;
+    sp->line += 1 + n_breaks;
     if (s->csv_header && s->format == SL_FORMAT_CSV && lineno == 1) {
-      if (line_len != rd->header.len ||
-          memcmp(line, rd->header.data, line_len) != 0)
-        return sl_error_set(out_err, SL_EPARSE,
-                            "file '%s' line 1: header '%.*s' does not match "
-                            "the schema '%.*s'",
-                            sp->path, (int)(line_len < 200 ? line_len : 200),
-                            line,
-                            (int)rd->header.len, (char *)rd->header.data);
+      sl_error_t *err = NULL;
+      rc = sl_csv_check_header(line, line_len, s->delim, s->schema, &err);
+      if (rc != SL_OK) {
+        sl_error_prefix(err, "file '%s' line 1", sp->path);
+        if (out_err && *out_err == NULL) *out_err = err;
+        else sl_error_destroy(err);
+        return rc;
+      }
       continue;
     }
     if (line_len == 0) continue; /* blank lines carry no record */
     sl_row_builder_t *b = sl_source_builder(out);
     sl_error_t *err = NULL;
-    int rc = s->format == SL_FORMAT_JSON
+    rc = s->format == SL_FORMAT_JSON
                  ? sl_json_parse(line, line_len, false, b, &err)
                  : sl_csv_parse(line, line_len, s->delim, false, b, &err);
     if (rc != SL_OK) {
