@@ -185,8 +185,11 @@ static int wopen(wfile_t *w, const char *path, sl_error_t **out_err) {
   w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (w->fd < 0) {
     int e = errno;
-    return sl_error_set(out_err, -e, "cannot create checkpoint file '%s': %s",
-                        path, strerror(e));
+    /* I/O errors of checkpoint files are retriable: a later checkpoint
+     * or attempt may succeed (the one at hand is aborted). */
+    return sl__error_retriable(
+        out_err, sl_error_set(out_err, -e, "cannot create checkpoint file "
+                              "'%s': %s", path, strerror(e)));
   }
   return SL_OK;
 }
@@ -199,8 +202,9 @@ static int wclose(wfile_t *w, sl_error_t **out_err) {
   if (close(w->fd) != 0 && rc == SL_OK) rc = -errno;
   sl_bytes_close(&w->buf);
   if (rc != SL_OK)
-    return sl_error_set(out_err, rc, "cannot write checkpoint file '%s': %s",
-                        w->path, sl_strerror(rc));
+    return sl__error_retriable(
+        out_err, sl_error_set(out_err, rc, "cannot write checkpoint file "
+                              "'%s': %s", w->path, sl_strerror(rc)));
   return SL_OK;
 }
 
@@ -734,6 +738,8 @@ int sl__ckpt_durable_replace(const char *dir, const char *name,
   if (after_rename && (rc = SL_INJECT(after_rename)) != SL_OK)
     sl_error_set(out_err, rc, "injected failure after renaming '%s'", fpath);
 out:
+  if (rc != SL_OK && rc != SL_ENOMEM && rc != SL_EFAILED)
+    sl__error_retriable(out_err, rc);
   sl_free(parent);
   sl__acc_close(&tmp);
   sl__acc_close(&fin);

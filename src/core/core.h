@@ -44,6 +44,17 @@ int sl__corrupt_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 #define SL_CORRUPT(...) sl__corrupt_at(__FILE__, __LINE__, __VA_ARGS__)
 
+/*
+ * Error classes, set where the cause is known and read by the restart
+ * strategy (graph/plan.c): a fatal error (a malformed input record, a bad
+ * configuration) fails the same way after any restart, so the job is not
+ * restarted; a retriable one (an I/O hiccup) may succeed on a retry.  Both
+ * mark *out_err (if there is one) and return code, for
+ *     return sl__error_fatal(out_err, sl_error_set(out_err, ...));
+ */
+int sl__error_fatal(sl_error_t **out_err, int code);
+int sl__error_retriable(sl_error_t **out_err, int code);
+
 /* Clocks: only schedulers and the metrics reporter read these. */
 int64_t sl__clock_realtime_ns(void);
 int64_t sl__clock_monotonic_ns(void);

@@ -294,12 +294,15 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
     sp->line++;
     if (s->csv_header && s->format == SL_FORMAT_CSV && lineno == 1) {
       if (line_len != rd->header.len ||
-          memcmp(line, rd->header.data, line_len) != 0)
-        return sl_error_set(out_err, SL_EPARSE,
-                            "file '%s' line 1: header '%.*s' does not match "
-                            "the schema '%.*s'",
-                            sp->path, (int)SL_MIN(line_len, 200), line,
-                            (int)rd->header.len, (char *)rd->header.data);
+          memcmp(line, rd->header.data, line_len) != 0) {
+        sl_error_set(out_err, SL_EPARSE,
+                     "file '%s' line 1: header '%.*s' does not match the "
+                     "schema '%.*s'",
+                     sp->path, (int)SL_MIN(line_len, 200), line,
+                     (int)rd->header.len, (char *)rd->header.data);
+        if (out_err) sl_error_set_fatal(*out_err, true); /* every restart */
+        return SL_EPARSE;
+      }
       continue;
     }
     if (line_len == 0) continue; /* blank lines carry no record */
@@ -309,20 +312,26 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
                  ? sl_json_parse(line, line_len, false, b, &err)
                  : sl_csv_parse(line, line_len, s->delim, false, b, &err);
     if (rc != SL_OK) {
+      /* A malformed record fails the same way after any restart: fatal
+       * (out of memory is not the record's fault). */
       if (err) {
         sl_error_prefix(err, "file '%s' line %llu", sp->path,
                         (unsigned long long)lineno);
+        if (rc != SL_ENOMEM) sl_error_set_fatal(err, true);
         if (out_err && *out_err == NULL) *out_err = err;
         else sl_error_destroy(err);
         return rc;
       }
-      return sl_error_set(out_err, rc, "file '%s' line %llu: %s", sp->path,
-                          (unsigned long long)lineno, sl_strerror(rc));
+      sl_error_set(out_err, rc, "file '%s' line %llu: %s", sp->path,
+                   (unsigned long long)lineno, sl_strerror(rc));
+      if (out_err && rc != SL_ENOMEM) sl_error_set_fatal(*out_err, true);
+      return rc;
     }
     if (!sl_source_emit_builder(out, &err)) {
       if (err) {
         sl_error_prefix(err, "file '%s' line %llu", sp->path,
                         (unsigned long long)lineno);
+        sl_error_set_fatal(err, true); /* the record breaks the schema */
         if (out_err && *out_err == NULL) *out_err = err;
         else sl_error_destroy(err);
         return SL_EPARSE;
