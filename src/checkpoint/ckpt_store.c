@@ -212,6 +212,7 @@ static int wclose(wfile_t *w, sl_error_t **out_err) {
 typedef struct rcur_s {
   const uint8_t *p, *end;
   bool is_bad;
+  bool is_oom; /* is_bad because memory ran out, not because of the data */
 } rcur_t;
 
 static uint64_t rvarint(rcur_t *c) {
@@ -249,7 +250,10 @@ static char *rstr(rcur_t *c) {
   uint64_t n = rvarint(c);
   if (n > 65536) c->is_bad = true;
   const uint8_t *p = rbytes(c, n);
-  return p ? sl_strndup((const char *)p, (size_t)n) : NULL;
+  if (p == NULL) return NULL;
+  char *str = sl_strndup((const char *)p, (size_t)n);
+  if (str == NULL) c->is_oom = c->is_bad = true;
+  return str;
 }
 
 /* ------------------------------------------------------------------ */
@@ -457,7 +461,7 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
                       path);
     goto out;
   }
-  rcur_t c = {hdr, hdr + hdr_len, false};
+  rcur_t c = {hdr, hdr + hdr_len, false, false};
   const uint8_t *magic = rbytes(&c, 4);
   const uint8_t *ver = rbytes(&c, 4);
   uint32_t f_start = ru32(&c), f_end = ru32(&c);
@@ -481,6 +485,7 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
     const uint8_t *k = rbytes(&c, 1);
     descs[i].kind = k ? (sl_state_kind_t)k[0] : 0;
     descs[i].version = (uint32_t)rvarint(&c);
+    if (c.is_oom) goto nomem;
     if (c.is_bad || descs[i].name == NULL) goto corrupt;
   }
   if (rd->on_states && (rc = rd->on_states(rd->user, descs, n_states)) != SL_OK)
@@ -501,7 +506,7 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
                         "its checksum", path, kg);
       goto out;
     }
-    rcur_t s = {sec, sec + len, false};
+    rcur_t s = {sec, sec + len, false, false};
     for (uint32_t i = 0; i < n_states && !s.is_bad; i++) {
       uint64_t n = rvarint(&s);
       for (uint64_t k = 0; k < n && !s.is_bad; k++) {
@@ -776,9 +781,11 @@ static int decode_meta(const uint8_t *p, size_t len, sl_ckpt_meta_t *m) {
     return SL_CORRUPT("metadata footer");
   uint64_t ck = sl__get_u64le(p + len - 16);
   if (XXH3_64bits(p, len - 16) != ck) return SL_CORRUPT("metadata checksum");
-  rcur_t c = {p, p + len - 16, false};
+  rcur_t c = {p, p + len - 16, false, false};
+  /* Out of memory is not corruption: say which it was. */
+#define META_BAD(what) (c.is_oom ? SL_ENOMEM : SL_CORRUPT(what))
   const uint8_t *magic = rbytes(&c, 4), *v = rbytes(&c, 4);
-  if (c.is_bad || memcmp(magic, META_MAGIC, 4) != 0) return SL_CORRUPT("magic");
+  if (c.is_bad || memcmp(magic, META_MAGIC, 4) != 0) return META_BAD("magic");
   if (v[0] != META_VERSION) return SL_ENOTSUP;
   m->kind = v[1];
   m->mode = v[2];
@@ -787,7 +794,7 @@ static int decode_meta(const uint8_t *p, size_t len, sl_ckpt_meta_t *m) {
   m->max_parallelism = (uint32_t)rvarint(&c);
   m->job = rstr(&c);
   uint64_t n_ops = rvarint(&c);
-  if (c.is_bad || n_ops > 100000) return SL_CORRUPT("ops");
+  if (c.is_bad || n_ops > 100000) return META_BAD("ops");
   m->ops = sl_calloc(n_ops + 1, sizeof(sl_ckpt_op_t));
   if (m->ops == NULL) return SL_ENOMEM;
   for (uint64_t i = 0; i < n_ops && !c.is_bad; i++) {
@@ -795,7 +802,7 @@ static int decode_meta(const uint8_t *p, size_t len, sl_ckpt_meta_t *m) {
     op->uid = rstr(&c);
     op->parallelism = (uint32_t)rvarint(&c);
     uint64_t ns = rvarint(&c);
-    if (c.is_bad || ns > SL_MAX_PARALLELISM_LIMIT) return SL_CORRUPT("subtasks");
+    if (c.is_bad || ns > SL_MAX_PARALLELISM_LIMIT) return META_BAD("subtasks");
     op->subtasks = sl_calloc(ns + 1, sizeof(sl_ckpt_subtask_t));
     if (op->subtasks == NULL) return SL_ENOMEM;
     for (uint64_t k = 0; k < ns && !c.is_bad; k++) {
@@ -818,14 +825,14 @@ static int decode_meta(const uint8_t *p, size_t len, sl_ckpt_meta_t *m) {
         s->channel_file = NULL;
       }
       uint64_t no = rvarint(&c);
-      if (c.is_bad || no > 64) return SL_CORRUPT("opstates");
+      if (c.is_bad || no > 64) return META_BAD("opstates");
       s->opstates = sl_calloc(no + 1, sizeof(sl_ckpt_opstate_t));
       if (s->opstates == NULL) return SL_ENOMEM;
       for (uint64_t o = 0; o < no && !c.is_bad; o++) {
         sl_ckpt_opstate_t *os = &s->opstates[s->n_opstates++];
         os->name = rstr(&c);
         uint64_t ne = rvarint(&c);
-        if (c.is_bad || ne > (1u << 20)) return SL_CORRUPT("entries");
+        if (c.is_bad || ne > (1u << 20)) return META_BAD("entries");
         os->entries = sl_calloc(ne + 1, sizeof(sl_ckpt_entry_t));
         if (os->entries == NULL) return SL_ENOMEM;
         for (uint64_t e = 0; e < ne && !c.is_bad; e++) {
@@ -847,9 +854,10 @@ static int decode_meta(const uint8_t *p, size_t len, sl_ckpt_meta_t *m) {
     }
     if (op->uid == NULL) c.is_bad = true;
   }
-  if (c.is_bad || c.p != c.end || m->job == NULL) return SL_CORRUPT("contents");
+  if (c.is_bad || c.p != c.end || m->job == NULL) return META_BAD("contents");
   return SL_OK;
 }
+#undef META_BAD
 
 int sl__ckpt_read_meta(const char *ckdir, sl_ckpt_meta_t *out,
                        sl_error_t **out_err) {
@@ -891,8 +899,9 @@ int sl__ckpt_read_meta(const char *ckdir, sl_ckpt_meta_t *out,
   else if (rc != SL_OK)
     rc = sl_error_set(out_err, SL_ECORRUPT, "checkpoint metadata '%s' is "
                       "truncated or corrupt", (char *)path.data);
-  if (rc == SL_OK) out->dir = sl_strdup(ckdir);
-  else sl__ckpt_meta_clear(out);
+  if (rc == SL_OK && (out->dir = sl_strdup(ckdir)) == NULL)
+    rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  if (rc != SL_OK) sl__ckpt_meta_clear(out);
 out:
   sl_free(buf);
   close(fd);
@@ -909,10 +918,11 @@ static int check_one(const char *dir, const char *file, uint64_t size,
                         file);
   sl_bytes_t p;
   sl_bytes_init(&p);
-  sl_bytes_printf(&p, "%s/%s", dir, file);
+  if (sl_bytes_printf(&p, "%s/%s", dir, file) != SL_OK)
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   struct stat st;
   int rc = SL_OK;
-  if (p.data == NULL || stat((char *)p.data, &st) != 0)
+  if (stat((char *)p.data, &st) != 0)
     rc = sl_error_set(out_err, SL_ECORRUPT,
                       "checkpoint file '%s/%s' is missing", dir, file);
   else if ((uint64_t)st.st_size != size)
@@ -1101,14 +1111,30 @@ int sl__ckpt_load_latest_below(const char *jobdir, uint64_t below,
     if (ids[i] >= below) continue;
     sl_bytes_t dir;
     sl_bytes_init(&dir);
-    sl_bytes_printf(&dir, "%s/chk-%llu", jobdir, (unsigned long long)ids[i]);
     sl_error_t *err = NULL;
-    int r = sl__ckpt_read_meta((char *)dir.data, out, &err);
+    int r = sl_bytes_printf(&dir, "%s/chk-%llu", jobdir,
+                            (unsigned long long)ids[i]);
+    if (r != SL_OK) {
+      memset(out, 0, sizeof(*out));
+      r = sl_error_set(&err, r, "out of memory");
+    } else {
+      r = sl__ckpt_read_meta((char *)dir.data, out, &err);
+    }
     if (r == SL_OK) r = sl__ckpt_check_files(out, &err);
     if (r == SL_OK) {
       sl_bytes_close(&dir);
       rc = SL_OK;
       break;
+    }
+    if (r != SL_ENOTFOUND && r != SL_ECORRUPT) {
+      /* Out of memory or an I/O error says nothing about this checkpoint:
+       * fail rather than fall back to an older one (fail closed). */
+      sl__ckpt_meta_clear(out);
+      sl_bytes_close(&dir);
+      sl_free(ids);
+      if (out_err && *out_err == NULL) *out_err = err;
+      else sl_error_destroy(err);
+      return r;
     }
     if (r != SL_ENOTFOUND) {
       /* A checkpoint that looked complete but is damaged: say so. */

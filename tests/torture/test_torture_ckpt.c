@@ -280,3 +280,227 @@ SL_TEST(checkpoint_write_state) {
   for (uint32_t i = 0; i < 10; i++) free(tm[i].key);
   sl__kstate_destroy(be);
 }
+
+/* ---- restore --------------------------------------------------------- */
+
+typedef struct restore_s {
+  sl_kstate_t *be;
+  sl_state_t *st[2];
+  uint32_t n_entries, n_timers;
+} restore_t;
+
+static int r_states(void *user, const sl_state_desc_t *d, uint32_t n) {
+  restore_t *r = user;
+  for (uint32_t i = 0; i < n && i < 2; i++) {
+    int rc = sl__kstate_restore_state(r->be, &d[i], &r->st[i], NULL);
+    if (rc != SL_OK) return rc;
+  }
+  return SL_OK;
+}
+
+static int r_entry(void *user, uint32_t state, uint32_t kg,
+                   const uint8_t *key, uint32_t klen, uint32_t nslen,
+                   const uint8_t *val, uint32_t vlen) {
+  restore_t *r = user;
+  int rc = sl__kstate_restore_entry(r->st[state], kg, key, klen, nslen, val,
+                                    vlen);
+  if (rc == SL_OK) r->n_entries++;
+  return rc;
+}
+
+static int r_timer(void *user, uint32_t kg, uint8_t domain, int64_t ts,
+                   const uint8_t *key, uint32_t klen) {
+  restore_t *r = user;
+  (void)kg;
+  (void)domain;
+  (void)ts;
+  (void)key;
+  (void)klen;
+  r->n_timers++;
+  return SL_OK;
+}
+
+/* Load the newest checkpoint and restore its state file; SL_OK with the
+ * restored counts, or an error.  Everything is freed either way. */
+static int restore_once(const char *jobdir, uint64_t *out_id,
+                        restore_t *out_counts) {
+  sl_ckpt_meta_t m;
+  sl_error_t *err = NULL;
+  int rc = sl__ckpt_load_latest(jobdir, &m, &err);
+  if (rc != SL_OK) {
+    sl_error_destroy(err);
+    return rc;
+  }
+  *out_id = m.id;
+  restore_t r;
+  memset(&r, 0, sizeof(r));
+  rc = sl__kstate_create(MAXP, 0, MAXP - 1, &r.be);
+  if (rc == SL_OK) {
+    const sl_ckpt_op_t *op = sl__ckpt_meta_op(&m, "op");
+    const sl_ckpt_subtask_t *s = &op->subtasks[0];
+    sl_acc_t path;
+    sl__acc_init(&path);
+    sl__acc_printf(&path, "%s/%s", m.dir, s->state_file);
+    rc = sl__acc_status(&path);
+    sl_ckpt_reader_t rd = {r_states, r_entry, r_timer, &r};
+    if (rc == SL_OK)
+      rc = sl__ckpt_read_state((char *)path.b.data, s->state_size,
+                               s->state_checksum, 0, MAXP - 1, &rd, &err);
+    sl__acc_close(&path);
+    sl__kstate_destroy(r.be);
+  }
+  sl_error_destroy(err);
+  sl__ckpt_meta_clear(&m);
+  r.be = NULL;
+  *out_counts = r;
+  return rc;
+}
+
+/* Two complete checkpoints; every allocation failure while restoring must
+ * give an error, never a silent fall-back to the older checkpoint (only
+ * corruption may fall back) and never a partial restore reported as
+ * success. */
+SL_TEST(checkpoint_restore) {
+  char jobdir[4300];
+  snprintf(jobdir, sizeof(jobdir), "%s/job", sl_test_dir());
+  sl_kstate_t *be = make_state();
+  sl_ckpt_timer_t tm[10];
+  make_timers(tm, 10);
+  for (uint64_t id = 1; id <= 2; id++) {
+    char dir[4400], path[4500];
+    snprintf(dir, sizeof(dir), "%s/chk-%llu", jobdir, (unsigned long long)id);
+    SL_ASSERT_OK(sl__ckpt_mkdirs(dir, NULL));
+    snprintf(path, sizeof(path), "%s/op-0.state", dir);
+    sl_kstate_snap_t *snap;
+    SL_ASSERT_OK(sl__kstate_snapshot(be, &snap));
+    sl_ckpt_meta_t m;
+    memset(&m, 0, sizeof(m));
+    m.id = id;
+    m.max_parallelism = MAXP;
+    m.job = "torture";
+    sl_ckpt_subtask_t sub;
+    memset(&sub, 0, sizeof(sub));
+    sub.kg_start = 0;
+    sub.kg_end = MAXP - 1;
+    sub.state_file = "op-0.state";
+    SL_ASSERT_OK(sl__ckpt_write_state(path, snap, 0, MAXP - 1, tm, 10,
+                                      &sub.state_size, &sub.state_checksum,
+                                      NULL));
+    sl__kstate_snap_release(snap);
+    sl_ckpt_op_t op = {"op", 1, &sub, 1};
+    m.ops = &op;
+    m.n_ops = 1;
+    SL_ASSERT_OK(sl__ckpt_write_meta(dir, &m, NULL, NULL));
+  }
+  for (uint32_t i = 0; i < 10; i++) free(tm[i].key);
+  sl__kstate_destroy(be);
+
+  uint64_t id = 0;
+  restore_t want;
+  sl_inject_alloc_fail(0, false);
+  SL_ASSERT_OK(restore_once(jobdir, &id, &want));
+  uint64_t n = sl_inject_alloc_count();
+  SL_ASSERT_EQ_INT(id, 2);
+  SL_ASSERT_EQ_INT(want.n_entries, 200 + 67);
+  SL_ASSERT_EQ_INT(want.n_timers, 10);
+  for (uint64_t k = 1; k <= n + 1; k++) {
+    restore_t got;
+    id = 0;
+    sl_inject_alloc_fail(k, false);
+    int rc = restore_once(jobdir, &id, &got);
+    sl_inject_alloc_fail(0, false);
+    if (rc != SL_OK) {
+      if (rc != SL_ENOMEM)
+        SL_TEST_FAIL("k=%llu: restore failed with %s, not SL_ENOMEM",
+                     (unsigned long long)k, sl_errname(rc));
+      continue;
+    }
+    if (id != 2)
+      SL_TEST_FAIL("k=%llu: an allocation failure made the restore fall "
+                   "back to checkpoint %llu", (unsigned long long)k,
+                   (unsigned long long)id);
+    SL_ASSERT_EQ_INT(got.n_entries, want.n_entries);
+    SL_ASSERT_EQ_INT(got.n_timers, want.n_timers);
+  }
+}
+
+/* ---- the row codec --------------------------------------------------- */
+
+static int codec_once(void) {
+  sl_field_t f[5] = {{"id", {SL_TYPE_INT64, 0, 0, false}},
+                     {"name", {SL_TYPE_STRING, 0, 0, true}},
+                     {"blob", {SL_TYPE_BYTES, 0, 0, true}},
+                     {"x", {SL_TYPE_FLOAT64, 0, 0, true}},
+                     {"n", {SL_TYPE_INT32, 0, 0, true}}};
+  sl_schema_t *schema = NULL, *schema2 = NULL;
+  sl_row_builder_t b, b2;
+  memset(&b, 0, sizeof(b));
+  memset(&b2, 0, sizeof(b2));
+  sl_bytes_t enc, senc;
+  sl_bytes_init(&enc);
+  sl_bytes_init(&senc);
+  sl_error_t *err = NULL;
+  int rc = sl_schema_create(f, 5, &schema, &err);
+  if (rc == SL_OK) rc = sl_schema_encode(schema, &senc);
+  size_t used = 0;
+  if (rc == SL_OK)
+    rc = sl_schema_decode(senc.data, senc.len, &used, &schema2, &err);
+  if (rc == SL_OK) rc = sl_row_builder_init(&b, schema);
+  char big[3000];
+  memset(big, 'q', sizeof(big));
+  for (int row = 0; rc == SL_OK && row < 20; row++) {
+    sl_row_builder_reset(&b, SL_ROW_INSERT);
+    sl_row_builder_set_i64(&b, 0, row);
+    rc = sl_row_builder_set_str(&b, 1, big, (uint32_t)(row * 150));
+    if (rc == SL_OK) rc = sl_row_builder_set_str(&b, 2, "\0\1\2", 3);
+    sl_row_builder_set_f64(&b, 3, row * 0.5);
+    if (row % 2) sl_row_builder_set_null(&b, 4);
+    else sl_row_builder_set_i32(&b, 4, -row);
+    sl_row_t r;
+    if (rc == SL_OK) rc = sl_row_builder_finish(&b, &r, &err);
+    enc.len = 0;
+    if (rc == SL_OK) rc = sl_row_encode_compact(&r, &enc);
+    if (rc == SL_OK && b2.schema == NULL)
+      rc = sl_row_builder_init(&b2, schema2);
+    size_t consumed = 0;
+    if (rc == SL_OK)
+      rc = sl_row_decode_compact(&b2, enc.data, enc.len, &consumed);
+    sl_row_t r2;
+    if (rc == SL_OK) rc = sl_row_builder_finish(&b2, &r2, &err);
+    if (rc == SL_OK) {
+      SL_ASSERT_EQ_INT(consumed, enc.len);
+      SL_ASSERT_EQ_INT(sl_row_get_i64(&r2, 0), row);
+      SL_ASSERT_EQ_INT(sl_row_get_str(&r2, 1).len, row * 150);
+      SL_ASSERT_EQ_INT(sl_row_is_null(&r2, 4), row % 2);
+    }
+  }
+  if (rc != SL_OK && rc != SL_ENOMEM)
+    SL_TEST_FAIL("row codec failed with %s: %s", sl_errname(rc),
+                 sl_error_message(err));
+  sl_error_destroy(err);
+  sl_row_builder_close(&b);
+  sl_row_builder_close(&b2);
+  sl_bytes_close(&enc);
+  sl_bytes_close(&senc);
+  sl_schema_unref(schema);
+  sl_schema_unref(schema2);
+  return rc;
+}
+
+SL_TEST(row_codec) {
+  sl_inject_alloc_fail(0, false);
+  SL_ASSERT_OK(codec_once());
+  uint64_t n = sl_inject_alloc_count();
+  SL_ASSERT_TRUE(n > 5);
+  for (uint64_t k = 1; k <= n + 1; k++) {
+    sl_inject_alloc_fail(k, false);
+    codec_once();
+    sl_inject_alloc_fail(0, false);
+  }
+  /* And with every allocation from the k-th on failing. */
+  for (uint64_t k = 1; k <= n + 1; k++) {
+    sl_inject_alloc_fail(k, true);
+    codec_once();
+    sl_inject_alloc_fail(0, false);
+  }
+}
