@@ -15,12 +15,23 @@
  *  S1. Only a directory whose _metadata reads back with a valid checksum is
  *      a restore point; state files without metadata are garbage.
  *  S2. _metadata appears atomically: written to _metadata.tmp, fsynced,
- *      renamed, and the directory fsynced (the single commit point).
+ *      renamed, and the directory and the job directory fsynced
+ *      (sl__ckpt_durable_replace; the rename is the single commit point).
  *  S3. Every file the metadata names was fsynced before the metadata was
  *      written, and its size and index checksum are in the metadata, so a
  *      truncated or replaced file is detected before it is trusted.
  *  S4. Every length read from a file is checked against the bytes present
  *      before use.
+ *  S5. Encoders fail closed: bytes are accumulated with a sticky error
+ *      (sl_acc_t, and the writer's rc) that is checked once before they
+ *      are hashed, renamed or acknowledged, so a file whose checksum is
+ *      valid always parses; a state file's size and checksum are handed
+ *      back only for a whole, fsynced file.
+ *  S6. Removal mirrors the commit: _metadata first and an fsync of the
+ *      directory, then the other files (sl__ckpt_remove_dir), every error
+ *      checked.  Out of memory or an I/O error while reading is reported,
+ *      never taken for corruption (only corruption falls back to an older
+ *      checkpoint).
  */
 #include <dirent.h>
 #include <errno.h>
