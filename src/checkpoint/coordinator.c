@@ -180,8 +180,10 @@ static int coord_timedwait(sl_coord_t *c, pthread_cond_t *cv,
   n_coord_locks++;
   return rc;
 }
-/* For SL_ASSERT only. */
-static bool coord_is_locked(void) { return n_coord_locks > 0; }
+/* For SL_ASSERT only (unused in release builds). */
+__attribute__((unused)) static bool coord_is_locked(void) {
+  return n_coord_locks > 0;
+}
 
 char *sl__coord_ckpt_dir(const sl_coord_t *c, uint64_t id) {
   sl_acc_t b;
