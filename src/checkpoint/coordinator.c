@@ -430,6 +430,7 @@ static int trigger_locked(sl_coord_t *c, uint64_t *out_id,
   coord_unlock(c);
   sl_error_t *err = NULL;
   rc = trigger_files(c, p->id, &err);
+  SL_ASSERT(rc != SL_OK || p->id <= c->reserved_id); /* K2 */
   coord_lock(c);
   c->is_triggering = false;
   pthread_cond_broadcast(&c->trigger_cond);
@@ -446,7 +447,6 @@ static int trigger_locked(sl_coord_t *c, uint64_t *out_id,
     return sl_error_set(out_err, SL_ECANCELED, "checkpoint %llu was aborted "
                         "while it was triggered", (unsigned long long)id);
   }
-  SL_ASSERT(p->id <= c->reserved_id); /* K2 */
   p->state = P_PENDING;
   pthread_cond_signal(&c->cond); /* its timeout is the next deadline */
   for (uint32_t i = 0; i < c->n_tasks; i++) {
