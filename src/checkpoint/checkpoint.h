@@ -129,13 +129,33 @@ int sl__ckpt_read_blob(const char *path, uint64_t size, uint64_t checksum,
                        uint8_t **out, sl_error_t **out_err);
 
 /**
- * @brief Write <ckdir>/_metadata atomically: a temporary file, fsync,
- * rename, fsync of the directory.  This is the commit point of a
- * checkpoint.  Injection points: coordinator.before_metadata_write,
+ * @brief Durably replace dir/name with the len bytes at p: write
+ * dir/name.tmp, fsync it, rename it over dir/name, fsync dir, and fsync
+ * dir's parent too when is_new_dir (a directory made by mkdir is durable
+ * only once the directory holding it is fsynced).  before_rename and
+ * after_rename name injection points (or NULL).  *out_is_renamed (may be
+ * NULL) says whether the rename happened: after it, an error leaves the
+ * new file in place and the caller must not treat it as absent.
+ * @return SL_OK, SL_ENOMEM, a negative errno, SL_EFAILED (injected).
+ * @thread any.  @locks none (it blocks on fsync).
+ */
+int sl__ckpt_durable_replace(const char *dir, const char *name,
+                             const uint8_t *p, size_t len, bool is_new_dir,
+                             const char *before_rename,
+                             const char *after_rename, bool *out_is_renamed,
+                             sl_error_t **out_err);
+
+/**
+ * @brief Write <ckdir>/_metadata with sl__ckpt_durable_replace (fsyncing
+ * the job directory too, since ckdir is new).  The rename is the commit
+ * point of a checkpoint.  Injection points: coordinator.before_metadata_write,
  * coordinator.before_metadata_rename, coordinator.after_metadata_rename.
+ * @param[out] out_is_renamed whether _metadata was renamed into place (a
+ * later failure leaves a checkpoint that may be committed); may be NULL.
+ * @thread the coordinator.  @locks none.
  */
 int sl__ckpt_write_meta(const char *ckdir, const sl_ckpt_meta_t *m,
-                        sl_error_t **out_err);
+                        bool *out_is_renamed, sl_error_t **out_err);
 /**
  * @brief Read and validate <ckdir>/_metadata.  @return SL_OK,
  * SL_ENOTFOUND (no metadata: not a completed checkpoint), SL_ECORRUPT.
@@ -147,6 +167,10 @@ int sl__ckpt_read_meta(const char *ckdir, sl_ckpt_meta_t *out,
  * (Checksums are verified when the files are read.)
  */
 int sl__ckpt_check_files(const sl_ckpt_meta_t *m, sl_error_t **out_err);
+
+/* Checkpoint ids are 1..SL_CKPT_MAX_ID; a chk-N directory above it is
+ * ignored with a warning (it would make the next id wrap). */
+#define SL_CKPT_MAX_ID ((uint64_t)INT64_MAX)
 
 /** @brief Ids of the chk-N directories under jobdir, ascending. */
 int sl__ckpt_list(const char *jobdir, uint64_t **out_ids, uint32_t *out_n,
@@ -162,8 +186,33 @@ int sl__ckpt_load_latest(const char *jobdir, sl_ckpt_meta_t *out,
 /** @brief Like sl__ckpt_load_latest, among ids below `below`. */
 int sl__ckpt_load_latest_below(const char *jobdir, uint64_t below,
                                sl_ckpt_meta_t *out, sl_error_t **out_err);
-/** @brief Remove a checkpoint directory and its files. */
-int sl__ckpt_remove_dir(const char *ckdir);
+/**
+ * @brief Remove a checkpoint directory, mirroring the commit: _metadata
+ * first, fsync of the directory, then the other files, then the
+ * directory.  Every error is checked; the first is returned.
+ * @thread any.  @locks none (file-system work).
+ */
+int sl__ckpt_remove_dir(const char *ckdir, sl_error_t **out_err);
+
+/**
+ * @brief The id high-water mark of a job, <jobdir>/_checkpoint_ids: the
+ * largest checkpoint id ever handed out, durably recorded before the id
+ * is used (so ids are never reused after a crash, even before the first
+ * checkpoint completes).  *out_id is 0 when the file does not exist.
+ * @return SL_OK, SL_ECORRUPT (damaged: sluice refuses to guess), errno.
+ */
+int sl__ckpt_read_high_water(const char *jobdir, uint64_t *out_id,
+                             sl_error_t **out_err);
+/** @brief Durably record id as the high-water mark (durable replace). */
+int sl__ckpt_write_high_water(const char *jobdir, uint64_t id,
+                              bool is_new_dir, sl_error_t **out_err);
+/**
+ * @brief The first id a new coordinator may use: one above both the
+ * largest chk-N directory and the high-water mark.
+ * @return SL_OK, SL_EOVERFLOW (ids exhausted), SL_ECORRUPT, errno.
+ */
+int sl__ckpt_next_id(const char *jobdir, uint64_t *out_next,
+                     uint64_t *out_high_water, sl_error_t **out_err);
 /** @brief mkdir -p. */
 int sl__ckpt_mkdirs(const char *path, sl_error_t **out_err);
 /** @brief A file name for an operator subtask: uid made safe, subtask. */

@@ -15,12 +15,23 @@
  *  S1. Only a directory whose _metadata reads back with a valid checksum is
  *      a restore point; state files without metadata are garbage.
  *  S2. _metadata appears atomically: written to _metadata.tmp, fsynced,
- *      renamed, and the directory fsynced (the single commit point).
+ *      renamed, and the directory and the job directory fsynced
+ *      (sl__ckpt_durable_replace; the rename is the single commit point).
  *  S3. Every file the metadata names was fsynced before the metadata was
  *      written, and its size and index checksum are in the metadata, so a
  *      truncated or replaced file is detected before it is trusted.
  *  S4. Every length read from a file is checked against the bytes present
  *      before use.
+ *  S5. Encoders fail closed: bytes are accumulated with a sticky error
+ *      (sl_acc_t, and the writer's rc) that is checked once before they
+ *      are hashed, renamed or acknowledged, so a file whose checksum is
+ *      valid always parses; a state file's size and checksum are handed
+ *      back only for a whole, fsynced file.
+ *  S6. Removal mirrors the commit: _metadata first and an fsync of the
+ *      directory, then the other files (sl__ckpt_remove_dir), every error
+ *      checked.  Out of memory or an I/O error while reading is reported,
+ *      never taken for corruption (only corruption falls back to an older
+ *      checkpoint).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -88,21 +99,20 @@ const sl_ckpt_opstate_t *sl__ckpt_opstate(const sl_ckpt_subtask_t *s,
 }
 
 char *sl__ckpt_file_name(const char *uid, uint32_t subtask, const char *ext) {
-  sl_bytes_t b;
-  sl_bytes_init(&b);
+  sl_acc_t b;
+  sl__acc_init(&b);
   for (const char *p = uid; *p; p++) {
     unsigned char c = (unsigned char)*p;
     bool is_safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
                    (c >= '0' && c <= '9') || c == '_' || c == '-';
-    if (is_safe) sl_bytes_append(&b, p, 1);
-    else sl_bytes_printf(&b, "%%%02x", c);
+    if (is_safe) sl__acc_put(&b, p, 1);
+    else sl__acc_printf(&b, "%%%02x", c);
   }
-  if (sl_bytes_printf(&b, "-%u%s", subtask, ext) != SL_OK ||
-      sl_bytes_append(&b, "", 1) != SL_OK) {
-    sl_bytes_close(&b);
-    return NULL;
-  }
-  return (char *)b.data;
+  sl__acc_printf(&b, "-%u%s", subtask, ext);
+  uint8_t *name;
+  size_t len;
+  if (sl__acc_finish(&b, &name, &len) != SL_OK) return NULL;
+  return (char *)name;
 }
 
 int sl__ckpt_mkdirs(const char *path, sl_error_t **out_err) {
@@ -187,8 +197,11 @@ static int wopen(wfile_t *w, const char *path, sl_error_t **out_err) {
   w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (w->fd < 0) {
     int e = errno;
-    return sl_error_set(out_err, -e, "cannot create checkpoint file '%s': %s",
-                        path, strerror(e));
+    /* I/O errors of checkpoint files are retriable: a later checkpoint
+     * or attempt may succeed (the one at hand is aborted). */
+    return sl__error_retriable(
+        out_err, sl_error_set(out_err, -e, "cannot create checkpoint file "
+                              "'%s': %s", path, strerror(e)));
   }
   return SL_OK;
 }
@@ -201,8 +214,9 @@ static int wclose(wfile_t *w, sl_error_t **out_err) {
   if (close(w->fd) != 0 && rc == SL_OK) rc = -errno;
   sl_bytes_close(&w->buf);
   if (rc != SL_OK)
-    return sl_error_set(out_err, rc, "cannot write checkpoint file '%s': %s",
-                        w->path, sl_strerror(rc));
+    return sl__error_retriable(
+        out_err, sl_error_set(out_err, rc, "cannot write checkpoint file "
+                              "'%s': %s", w->path, sl_strerror(rc)));
   return SL_OK;
 }
 
@@ -210,6 +224,7 @@ static int wclose(wfile_t *w, sl_error_t **out_err) {
 typedef struct rcur_s {
   const uint8_t *p, *end;
   bool is_bad;
+  bool is_oom; /* is_bad because memory ran out, not because of the data */
 } rcur_t;
 
 static uint64_t rvarint(rcur_t *c) {
@@ -247,7 +262,10 @@ static char *rstr(rcur_t *c) {
   uint64_t n = rvarint(c);
   if (n > 65536) c->is_bad = true;
   const uint8_t *p = rbytes(c, n);
-  return p ? sl_strndup((const char *)p, (size_t)n) : NULL;
+  if (p == NULL) return NULL;
+  char *str = sl_strndup((const char *)p, (size_t)n);
+  if (str == NULL) c->is_oom = c->is_bad = true;
+  return str;
 }
 
 /* ------------------------------------------------------------------ */
@@ -271,8 +289,10 @@ int sl__ckpt_write_state(const char *path, const sl_kstate_snap_t *snap,
   uint64_t *idx = sl_calloc((size_t)n_kg * 3, sizeof(uint64_t));
   sl_ckpt_timer_t *tm = n_timers ? sl_malloc(n_timers * sizeof(*tm)) : NULL;
   XXH3_state_t *hs = XXH3_createState();
-  sl_bytes_t hdr;
-  sl_bytes_init(&hdr);
+  uint64_t ck = 0;
+  sl_acc_t hdr, ib;
+  sl__acc_init(&hdr);
+  sl__acc_init(&ib);
   if (idx == NULL || (n_timers && tm == NULL) || hs == NULL) {
     rc = SL_ENOMEM;
     goto out;
@@ -283,36 +303,24 @@ int sl__ckpt_write_state(const char *path, const sl_kstate_snap_t *snap,
   }
   /* Header: it goes into the index checksum too. */
   uint32_t n_states = sl__kstate_snap_n_states(snap);
-  uint8_t h4[4];
-  sl_bytes_append(&hdr, STATE_MAGIC, 4);
+  sl__acc_put(&hdr, STATE_MAGIC, 4);
   uint8_t ver[4] = {STATE_VERSION, 0, 0, 0};
-  sl_bytes_append(&hdr, ver, 4);
-  sl__put_u32le(h4, kg_start);
-  sl_bytes_append(&hdr, h4, 4);
-  sl__put_u32le(h4, kg_end);
-  sl_bytes_append(&hdr, h4, 4);
-  sl__put_u32le(h4, n_states);
-  sl_bytes_append(&hdr, h4, 4);
+  sl__acc_put(&hdr, ver, 4);
+  sl__acc_put_u32le(&hdr, kg_start);
+  sl__acc_put_u32le(&hdr, kg_end);
+  sl__acc_put_u32le(&hdr, n_states);
   for (uint32_t i = 0; i < n_states; i++) {
     const sl_state_desc_t *d = sl__kstate_snap_desc(snap, i);
-    size_t nl = strlen(d->name);
-    sl__bytes_put_varint(&hdr, nl);
-    sl_bytes_append(&hdr, d->name, nl);
-    uint8_t kind = (uint8_t)d->kind;
-    sl_bytes_append(&hdr, &kind, 1);
+    sl__acc_put_str(&hdr, d->name);
+    sl__acc_put_u8(&hdr, (uint8_t)d->kind);
+    sl__acc_put_varint(&hdr, d->version);
     /* Version 3: the layout and fingerprint checked on restore. */
-    size_t ll = d->layout ? strlen(d->layout) : 0;
-    uint8_t fp[8];
-    sl__put_u64le(fp, sl__state_fingerprint(d));
-    if (sl__bytes_put_varint(&hdr, d->version) != SL_OK ||
-        sl__bytes_put_varint(&hdr, ll) != SL_OK ||
-        sl_bytes_append(&hdr, d->layout ? d->layout : "", ll) != SL_OK ||
-        sl_bytes_append(&hdr, fp, 8) != SL_OK) {
-      rc = SL_ENOMEM;
-      goto out;
-    }
+    sl__acc_put_str(&hdr, d->layout ? d->layout : "");
+    sl__acc_put_u64le(&hdr, sl__state_fingerprint(d));
   }
-  wput(&w, hdr.data, hdr.len);
+  /* Checked once, before anything of it is hashed or written (S5). */
+  if ((rc = sl__acc_status(&hdr)) != SL_OK) goto out;
+  wput(&w, hdr.b.data, hdr.b.len);
   uint32_t ti = 0;
   for (uint32_t kg = kg_start; kg <= kg_end && w.rc == SL_OK; kg++) {
     uint64_t start = w.off;
@@ -362,39 +370,41 @@ int sl__ckpt_write_state(const char *path, const sl_kstate_snap_t *snap,
   }
   /* Index, then the footer with the checksum of header and index. */
   uint64_t index_off = w.off;
-  sl_bytes_t ib;
-  sl_bytes_init(&ib);
-  for (size_t k = 0; k < (size_t)n_kg * 3; k++) {
-    uint8_t b[8];
-    sl__put_u64le(b, idx[k]);
-    if (sl_bytes_append(&ib, b, 8) != SL_OK) rc = SL_ENOMEM;
-  }
-  wput(&w, ib.data, ib.len);
+  for (size_t k = 0; k < (size_t)n_kg * 3; k++) sl__acc_put_u64le(&ib, idx[k]);
+  if ((rc = sl__acc_status(&ib)) != SL_OK) goto out;
+  wput(&w, ib.b.data, ib.b.len);
   XXH3_64bits_reset(hs);
-  XXH3_64bits_update(hs, hdr.data, hdr.len);
-  XXH3_64bits_update(hs, ib.data ? ib.data : (const uint8_t *)"", ib.len);
-  uint64_t ck = XXH3_64bits_digest(hs);
-  sl_bytes_close(&ib);
-  wu64(&w, hdr.len);
+  XXH3_64bits_update(hs, hdr.b.data, hdr.b.len);
+  XXH3_64bits_update(hs, ib.b.data ? ib.b.data : (const uint8_t *)"",
+                     ib.b.len);
+  ck = XXH3_64bits_digest(hs);
+  wu64(&w, hdr.b.len);
   wu64(&w, index_off);
   wu64(&w, ck);
   wput(&w, STATE_FOOTER_MAGIC, 8);
-  if (rc == SL_OK && w.rc == SL_OK) {
-    *out_size = w.off;
-    *out_checksum = ck;
-  }
+  /* The writer's error is sticky too: one check covers every append. */
+  rc = w.rc;
 out:
   if (rc == SL_OK) rc = SL_INJECT("task.state_file_before_fsync");
   {
     int crc = wclose(&w, rc == SL_OK ? out_err : NULL);
     if (rc == SL_OK) rc = crc;
   }
-  if (rc == SL_ENOMEM) sl_error_set(out_err, rc, "out of memory writing '%s'", path);
-  else if (rc != SL_OK) sl_error_set(out_err, rc, "cannot write checkpoint file '%s'", path);
+  if (rc == SL_ENOMEM)
+    sl_error_set(out_err, rc, "out of memory writing '%s'", path);
+  else if (rc != SL_OK)
+    sl_error_set(out_err, rc, "cannot write checkpoint file '%s'", path);
+  if (rc == SL_OK) { /* S5: size and checksum only for a whole file */
+    *out_size = w.off;
+    *out_checksum = ck;
+  } else {
+    unlink(path); /* garbage; best effort (S1 makes it harmless) */
+  }
   sl_free(idx);
   sl_free(tm);
   if (hs) XXH3_freeState(hs);
-  sl_bytes_close(&hdr);
+  sl__acc_close(&hdr);
+  sl__acc_close(&ib);
   return rc;
 }
 
@@ -467,7 +477,7 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
                       path);
     goto out;
   }
-  rcur_t c = {hdr, hdr + hdr_len, false};
+  rcur_t c = {hdr, hdr + hdr_len, false, false};
   const uint8_t *magic = rbytes(&c, 4);
   const uint8_t *ver = rbytes(&c, 4);
   uint32_t f_start = ru32(&c), f_end = ru32(&c);
@@ -496,7 +506,6 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
     descs[i].kind = k ? (sl_state_kind_t)k[0] : 0;
     uint64_t v = rvarint(&c);
     descs[i].version = (uint32_t)v;
-    if (v > UINT32_MAX) goto corrupt;
     if (has_layouts) {
       char *layout = rstr(&c);
       fps[i] = ru64(&c);
@@ -507,6 +516,8 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
       }
       descs[i].layout = layout;
     }
+    if (c.is_oom) goto nomem;
+    if (v > UINT32_MAX) goto corrupt;
     if (c.is_bad || descs[i].name == NULL) goto corrupt;
   }
   if (rd->on_states &&
@@ -530,7 +541,7 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
                         "its checksum", path, kg);
       goto out;
     }
-    rcur_t s = {sec, sec + len, false};
+    rcur_t s = {sec, sec + len, false, false};
     for (uint32_t i = 0; i < n_states && !s.is_bad; i++) {
       uint64_t n = rvarint(&s);
       for (uint64_t k = 0; k < n && !s.is_bad; k++) {
@@ -644,107 +655,163 @@ out:
 /* ------------------------------------------------------------------ */
 /* Metadata. */
 
-static void put_str(sl_bytes_t *b, const char *s) {
-  size_t n = s ? strlen(s) : 0;
-  sl__bytes_put_varint(b, n);
-  if (n) sl_bytes_append(b, s, n);
-}
-
-static void put_u64(sl_bytes_t *b, uint64_t v) {
-  uint8_t x[8];
-  sl__put_u64le(x, v);
-  sl_bytes_append(b, x, 8);
-}
-
-static int encode_meta(const sl_ckpt_meta_t *m, sl_bytes_t *b) {
-  sl_bytes_append(b, META_MAGIC, 4);
+/* Encode m into *out (owned by the caller).  The accumulator is checked
+ * once, before the checksum is computed: a failed append can never yield a
+ * file whose checksum is valid and whose contents do not parse (S2). */
+static int encode_meta(const sl_ckpt_meta_t *m, uint8_t **out,
+                       size_t *out_len) {
+  sl_acc_t b;
+  sl__acc_init(&b);
+  sl__acc_put(&b, META_MAGIC, 4);
   uint8_t v[4] = {META_VERSION, m->kind, m->mode, 0};
-  sl_bytes_append(b, v, 4);
-  put_u64(b, m->id);
-  put_u64(b, (uint64_t)m->time_ns);
-  sl__bytes_put_varint(b, m->max_parallelism);
-  put_str(b, m->job);
-  sl__bytes_put_varint(b, m->n_ops);
+  sl__acc_put(&b, v, 4);
+  sl__acc_put_u64le(&b, m->id);
+  sl__acc_put_u64le(&b, (uint64_t)m->time_ns);
+  sl__acc_put_varint(&b, m->max_parallelism);
+  sl__acc_put_str(&b, m->job);
+  sl__acc_put_varint(&b, m->n_ops);
   for (uint32_t i = 0; i < m->n_ops; i++) {
     const sl_ckpt_op_t *op = &m->ops[i];
-    put_str(b, op->uid);
-    sl__bytes_put_varint(b, op->parallelism);
-    sl__bytes_put_varint(b, op->n_subtasks);
+    sl__acc_put_str(&b, op->uid);
+    sl__acc_put_varint(&b, op->parallelism);
+    sl__acc_put_varint(&b, op->n_subtasks);
     for (uint32_t k = 0; k < op->n_subtasks; k++) {
       const sl_ckpt_subtask_t *s = &op->subtasks[k];
-      sl__bytes_put_varint(b, s->subtask);
-      sl__bytes_put_varint(b, s->kg_start);
-      sl__bytes_put_varint(b, s->kg_end);
-      put_str(b, s->state_file);
-      put_u64(b, s->state_size);
-      put_u64(b, s->state_checksum);
-      put_str(b, s->channel_file);
-      put_u64(b, s->channel_size);
-      put_u64(b, s->channel_checksum);
-      sl__bytes_put_varint(b, s->n_opstates);
+      sl__acc_put_varint(&b, s->subtask);
+      sl__acc_put_varint(&b, s->kg_start);
+      sl__acc_put_varint(&b, s->kg_end);
+      sl__acc_put_str(&b, s->state_file);
+      sl__acc_put_u64le(&b, s->state_size);
+      sl__acc_put_u64le(&b, s->state_checksum);
+      sl__acc_put_str(&b, s->channel_file);
+      sl__acc_put_u64le(&b, s->channel_size);
+      sl__acc_put_u64le(&b, s->channel_checksum);
+      sl__acc_put_varint(&b, s->n_opstates);
       for (uint32_t o = 0; o < s->n_opstates; o++) {
         const sl_ckpt_opstate_t *os = &s->opstates[o];
-        put_str(b, os->name);
-        sl__bytes_put_varint(b, os->n_entries);
+        sl__acc_put_str(&b, os->name);
+        sl__acc_put_varint(&b, os->n_entries);
         for (uint32_t e = 0; e < os->n_entries; e++) {
-          sl__bytes_put_varint(b, os->entries[e].key);
-          sl__bytes_put_varint(b, os->entries[e].len);
-          sl_bytes_append(b, os->entries[e].bytes, os->entries[e].len);
+          sl__acc_put_varint(&b, os->entries[e].key);
+          sl__acc_put_varint(&b, os->entries[e].len);
+          sl__acc_put(&b, os->entries[e].bytes, os->entries[e].len);
         }
       }
     }
   }
-  uint64_t ck = XXH3_64bits(b->data, b->len);
-  put_u64(b, ck);
-  return sl_bytes_append(b, META_FOOTER_MAGIC, 8);
+  int rc = sl__acc_status(&b);
+  if (rc != SL_OK) {
+    sl__acc_close(&b);
+    return rc;
+  }
+  sl__acc_put_u64le(&b, XXH3_64bits(b.b.data, b.b.len));
+  sl__acc_put(&b, META_FOOTER_MAGIC, 8);
+  return sl__acc_finish(&b, out, out_len);
 }
 
-int sl__ckpt_write_meta(const char *ckdir, const sl_ckpt_meta_t *m,
-                        sl_error_t **out_err) {
-  sl_bytes_t b, tmp, fin;
-  sl_bytes_init(&b);
-  sl_bytes_init(&tmp);
-  sl_bytes_init(&fin);
-  int rc = encode_meta(m, &b);
-  if (rc == SL_OK) rc = sl_bytes_printf(&tmp, "%s/_metadata.tmp", ckdir);
-  if (rc == SL_OK) rc = sl_bytes_printf(&fin, "%s/_metadata", ckdir);
+/* Unlink a temporary file left by a failed replace; best effort. */
+static void unlink_quietly(const char *path) {
+  int e = errno;
+  unlink(path);
+  errno = e;
+}
+
+static char *parent_dir(const char *dir) {
+  const char *slash = strrchr(dir, '/');
+  if (slash == NULL) return sl_strdup(".");
+  if (slash == dir) return sl_strdup("/");
+  return sl_strndup(dir, (size_t)(slash - dir));
+}
+
+int sl__ckpt_durable_replace(const char *dir, const char *name,
+                             const uint8_t *p, size_t len, bool is_new_dir,
+                             const char *before_rename,
+                             const char *after_rename, bool *out_is_renamed,
+                             sl_error_t **out_err) {
+  if (out_is_renamed) *out_is_renamed = false;
+  sl_acc_t tmp, fin;
+  sl__acc_init(&tmp);
+  sl__acc_init(&fin);
+  sl__acc_printf(&tmp, "%s/%s.tmp", dir, name);
+  sl__acc_printf(&fin, "%s/%s", dir, name);
+  char *parent = is_new_dir ? parent_dir(dir) : NULL;
+  int rc = sl__acc_status(&tmp);
+  if (rc == SL_OK) rc = sl__acc_status(&fin);
+  if (rc == SL_OK && is_new_dir && parent == NULL) rc = SL_ENOMEM;
   if (rc != SL_OK) {
-    rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
+    rc = sl_error_set(out_err, rc, "out of memory replacing '%s/%s'", dir,
+                      name);
     goto out;
   }
-  if ((rc = SL_INJECT("coordinator.before_metadata_write")) != SL_OK) {
-    sl_error_set(out_err, rc, "injected failure before writing '%s'",
-                 (char *)fin.data);
-    goto out;
-  }
+  const char *tpath = (const char *)tmp.b.data;
+  const char *fpath = (const char *)fin.b.data;
   uint64_t ck;
-  if ((rc = sl__ckpt_write_blob((char *)tmp.data, b.data, b.len, &ck,
-                                out_err)) != SL_OK)
+  /* 1. Write and fsync the temporary file (wclose fsyncs). */
+  if ((rc = sl__ckpt_write_blob(tpath, p, len, &ck, out_err)) != SL_OK) {
+    unlink_quietly(tpath);
     goto out;
-  if ((rc = SL_INJECT("coordinator.before_metadata_rename")) != SL_OK) {
+  }
+  if (before_rename && (rc = SL_INJECT(before_rename)) != SL_OK) {
     sl_error_set(out_err, rc, "injected failure before renaming '%s'",
-                 (char *)tmp.data);
+                 tpath);
+    unlink_quietly(tpath);
     goto out;
   }
-  if (rename((char *)tmp.data, (char *)fin.data) != 0) {
+  /* 2. Rename over the final name: from here on the new file is what a
+   * reader finds, whatever happens next. */
+  if (rename(tpath, fpath) != 0) {
     int e = errno;
-    rc = sl_error_set(out_err, -e, "cannot rename '%s': %s", (char *)tmp.data,
+    rc = sl_error_set(out_err, -e, "cannot rename '%s': %s", tpath,
                       strerror(e));
+    unlink_quietly(tpath);
     goto out;
   }
-  if ((rc = fsync_dir(ckdir)) != SL_OK) {
-    sl_error_set(out_err, rc, "cannot fsync directory '%s': %s", ckdir,
+  if (out_is_renamed) *out_is_renamed = true;
+  /* 3. fsync the directory (the rename), and its parent when the
+   * directory itself is new (its entry in the parent). */
+  if ((rc = fsync_dir(dir)) != SL_OK) {
+    sl_error_set(out_err, rc, "cannot fsync directory '%s': %s", dir,
                  sl_strerror(rc));
     goto out;
   }
-  rc = SL_INJECT("coordinator.after_metadata_rename");
-  if (rc != SL_OK)
-    sl_error_set(out_err, rc, "injected failure after renaming '%s'",
-                 (char *)fin.data);
+  if (is_new_dir && (rc = fsync_dir(parent)) != SL_OK) {
+    sl_error_set(out_err, rc, "cannot fsync directory '%s': %s", parent,
+                 sl_strerror(rc));
+    goto out;
+  }
+  if (after_rename && (rc = SL_INJECT(after_rename)) != SL_OK)
+    sl_error_set(out_err, rc, "injected failure after renaming '%s'", fpath);
 out:
-  sl_bytes_close(&b);
-  sl_bytes_close(&tmp);
-  sl_bytes_close(&fin);
+  if (rc != SL_OK && rc != SL_ENOMEM && rc != SL_EFAILED)
+    sl__error_retriable(out_err, rc);
+  sl_free(parent);
+  sl__acc_close(&tmp);
+  sl__acc_close(&fin);
+  return rc;
+}
+
+int sl__ckpt_write_meta(const char *ckdir, const sl_ckpt_meta_t *m,
+                        bool *out_is_renamed, sl_error_t **out_err) {
+  if (out_is_renamed) *out_is_renamed = false;
+  uint8_t *data = NULL;
+  size_t len = 0;
+  int rc = encode_meta(m, &data, &len);
+  if (rc != SL_OK)
+    return sl_error_set(out_err, rc, "out of memory encoding the metadata "
+                        "of '%s'", ckdir);
+  if ((rc = SL_INJECT("coordinator.before_metadata_write")) != SL_OK) {
+    sl_error_set(out_err, rc, "injected failure before writing '%s/_metadata'",
+                 ckdir);
+    goto out;
+  }
+  /* The checkpoint directory was made for this checkpoint: its entry in
+   * the job directory must be durable too before the commit counts. */
+  rc = sl__ckpt_durable_replace(ckdir, "_metadata", data, len, true,
+                                "coordinator.before_metadata_rename",
+                                "coordinator.after_metadata_rename",
+                                out_is_renamed, out_err);
+out:
+  sl_free(data);
   return rc;
 }
 
@@ -753,9 +820,11 @@ static int decode_meta(const uint8_t *p, size_t len, sl_ckpt_meta_t *m) {
     return SL_CORRUPT("metadata footer");
   uint64_t ck = sl__get_u64le(p + len - 16);
   if (XXH3_64bits(p, len - 16) != ck) return SL_CORRUPT("metadata checksum");
-  rcur_t c = {p, p + len - 16, false};
+  rcur_t c = {p, p + len - 16, false, false};
+  /* Out of memory is not corruption: say which it was. */
+#define META_BAD(what) (c.is_oom ? SL_ENOMEM : SL_CORRUPT(what))
   const uint8_t *magic = rbytes(&c, 4), *v = rbytes(&c, 4);
-  if (c.is_bad || memcmp(magic, META_MAGIC, 4) != 0) return SL_CORRUPT("magic");
+  if (c.is_bad || memcmp(magic, META_MAGIC, 4) != 0) return META_BAD("magic");
   if (v[0] != META_VERSION) return SL_ENOTSUP;
   m->kind = v[1];
   m->mode = v[2];
@@ -764,7 +833,7 @@ static int decode_meta(const uint8_t *p, size_t len, sl_ckpt_meta_t *m) {
   m->max_parallelism = (uint32_t)rvarint(&c);
   m->job = rstr(&c);
   uint64_t n_ops = rvarint(&c);
-  if (c.is_bad || n_ops > 100000) return SL_CORRUPT("ops");
+  if (c.is_bad || n_ops > 100000) return META_BAD("ops");
   m->ops = sl_calloc(n_ops + 1, sizeof(sl_ckpt_op_t));
   if (m->ops == NULL) return SL_ENOMEM;
   for (uint64_t i = 0; i < n_ops && !c.is_bad; i++) {
@@ -772,7 +841,7 @@ static int decode_meta(const uint8_t *p, size_t len, sl_ckpt_meta_t *m) {
     op->uid = rstr(&c);
     op->parallelism = (uint32_t)rvarint(&c);
     uint64_t ns = rvarint(&c);
-    if (c.is_bad || ns > SL_MAX_PARALLELISM_LIMIT) return SL_CORRUPT("subtasks");
+    if (c.is_bad || ns > SL_MAX_PARALLELISM_LIMIT) return META_BAD("subtasks");
     op->subtasks = sl_calloc(ns + 1, sizeof(sl_ckpt_subtask_t));
     if (op->subtasks == NULL) return SL_ENOMEM;
     for (uint64_t k = 0; k < ns && !c.is_bad; k++) {
@@ -795,14 +864,14 @@ static int decode_meta(const uint8_t *p, size_t len, sl_ckpt_meta_t *m) {
         s->channel_file = NULL;
       }
       uint64_t no = rvarint(&c);
-      if (c.is_bad || no > 64) return SL_CORRUPT("opstates");
+      if (c.is_bad || no > 64) return META_BAD("opstates");
       s->opstates = sl_calloc(no + 1, sizeof(sl_ckpt_opstate_t));
       if (s->opstates == NULL) return SL_ENOMEM;
       for (uint64_t o = 0; o < no && !c.is_bad; o++) {
         sl_ckpt_opstate_t *os = &s->opstates[s->n_opstates++];
         os->name = rstr(&c);
         uint64_t ne = rvarint(&c);
-        if (c.is_bad || ne > (1u << 20)) return SL_CORRUPT("entries");
+        if (c.is_bad || ne > (1u << 20)) return META_BAD("entries");
         os->entries = sl_calloc(ne + 1, sizeof(sl_ckpt_entry_t));
         if (os->entries == NULL) return SL_ENOMEM;
         for (uint64_t e = 0; e < ne && !c.is_bad; e++) {
@@ -824,9 +893,10 @@ static int decode_meta(const uint8_t *p, size_t len, sl_ckpt_meta_t *m) {
     }
     if (op->uid == NULL) c.is_bad = true;
   }
-  if (c.is_bad || c.p != c.end || m->job == NULL) return SL_CORRUPT("contents");
+  if (c.is_bad || c.p != c.end || m->job == NULL) return META_BAD("contents");
   return SL_OK;
 }
+#undef META_BAD
 
 int sl__ckpt_read_meta(const char *ckdir, sl_ckpt_meta_t *out,
                        sl_error_t **out_err) {
@@ -875,8 +945,9 @@ int sl__ckpt_read_meta(const char *ckdir, sl_ckpt_meta_t *out,
   else if (rc != SL_OK)
     rc = sl_error_set(out_err, SL_ECORRUPT, "checkpoint metadata '%s' is "
                       "truncated or corrupt", (char *)path.data);
-  if (rc == SL_OK) out->dir = sl_strdup(ckdir);
-  else sl__ckpt_meta_clear(out);
+  if (rc == SL_OK && (out->dir = sl_strdup(ckdir)) == NULL)
+    rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  if (rc != SL_OK) sl__ckpt_meta_clear(out);
 out:
   sl_free(buf);
   close(fd);
@@ -893,10 +964,11 @@ static int check_one(const char *dir, const char *file, uint64_t size,
                         file);
   sl_bytes_t p;
   sl_bytes_init(&p);
-  sl_bytes_printf(&p, "%s/%s", dir, file);
+  if (sl_bytes_printf(&p, "%s/%s", dir, file) != SL_OK)
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   struct stat st;
   int rc = SL_OK;
-  if (p.data == NULL || stat((char *)p.data, &st) != 0)
+  if (stat((char *)p.data, &st) != 0)
     rc = sl_error_set(out_err, SL_ECORRUPT,
                       "checkpoint file '%s/%s' is missing", dir, file);
   else if (!S_ISREG(st.st_mode))
@@ -929,6 +1001,32 @@ static int cmp_u64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* The id of a directory named chk-<id>, or 0 when the name is not one
+ * sluice makes: digits only, no leading zero, at most SL_CKPT_MAX_ID.  A
+ * name that looks like a checkpoint but whose id is out of range (for
+ * example chk-18446744073709551615) is ignored with a warning rather than
+ * let the next id wrap (K2 of coordinator.c). */
+static uint64_t parse_ckpt_name(const char *jobdir, const char *name) {
+  if (strncmp(name, "chk-", 4) != 0) return 0;
+  const char *d = name + 4;
+  size_t n = strspn(d, "0123456789");
+  if (n == 0 || d[n] != '\0' || d[0] == '0') return 0;
+  uint64_t id = 0;
+  bool is_over = n > 19;
+  for (size_t i = 0; i < n && !is_over; i++) {
+    uint64_t x = (uint64_t)(d[i] - '0');
+    if (id > (SL_CKPT_MAX_ID - x) / 10) is_over = true;
+    else id = id * 10 + x;
+  }
+  if (is_over) {
+    sl_log(SL_LOG_WARN, "ignoring '%s/%s': checkpoint ids above %llu are "
+           "not used by sluice", jobdir, name,
+           (unsigned long long)SL_CKPT_MAX_ID);
+    return 0;
+  }
+  return id;
+}
+
 int sl__ckpt_list(const char *jobdir, uint64_t **out_ids, uint32_t *out_n,
                   sl_error_t **out_err) {
   *out_ids = NULL;
@@ -944,10 +1042,8 @@ int sl__ckpt_list(const char *jobdir, uint64_t **out_ids, uint32_t *out_n,
   uint32_t n = 0, cap = 0;
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
-    if (strncmp(de->d_name, "chk-", 4) != 0) continue;
-    char *end;
-    unsigned long long id = strtoull(de->d_name + 4, &end, 10);
-    if (*end != '\0' || end == de->d_name + 4) continue;
+    uint64_t id = parse_ckpt_name(jobdir, de->d_name);
+    if (id == 0) continue;
     if (n == cap) {
       cap = cap ? cap * 2 : 16;
       uint64_t *x = sl_realloc(ids, cap * sizeof(uint64_t));
@@ -964,6 +1060,87 @@ int sl__ckpt_list(const char *jobdir, uint64_t **out_ids, uint32_t *out_n,
   if (n) qsort(ids, n, sizeof(uint64_t), cmp_u64);
   *out_ids = ids;
   *out_n = n;
+  return SL_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* The id high-water mark: <jobdir>/_checkpoint_ids. */
+
+#define HW_NAME "_checkpoint_ids"
+#define HW_MAGIC "SLID"
+#define HW_VERSION 1
+#define HW_SIZE 24 /* magic, version, reserved[3], u64 id, u64 checksum */
+
+int sl__ckpt_read_high_water(const char *jobdir, uint64_t *out_id,
+                             sl_error_t **out_err) {
+  sl_acc_t path;
+  sl__acc_init(&path);
+  sl__acc_printf(&path, "%s/%s", jobdir, HW_NAME);
+  if (sl__acc_status(&path) != SL_OK) {
+    sl__acc_close(&path);
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  }
+  const char *fp = (const char *)path.b.data;
+  int rc = SL_OK;
+  int fd = open(fp, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    int e = errno;
+    if (e == ENOENT) *out_id = 0; /* never written: no id used yet */
+    else rc = sl_error_set(out_err, -e, "cannot open '%s': %s", fp,
+                           strerror(e));
+    sl__acc_close(&path);
+    return rc;
+  }
+  uint8_t b[HW_SIZE + 1];
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != HW_SIZE ||
+      pread_all(fd, b, HW_SIZE, 0) != SL_OK ||
+      memcmp(b, HW_MAGIC, 4) != 0 || b[4] != HW_VERSION ||
+      XXH3_64bits(b, 16) != sl__get_u64le(b + 16) ||
+      sl__get_u64le(b + 8) > SL_CKPT_MAX_ID) {
+    /* Without it sluice cannot promise that no id is used twice, so it
+     * refuses to guess. */
+    rc = sl_error_set(out_err, SL_CORRUPT("id high-water mark"),
+                      "checkpoint id file '%s' is damaged; it records the "
+                      "highest checkpoint id ever used.  Remove it only if "
+                      "no checkpoint id of this job was ever used above "
+                      "the largest chk-N directory", fp);
+  } else {
+    *out_id = sl__get_u64le(b + 8);
+  }
+  close(fd);
+  sl__acc_close(&path);
+  return rc;
+}
+
+int sl__ckpt_write_high_water(const char *jobdir, uint64_t id,
+                              bool is_new_dir, sl_error_t **out_err) {
+  uint8_t b[HW_SIZE];
+  memset(b, 0, sizeof(b));
+  memcpy(b, HW_MAGIC, 4);
+  b[4] = HW_VERSION;
+  sl__put_u64le(b + 8, id);
+  sl__put_u64le(b + 16, XXH3_64bits(b, 16));
+  return sl__ckpt_durable_replace(jobdir, HW_NAME, b, HW_SIZE, is_new_dir,
+                                  NULL, NULL, NULL, out_err);
+}
+
+int sl__ckpt_next_id(const char *jobdir, uint64_t *out_next,
+                     uint64_t *out_high_water, sl_error_t **out_err) {
+  uint64_t hw = 0, *ids = NULL;
+  uint32_t n = 0;
+  int rc = sl__ckpt_read_high_water(jobdir, &hw, out_err);
+  if (rc == SL_OK) rc = sl__ckpt_list(jobdir, &ids, &n, out_err);
+  if (rc != SL_OK) return rc;
+  uint64_t top = hw;
+  if (n && ids[n - 1] > top) top = ids[n - 1];
+  sl_free(ids);
+  if (top >= SL_CKPT_MAX_ID) /* only reachable by hand-made files */
+    return sl_error_set(out_err, SL_EOVERFLOW,
+                        "checkpoint ids of '%s' are exhausted (the highest "
+                        "used is %llu)", jobdir, (unsigned long long)top);
+  *out_next = top + 1;
+  *out_high_water = hw;
   return SL_OK;
 }
 
@@ -984,14 +1161,30 @@ int sl__ckpt_load_latest_below(const char *jobdir, uint64_t below,
     if (ids[i] >= below) continue;
     sl_bytes_t dir;
     sl_bytes_init(&dir);
-    sl_bytes_printf(&dir, "%s/chk-%llu", jobdir, (unsigned long long)ids[i]);
     sl_error_t *err = NULL;
-    int r = sl__ckpt_read_meta((char *)dir.data, out, &err);
+    int r = sl_bytes_printf(&dir, "%s/chk-%llu", jobdir,
+                            (unsigned long long)ids[i]);
+    if (r != SL_OK) {
+      memset(out, 0, sizeof(*out));
+      r = sl_error_set(&err, r, "out of memory");
+    } else {
+      r = sl__ckpt_read_meta((char *)dir.data, out, &err);
+    }
     if (r == SL_OK) r = sl__ckpt_check_files(out, &err);
     if (r == SL_OK) {
       sl_bytes_close(&dir);
       rc = SL_OK;
       break;
+    }
+    if (r != SL_ENOTFOUND && r != SL_ECORRUPT) {
+      /* Out of memory or an I/O error says nothing about this checkpoint:
+       * fail rather than fall back to an older one (fail closed). */
+      sl__ckpt_meta_clear(out);
+      sl_bytes_close(&dir);
+      sl_free(ids);
+      if (out_err && *out_err == NULL) *out_err = err;
+      else sl_error_destroy(err);
+      return r;
     }
     if (r != SL_ENOTFOUND) {
       /* A checkpoint that looked complete but is damaged: say so. */
@@ -1014,19 +1207,60 @@ int sl__ckpt_load_latest_below(const char *jobdir, uint64_t below,
   return rc;
 }
 
-int sl__ckpt_remove_dir(const char *ckdir) {
+/* Removal mirrors the commit (S6): first _metadata goes, and the
+ * directory is fsynced, so the checkpoint is durably no restore point;
+ * only then the files it named go.  A crash in between leaves a PARTIAL
+ * directory, which is garbage by S1, never a _metadata naming missing
+ * files. */
+int sl__ckpt_remove_dir(const char *ckdir, sl_error_t **out_err) {
+  sl_acc_t p;
+  sl__acc_init(&p);
+  sl__acc_printf(&p, "%s/_metadata", ckdir);
+  if (sl__acc_status(&p) != SL_OK) {
+    sl__acc_close(&p);
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  }
+  int rc = SL_OK;
+  if (unlink((char *)p.b.data) != 0 && errno != ENOENT) {
+    int e = errno;
+    rc = sl_error_set(out_err, -e, "cannot remove '%s': %s",
+                      (char *)p.b.data, strerror(e));
+    sl__acc_close(&p);
+    return rc;
+  }
+  sl__acc_close(&p);
+  if ((rc = fsync_dir(ckdir)) != SL_OK) {
+    if (rc == -ENOENT) return SL_OK; /* already gone */
+    return sl_error_set(out_err, rc, "cannot fsync directory '%s': %s", ckdir,
+                        sl_strerror(rc));
+  }
   DIR *d = opendir(ckdir);
-  if (d == NULL) return errno == ENOENT ? SL_OK : -errno;
+  if (d == NULL) {
+    int e = errno;
+    if (e == ENOENT) return SL_OK;
+    return sl_error_set(out_err, -e, "cannot read '%s': %s", ckdir,
+                        strerror(e));
+  }
   struct dirent *de;
-  sl_bytes_t p;
-  sl_bytes_init(&p);
   while ((de = readdir(d)) != NULL) {
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-    p.len = 0;
-    if (sl_bytes_printf(&p, "%s/%s", ckdir, de->d_name) == SL_OK)
-      unlink((char *)p.data);
+    sl__acc_init(&p);
+    sl__acc_printf(&p, "%s/%s", ckdir, de->d_name);
+    int r = sl__acc_status(&p);
+    if (r != SL_OK) r = sl_error_set(out_err, r, "out of memory");
+    else if (unlink((char *)p.b.data) != 0 && errno != ENOENT) {
+      int e = errno;
+      r = sl_error_set(out_err, -e, "cannot remove '%s': %s",
+                       (char *)p.b.data, strerror(e));
+    }
+    if (rc == SL_OK) rc = r;
+    sl__acc_close(&p);
   }
   closedir(d);
-  sl_bytes_close(&p);
-  return rmdir(ckdir) == 0 ? SL_OK : -errno;
+  if (rc == SL_OK && rmdir(ckdir) != 0 && errno != ENOENT) {
+    int e = errno;
+    rc = sl_error_set(out_err, -e, "cannot remove directory '%s': %s", ckdir,
+                      strerror(e));
+  }
+  return rc;
 }

@@ -207,14 +207,14 @@ int main(int argc, char **argv) {
   char *msg = NULL;
   if (sl_pipeline_load(file, sets, n_sets, &pl, &msg) != SL_OK) {
     fprintf(stderr, "sluice: %s\n", msg ? msg : "cannot load the pipeline");
-    free(msg);
+    sl_free(msg);
     goto out;
   }
   sl_job_t *job = NULL;
   sl_pipeline_run_t run = {parallelism, restore_from, is_resume, !is_run};
   if (sl_pipeline_build(pl, &run, &job, &msg) != SL_OK) {
     fprintf(stderr, "sluice: %s\n", msg ? msg : "invalid pipeline");
-    free(msg);
+    sl_free(msg);
     sl_pipeline_destroy(pl);
     goto out;
   }

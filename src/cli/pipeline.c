@@ -87,7 +87,7 @@ static int fail_at(sl_pipeline_t *pl, int idx, int line_off, int col_abs,
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   size_t len = strlen(pos) + strlen(field) + strlen(msg) + 8;
-  pl->msg = malloc(len);
+  pl->msg = sl_malloc(len);
   if (pl->msg)
     snprintf(pl->msg, len, "%s: %s%s%s", pos, field, field[0] ? ": " : "",
              msg);
@@ -420,7 +420,7 @@ static bool shape_dup(shape_t *sh, yaml_node_t *n, const char *path) {
   size_t count =
       (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
   if (count < 2) return false;
-  key_ref_t *refs = calloc(count, sizeof(*refs));
+  key_ref_t *refs = sl_calloc(count, sizeof(*refs));
   if (refs == NULL) return false; /* the walk goes on; map_get copes */
   size_t m = 0;
   for (size_t i = 0; i < count; i++) {
@@ -449,7 +449,7 @@ static bool shape_dup(shape_t *sh, yaml_node_t *n, const char *path) {
     sh->first = refs[first].idx;
     shape_join(sh->path, sizeof(sh->path), path, refs[best].key, 0);
   }
-  free(refs);
+  sl_free(refs);
   return has;
 }
 
@@ -521,17 +521,17 @@ static int check_shape(yaml_document_t *doc, const char *origin,
                        size_t err_size) {
   if (yaml_document_get_root_node(doc) == NULL) return SL_OK;
   size_t n_nodes = (size_t)(doc->nodes.top - doc->nodes.start);
-  shape_t sh = {doc, calloc(n_nodes + 1, 1),
-                calloc(n_nodes + 1, sizeof(uint32_t)), SHAPE_OK, 0, 0, ""};
+  shape_t sh = {doc, sl_calloc(n_nodes + 1, 1),
+                sl_calloc(n_nodes + 1, sizeof(uint32_t)), SHAPE_OK, 0, 0, ""};
   if (sh.state == NULL || sh.n_nodes == NULL) {
-    free(sh.state);
-    free(sh.n_nodes);
+    sl_free(sh.state);
+    sl_free(sh.n_nodes);
     snprintf(err, err_size, "%s: out of memory", origin);
     return SL_ENOMEM;
   }
   shape_walk(&sh, 1, 0, base);
-  free(sh.state);
-  free(sh.n_nodes);
+  sl_free(sh.state);
+  sl_free(sh.n_nodes);
   if (sh.why == SHAPE_OK) return SL_OK;
   char pos[600], first[600];
   yaml_node_t *n = yaml_document_get_node(doc, sh.at);
@@ -684,11 +684,11 @@ static int apply_set(sl_pipeline_t *pl, const char *set) {
   char pos[600];
   snprintf(pos, sizeof(pos), "--set %s", set);
   if (eq == NULL || eq == set) {
-    pl->msg = strdup(pos);
+    pl->msg = sl_strdup(pos);
     if (pl->msg) {
-      free(pl->msg);
+      sl_free(pl->msg);
       size_t n = strlen(pos) + 64;
-      pl->msg = malloc(n);
+      pl->msg = sl_malloc(n);
       if (pl->msg)
         snprintf(pl->msg, n, "%s: expected KEY=VALUE, e.g. source.count=100",
                  pos);
@@ -697,7 +697,7 @@ static int apply_set(sl_pipeline_t *pl, const char *set) {
   }
   if (!is_set_key(set, eq)) {
     size_t l = strlen(pos) + (size_t)(eq - set) + 160;
-    pl->msg = malloc(l);
+    pl->msg = sl_malloc(l);
     if (pl->msg)
       snprintf(pl->msg, l, "%s: malformed key '%.*s'; expected names joined "
                "by '.', each with an optional 1-based [N], as in "
@@ -710,7 +710,7 @@ static int apply_set(sl_pipeline_t *pl, const char *set) {
   const char *val = eq + 1;
   int rc = load_doc(val, strlen(val), &vdoc, err, sizeof(err), pos);
   if (rc != SL_OK) {
-    pl->msg = strdup(err);
+    pl->msg = sl_strdup(err);
     return rc;
   }
   char base[256];
@@ -718,7 +718,7 @@ static int apply_set(sl_pipeline_t *pl, const char *set) {
   if ((rc = check_shape(&vdoc, pos, false, base, err, sizeof(err))) !=
       SL_OK) {
     yaml_document_delete(&vdoc);
-    pl->msg = strdup(err);
+    pl->msg = sl_strdup(err);
     return rc;
   }
   int vroot = yaml_document_get_root_node(&vdoc) ? 1 : 0;
@@ -747,7 +747,7 @@ static int apply_set(sl_pipeline_t *pl, const char *set) {
       index = strtol(p + 1, &end, 10);
       if (end >= eq || *end != ']' || index < 1) {
         size_t l = strlen(pos) + 80;
-        pl->msg = malloc(l);
+        pl->msg = sl_malloc(l);
         if (pl->msg)
           snprintf(pl->msg, l, "%s: list indexes are 1-based, as in "
                    "transforms[1].emit", pos);
@@ -759,7 +759,7 @@ static int apply_set(sl_pipeline_t *pl, const char *set) {
     if (p < eq && *p == '.') p++;
     if (n == 0) {
       size_t l = strlen(pos) + 40;
-      pl->msg = malloc(l);
+      pl->msg = sl_malloc(l);
       if (pl->msg) snprintf(pl->msg, l, "%s: empty key", pos);
       return SL_EINVAL;
     }
@@ -771,7 +771,7 @@ static int apply_set(sl_pipeline_t *pl, const char *set) {
     yaml_node_t *cn = node(pl, cur);
     if (cn == NULL || cn->type != YAML_MAPPING_NODE) {
       size_t l = strlen(pos) + strlen(path) + 64;
-      pl->msg = malloc(l);
+      pl->msg = sl_malloc(l);
       if (pl->msg) snprintf(pl->msg, l, "%s: %s is not inside a mapping", pos, path);
       return SL_EINVAL;
     }
@@ -781,7 +781,7 @@ static int apply_set(sl_pipeline_t *pl, const char *set) {
       if (sq == NULL || sq->type != YAML_SEQUENCE_NODE ||
           index > sq->data.sequence.items.top - sq->data.sequence.items.start) {
         size_t l = strlen(pos) + strlen(path) + 64;
-        pl->msg = malloc(l);
+        pl->msg = sl_malloc(l);
         if (pl->msg)
           snprintf(pl->msg, l, "%s: %s has no item %ld", pos, path, index);
         return SL_EINVAL;
@@ -827,12 +827,12 @@ static int apply_set(sl_pipeline_t *pl, const char *set) {
   }
   /* Remember where the new nodes came from. */
   int after = doc_n_nodes(&pl->doc);
-  char **o = realloc(pl->set_origin, (size_t)(after - pl->n_file_nodes) *
+  char **o = sl_realloc(pl->set_origin, (size_t)(after - pl->n_file_nodes) *
                                          sizeof(char *));
   if (o == NULL) return SL_ENOMEM;
   pl->set_origin = o;
   for (int i = before; i < after; i++) {
-    o[i - pl->n_file_nodes] = strdup(set);
+    o[i - pl->n_file_nodes] = sl_strdup(set);
     pl->n_set_origin++;
   }
   return SL_OK;
@@ -846,7 +846,7 @@ static char *msg_printf(const char *fmt, ...) {
   int n = vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
   if (n < 0) return NULL;
-  char *m = malloc((size_t)n + 1);
+  char *m = sl_malloc((size_t)n + 1);
   if (m == NULL) return NULL;
   va_start(ap, fmt);
   vsnprintf(m, (size_t)n + 1, fmt, ap);
@@ -944,26 +944,26 @@ int sl_pipeline_load_text(const char *path, const char *text, size_t len,
                           const char *const *sets, uint32_t n_sets,
                           sl_pipeline_t **out, char **out_msg) {
   *out_msg = NULL;
-  sl_pipeline_t *pl = calloc(1, sizeof(*pl));
+  sl_pipeline_t *pl = sl_calloc(1, sizeof(*pl));
   if (pl == NULL) return SL_ENOMEM;
-  pl->file = strdup(path);
+  pl->file = sl_strdup(path);
   char err[1200];
   int rc = load_doc(text, len, &pl->doc, err, sizeof(err), path);
   if (rc != SL_OK) {
-    *out_msg = strdup(err);
+    *out_msg = sl_strdup(err);
     sl_pipeline_destroy(pl);
     return rc;
   }
   pl->has_doc = true;
   if ((rc = check_shape(&pl->doc, path, true, "", err, sizeof(err))) !=
       SL_OK) {
-    *out_msg = strdup(err);
+    *out_msg = sl_strdup(err);
     sl_pipeline_destroy(pl);
     return rc;
   }
   if (yaml_document_get_root_node(&pl->doc) == NULL) {
     size_t n = strlen(path) + 64;
-    *out_msg = malloc(n);
+    *out_msg = sl_malloc(n);
     if (*out_msg) snprintf(*out_msg, n, "%s: the pipeline file is empty", path);
     sl_pipeline_destroy(pl);
     return SL_EINVAL;
@@ -973,7 +973,7 @@ int sl_pipeline_load_text(const char *path, const char *text, size_t len,
     if (node(pl, 1)->type != YAML_MAPPING_NODE) break; /* reported later */
     rc = apply_set(pl, sets[i]);
     if (rc != SL_OK) {
-      *out_msg = pl->msg ? pl->msg : strdup("out of memory applying --set");
+      *out_msg = pl->msg ? pl->msg : sl_strdup("out of memory applying --set");
       pl->msg = NULL;
       sl_pipeline_destroy(pl);
       return rc;
@@ -986,12 +986,12 @@ int sl_pipeline_load_text(const char *path, const char *text, size_t len,
 void sl_pipeline_destroy(sl_pipeline_t *pl) {
   if (pl == NULL) return;
   if (pl->has_doc) yaml_document_delete(&pl->doc);
-  for (int i = 0; i < pl->n_set_origin; i++) free(pl->set_origin[i]);
-  free(pl->set_origin);
-  free(pl->file);
-  free(pl->msg);
-  free(pl->name);
-  free(pl);
+  for (int i = 0; i < pl->n_set_origin; i++) sl_free(pl->set_origin[i]);
+  sl_free(pl->set_origin);
+  sl_free(pl->file);
+  sl_free(pl->msg);
+  sl_free(pl->name);
+  sl_free(pl);
 }
 
 bool sl_pipeline_is_unbounded(const sl_pipeline_t *pl) {
@@ -1023,7 +1023,7 @@ static int parse_schema(sl_pipeline_t *pl, int seq, const char *path,
                 type_word(pl, seq));
   size_t count = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
   if (count == 0) return FAIL(pl, seq, path, "needs at least one field");
-  sl_field_t *fields = calloc(count, sizeof(sl_field_t));
+  sl_field_t *fields = sl_calloc(count, sizeof(sl_field_t));
   if (fields == NULL) return SL_ENOMEM;
   int rc = SL_OK;
   static const char *keys[] = {"name", "type", "nullable", NULL};
@@ -1061,7 +1061,7 @@ static int parse_schema(sl_pipeline_t *pl, int seq, const char *path,
     if (rc != SL_OK) FAIL(pl, seq, path, "%s", sl_error_message(err));
     sl_error_destroy(err);
   }
-  free(fields);
+  sl_free(fields);
   return rc;
 }
 
@@ -1093,8 +1093,11 @@ static int str_list(sl_pipeline_t *pl, int idx, const char *path,
 
 static int job_error(build_t *b, int idx, const char *field) {
   const sl_error_t *e = sl_job_error(b->job);
-  return FAIL(b->pl, idx, field, "%s",
-              e ? sl_error_message(e) : "cannot add the operator");
+  int rc = FAIL(b->pl, idx, field, "%s",
+                e ? sl_error_message(e) : "cannot add the operator");
+  /* Out of memory is not the pipeline's fault; a builder without an
+   * error object failed for want of memory too. */
+  return e == NULL || sl_error_code(e) == SL_ENOMEM ? SL_ENOMEM : rc;
 }
 
 /* An event-time field: timestamp or int64 microseconds in schema. */
@@ -1352,11 +1355,11 @@ static int parse_agg(build_t *b, int idx, const char *field, sl_agg_t *out) {
   while (e > a && isspace((unsigned char)e[-1])) e--;
   out->field = NULL;
   if (e > a) {
-    char *f = strndup(a, (size_t)(e - a));
+    char *f = sl_strndup(a, (size_t)(e - a));
     if (f == NULL) return SL_ENOMEM;
     if (sl_schema_index(b->schema, f) < 0) {
       int rc = FAIL(b->pl, idx, field, "no field '%s' in the input", f);
-      free(f);
+      sl_free(f);
       return rc;
     }
     out->field = f;
@@ -1386,8 +1389,8 @@ static int parse_key(build_t *b, int map, const char *path,
 
 static void free_aggs(sl_agg_t *aggs, uint32_t n) {
   if (aggs == NULL) return;
-  for (uint32_t i = 0; i < n; i++) free((char *)aggs[i].field);
-  free(aggs);
+  for (uint32_t i = 0; i < n; i++) sl_free((char *)aggs[i].field);
+  sl_free(aggs);
 }
 
 /* values: {NAME: FN, ...} of an aggregate or a window; the caller frees
@@ -1404,7 +1407,7 @@ static int parse_values(build_t *b, int map, const char *path,
     return FAIL(pl, vv, vf, "expected a mapping such as 'total: sum(amount)'");
   uint32_t count = (uint32_t)(vm->data.mapping.pairs.top - vm->data.mapping.pairs.start);
   if (count == 0) return FAIL(pl, vv, vf, "needs at least one value");
-  sl_agg_t *aggs = calloc(count, sizeof(sl_agg_t));
+  sl_agg_t *aggs = sl_calloc(count, sizeof(sl_agg_t));
   if (aggs == NULL) return SL_ENOMEM;
   int rc = SL_OK;
   for (uint32_t i = 0; i < count && rc == SL_OK; i++) {
@@ -1601,11 +1604,11 @@ static int build_transform(build_t *b, int t, const char *path) {
                   "expressions, got %s", type_word(pl, pv));
     uint32_t count = (uint32_t)(m->data.mapping.pairs.top - m->data.mapping.pairs.start);
     if (count == 0) return FAIL(pl, pv, f, "needs at least one field");
-    const char **names = calloc(count, sizeof(char *));
-    sl_expr_t **exprs = calloc(count, sizeof(sl_expr_t *));
+    const char **names = sl_calloc(count, sizeof(char *));
+    sl_expr_t **exprs = sl_calloc(count, sizeof(sl_expr_t *));
     if (names == NULL || exprs == NULL) {
-      free(names);
-      free(exprs);
+      sl_free(names);
+      sl_free(exprs);
       return SL_ENOMEM;
     }
     uint32_t done = 0;
@@ -1626,8 +1629,8 @@ static int build_transform(build_t *b, int t, const char *path) {
       b->s = sl_stream_project(b->s, uid, names, exprs, count);
       if (b->s == NULL) rc = job_error(b, pv, f);
     }
-    free(names);
-    free(exprs);
+    sl_free(names);
+    sl_free(exprs);
     if (rc != SL_OK) return rc;
   } else if (av) {
     join_path(f, sizeof(f), path, "aggregate");
@@ -1940,8 +1943,8 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
   if (rc == SL_OK && snk == 0)
     rc = FAIL(pl, root, "", "missing required field 'sink'");
   if (rc == SL_OK) {
-    free(pl->name);
-    pl->name = strdup(name);
+    sl_free(pl->name);
+    pl->name = sl_strdup(name);
     cfg.name = name;
     sl_error_t *err = NULL;
     rc = sl_job_create(&cfg, &b.job, &err);
@@ -1970,7 +1973,7 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
   if (rc == SL_OK) rc = build_sink(&b, snk, "sink", "sink", b.s);
   if (rc != SL_OK) {
     sl_job_destroy(b.job);
-    *out_msg = pl->msg ? pl->msg : strdup(sl_strerror(rc));
+    *out_msg = pl->msg ? pl->msg : sl_strdup(sl_strerror(rc));
     pl->msg = NULL;
     return rc;
   }

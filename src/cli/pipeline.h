@@ -15,7 +15,7 @@ typedef struct sl_pipeline_s sl_pipeline_t;
 /**
  * @brief Read a pipeline file and apply --set overrides ("a.b=value",
  * "transforms[1].emit=final").  On failure *out_msg holds the message
- * (caller frees with free()).
+ * (caller frees with sl_free()).
  */
 int sl_pipeline_load(const char *path, const char *const *sets,
                      uint32_t n_sets, sl_pipeline_t **out_pl, char **out_msg);

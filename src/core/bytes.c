@@ -98,6 +98,88 @@ size_t sl__get_varint(const uint8_t *p, size_t len, uint64_t *out) {
 
 uint64_t sl_hash64(const void *p, size_t len) { return XXH3_64bits(p, len); }
 
+/* ---- the sticky byte builder (core.h) ---- */
+
+void sl__acc_init(sl_acc_t *w) {
+  sl_bytes_init(&w->b);
+  w->rc = SL_OK;
+}
+
+void sl__acc_close(sl_acc_t *w) {
+  sl_bytes_close(&w->b);
+  w->rc = SL_OK;
+}
+
+void sl__acc_put(sl_acc_t *w, const void *p, size_t n) {
+  if (w->rc != SL_OK) return;
+  int rc = sl_bytes_append(&w->b, p, n);
+  if (rc != SL_OK) w->rc = rc;
+}
+
+void sl__acc_put_u8(sl_acc_t *w, uint8_t v) { sl__acc_put(w, &v, 1); }
+
+void sl__acc_put_u32le(sl_acc_t *w, uint32_t v) {
+  uint8_t x[4];
+  sl__put_u32le(x, v);
+  sl__acc_put(w, x, 4);
+}
+
+void sl__acc_put_u64le(sl_acc_t *w, uint64_t v) {
+  uint8_t x[8];
+  sl__put_u64le(x, v);
+  sl__acc_put(w, x, 8);
+}
+
+void sl__acc_put_varint(sl_acc_t *w, uint64_t v) {
+  uint8_t tmp[10];
+  size_t n = 0;
+  do {
+    uint8_t c = v & 0x7f;
+    v >>= 7;
+    tmp[n++] = (uint8_t)(c | (v ? 0x80 : 0));
+  } while (v);
+  sl__acc_put(w, tmp, n);
+}
+
+void sl__acc_put_str(sl_acc_t *w, const char *s) {
+  size_t n = s ? strlen(s) : 0;
+  sl__acc_put_varint(w, n);
+  sl__acc_put(w, s, n);
+}
+
+void sl__acc_printf(sl_acc_t *w, const char *fmt, ...) {
+  if (w->rc != SL_OK) return;
+  va_list ap;
+  va_start(ap, fmt);
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap2);
+  va_end(ap2);
+  int rc = n < 0 ? SL_EINVAL : sl_bytes_reserve(&w->b, (size_t)n + 1);
+  if (rc == SL_OK) {
+    vsnprintf((char *)w->b.data + w->b.len, (size_t)n + 1, fmt, ap);
+    w->b.len += (size_t)n;
+  } else {
+    w->rc = rc;
+  }
+  va_end(ap);
+}
+
+int sl__acc_status(const sl_acc_t *w) { return w->rc; }
+
+int sl__acc_finish(sl_acc_t *w, uint8_t **out_data, size_t *out_len) {
+  if (w->rc == SL_OK) sl__acc_put(w, "", 1); /* the NUL past the end */
+  int rc = w->rc;
+  if (rc != SL_OK) {
+    sl__acc_close(w);
+    return rc;
+  }
+  *out_data = w->b.data;
+  *out_len = w->b.len - 1;
+  sl_bytes_init(&w->b);
+  return SL_OK;
+}
+
 uint64_t sl__checksum64(const void *p, size_t len) {
   return XXH3_64bits(p, len);
 }

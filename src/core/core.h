@@ -44,6 +44,17 @@ int sl__corrupt_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 #define SL_CORRUPT(...) sl__corrupt_at(__FILE__, __LINE__, __VA_ARGS__)
 
+/*
+ * Error classes, set where the cause is known and read by the restart
+ * strategy (graph/plan.c): a fatal error (a malformed input record, a bad
+ * configuration) fails the same way after any restart, so the job is not
+ * restarted; a retriable one (an I/O hiccup) may succeed on a retry.  Both
+ * mark *out_err (if there is one) and return code, for
+ *     return sl__error_fatal(out_err, sl_error_set(out_err, ...));
+ */
+int sl__error_fatal(sl_error_t **out_err, int code);
+int sl__error_retriable(sl_error_t **out_err, int code);
+
 /* Clocks: only schedulers and the metrics reporter read these. */
 int64_t sl__clock_realtime_ns(void);
 int64_t sl__clock_monotonic_ns(void);
@@ -79,7 +90,42 @@ static inline uint64_t sl__zigzag(int64_t v) {
 static inline int64_t sl__unzigzag(uint64_t v) {
   return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
 }
-int sl__bytes_put_varint(sl_bytes_t *b, uint64_t v);
+int sl__bytes_put_varint(sl_bytes_t *b, uint64_t v)
+    __attribute__((warn_unused_result));
+
+/*
+ * A byte accumulator: a builder with a sticky error (SQLite's StrAccum.accError).  The
+ * first failed append records its code; every later append is a no-op.
+ * The caller checks once, with sl__acc_status() or sl__acc_finish(),
+ * before the bytes are hashed, written, renamed or acknowledged, so a
+ * half-built encoding can never be mistaken for a whole one.  The appends
+ * return nothing on purpose: there is no result to forget.
+ */
+typedef struct sl_acc_s {
+  sl_bytes_t b; /* the bytes so far; b.data is owned */
+  int rc;       /* SL_OK, or the first error (sticky) */
+} sl_acc_t;
+
+void sl__acc_init(sl_acc_t *w);
+void sl__acc_close(sl_acc_t *w);
+void sl__acc_put(sl_acc_t *w, const void *p, size_t n);
+void sl__acc_put_u8(sl_acc_t *w, uint8_t v);
+void sl__acc_put_u32le(sl_acc_t *w, uint32_t v);
+void sl__acc_put_u64le(sl_acc_t *w, uint64_t v);
+void sl__acc_put_varint(sl_acc_t *w, uint64_t v);
+/** @brief A varint length, then the bytes of s (NULL: empty). */
+void sl__acc_put_str(sl_acc_t *w, const char *s);
+void sl__acc_printf(sl_acc_t *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/** @brief SL_OK, or the first error of an append (SL_ENOMEM...). */
+int sl__acc_status(const sl_acc_t *w) __attribute__((warn_unused_result));
+/**
+ * @brief Check the builder and, on SL_OK, move its bytes out: *out_data
+ * (owned by the caller, NUL-terminated past *out_len) and *out_len.  On
+ * an error the builder's bytes are freed and nothing is written.
+ */
+int sl__acc_finish(sl_acc_t *w, uint8_t **out_data, size_t *out_len)
+    __attribute__((warn_unused_result));
 /* Returns bytes consumed, or 0 on truncated/overlong input. */
 size_t sl__get_varint(const uint8_t *p, size_t len, uint64_t *out);
 

@@ -123,6 +123,20 @@ void sl_error_set_fatal(sl_error_t *err, bool v) {
   if (err) err->is_fatal = v;
 }
 
+int sl__error_fatal(sl_error_t **out_err, int code) {
+  if (out_err && *out_err) {
+    (*out_err)->is_fatal = true;
+    (*out_err)->is_retriable = false;
+  }
+  return code;
+}
+
+int sl__error_retriable(sl_error_t **out_err, int code) {
+  if (out_err && *out_err && !(*out_err)->is_fatal)
+    (*out_err)->is_retriable = true;
+  return code;
+}
+
 void sl_error_prefix(sl_error_t *err, const char *fmt, ...) {
   if (err == NULL) return;
   char pre[512];

@@ -45,6 +45,18 @@ int sl_inject_wait_paused(const char *point, uint32_t timeout_ms);
 void sl_inject_release(const char *point);
 /** @brief Times point was reached since the last reset. */
 uint32_t sl_inject_hits(const char *point);
+/**
+ * @brief Allocation torture: the k-th allocation (sl_malloc, sl_calloc,
+ * sl_realloc, sl_strdup, sl_strndup) of the calling thread from now on
+ * returns NULL, and every later one too when is_sticky; k = 0 disarms.
+ * Resets the thread's counts.  Other threads are not affected.  Without
+ * SL_FAULT_INJECTION it does nothing.  @thread any (per thread).
+ */
+void sl_inject_alloc_fail(uint64_t k, bool is_sticky);
+/** @brief Allocations of the calling thread since sl_inject_alloc_fail. */
+uint64_t sl_inject_alloc_count(void);
+/** @brief Allocations of the calling thread failed on purpose since. */
+uint64_t sl_inject_alloc_failed(void);
 /** @brief Whether injection points are compiled in. */
 bool sl_inject_is_enabled(void);
 

@@ -60,7 +60,9 @@ int sl__corrupt_at(const char *file, int line, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  sl_log(SL_LOG_DEBUG, "corruption detected at %s:%d: %s", file, line, msg);
+  /* A warning, not a debug line: corruption is never routine, and the
+   * file:line says which check caught it (SQLite's SQLITE_CORRUPT_BKPT). */
+  sl_log(SL_LOG_WARN, "corruption detected at %s:%d: %s", file, line, msg);
   return SL_ECORRUPT;
 }
 

@@ -257,6 +257,8 @@ int sl_schema_decode(const uint8_t *p, size_t len, size_t *out_consumed,
                                     &cerr);
   for (uint32_t i = 0; i < done; i++) sl_free((char *)fields[i].name);
   sl_free(fields);
+  if (rc == SL_ECORRUPT || rc == SL_ENOMEM) /* cerr: found by torture */
+    sl_error_destroy(cerr);
   if (rc == SL_ECORRUPT)
     return sl_error_set(out_err, rc, "schema encoding is truncated");
   if (rc == SL_ENOMEM)

@@ -46,7 +46,8 @@ static int run_attempt(sl_job_t *job, const sl_ckpt_meta_t *meta,
   atomic_store(&job->rt.is_canceled, atomic_load(&job->is_user_canceled));
   int rc = sl__plan_build(job, meta, out_err);
   job->is_plan_failed = rc != SL_OK; /* not worth a restart */
-  if (rc != SL_OK) return rc;
+  if (rc != SL_OK) /* a bad configuration: fatal, unless memory ran out */
+    return rc == SL_ENOMEM ? rc : sl__error_fatal(out_err, rc);
   sl_sched_t *sched;
   rc = sl__sched_pool_create(job->cfg.n_workers, job->rt.tasks,
                              job->rt.n_tasks, &sched);
@@ -167,11 +168,15 @@ int sl_job_run(sl_job_t *job, sl_error_t **out_err) {
       meta = older;
       rc = run_attempt(job, &meta, &err);
     }
-    /* A fatal error (e.g. state that does not match the checkpoint) would
-     * fail every attempt the same way. */
-    bool can_restart = rc != SL_OK && rc != SL_ECANCELED &&
-                       !job->is_plan_failed && !sl_error_is_fatal(err) &&
-                       rs->kind != SL_RESTART_NONE &&
+    /* The error's class decides first: a fatal one (a malformed input
+     * record, a bad configuration, state that does not match the
+     * checkpoint) would fail every attempt the same way. */
+    bool is_fatal = sl_error_is_fatal(err);
+    if (rc != SL_OK && is_fatal && rs->kind != SL_RESTART_NONE)
+      sl_log(SL_LOG_INFO, "job '%s' is not restarted: the error is fatal",
+             job->name);
+    bool can_restart = rc != SL_OK && rc != SL_ECANCELED && !is_fatal &&
+                       !job->is_plan_failed && rs->kind != SL_RESTART_NONE &&
                        (rs->max_attempts == 0 || attempt < rs->max_attempts) &&
                        !atomic_load(&job->is_user_canceled);
     if (!can_restart) {
@@ -181,8 +186,9 @@ int sl_job_run(sl_job_t *job, sl_error_t **out_err) {
       }
       break;
     }
-    sl_log(SL_LOG_WARN, "job '%s' failed (%s); restart %u%s", job->name,
-           sl_error_message(err), attempt + 1,
+    sl_log(SL_LOG_WARN, "job '%s' failed (%s%s); restart %u%s", job->name,
+           sl_error_message(err),
+           sl_error_is_retriable(err) ? ", retriable" : "", attempt + 1,
            job->coord ? " from the latest checkpoint" : " from the beginning");
     sl_error_destroy(err);
     teardown_attempt(job);

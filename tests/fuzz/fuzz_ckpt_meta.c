@@ -93,7 +93,8 @@ static void try_meta(const char *dir, const uint8_t *p, size_t n) {
   char dir2[512];
   snprintf(dir2, sizeof(dir2), "%s/rt", dir);
   mkdir(dir2, 0700);
-  rc = sl__ckpt_write_meta(dir2, &m, &err);
+  bool is_renamed = false;
+  rc = sl__ckpt_write_meta(dir2, &m, &is_renamed, &err);
   SL_FUZZ_CHECK(rc == SL_OK);
   sl_ckpt_meta_t m2;
   rc = sl__ckpt_read_meta(dir2, &m2, &err);

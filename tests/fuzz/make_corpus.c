@@ -42,7 +42,7 @@ static void meta_seeds(const char *dir) {
   char path[512];
   sl_ckpt_meta_t m = {.id = 7, .time_ns = 1700000000000000000ll,
                       .max_parallelism = 128, .job = "orders"};
-  SL_FUZZ_CHECK(sl__ckpt_write_meta(dir, &m, NULL) == SL_OK);
+  SL_FUZZ_CHECK(sl__ckpt_write_meta(dir, &m, NULL, NULL) == SL_OK);
   snprintf(path, sizeof(path), "%s/_metadata", dir);
   put_file("ckpt_meta", "empty-job", path);
 
@@ -69,12 +69,12 @@ static void meta_seeds(const char *dir) {
   m.ops = ops;
   m.n_ops = 2;
   m.mode = 1;
-  SL_FUZZ_CHECK(sl__ckpt_write_meta(dir, &m, NULL) == SL_OK);
+  SL_FUZZ_CHECK(sl__ckpt_write_meta(dir, &m, NULL, NULL) == SL_OK);
   put_file("ckpt_meta", "two-ops", path);
   m.kind = SL_CKPT_KIND_SAVEPOINT;
   m.id = UINT64_MAX;
   m.max_parallelism = SL_MAX_PARALLELISM_LIMIT;
-  SL_FUZZ_CHECK(sl__ckpt_write_meta(dir, &m, NULL) == SL_OK);
+  SL_FUZZ_CHECK(sl__ckpt_write_meta(dir, &m, NULL, NULL) == SL_OK);
   put_file("ckpt_meta", "savepoint-max", path);
   put_str("ckpt_meta", "not-metadata", "SLCM\x02");
   put("ckpt_meta", "empty", "", 0);

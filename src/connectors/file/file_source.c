@@ -422,6 +422,7 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
       rc = sl_csv_check_header(line, line_len, s->delim, s->schema, &err);
       if (rc != SL_OK) {
         sl_error_prefix(err, "file '%s' line 1", sp->path);
+        sl_error_set_fatal(err, true); /* every restart would fail alike */
         if (out_err && *out_err == NULL) *out_err = err;
         else sl_error_destroy(err);
         return rc;
@@ -435,20 +436,26 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
                  ? sl_json_parse(line, line_len, false, b, &err)
                  : sl_csv_parse(line, line_len, s->delim, false, b, &err);
     if (rc != SL_OK) {
+      /* A malformed record fails the same way after any restart: fatal
+       * (out of memory is not the record's fault). */
       if (err) {
         sl_error_prefix(err, "file '%s' line %llu", sp->path,
                         (unsigned long long)lineno);
+        if (rc != SL_ENOMEM) sl_error_set_fatal(err, true);
         if (out_err && *out_err == NULL) *out_err = err;
         else sl_error_destroy(err);
         return rc;
       }
-      return sl_error_set(out_err, rc, "file '%s' line %llu: %s", sp->path,
-                          (unsigned long long)lineno, sl_strerror(rc));
+      sl_error_set(out_err, rc, "file '%s' line %llu: %s", sp->path,
+                   (unsigned long long)lineno, sl_strerror(rc));
+      if (out_err && rc != SL_ENOMEM) sl_error_set_fatal(*out_err, true);
+      return rc;
     }
     if (!sl_source_emit_builder(out, &err)) {
       if (err) {
         sl_error_prefix(err, "file '%s' line %llu", sp->path,
                         (unsigned long long)lineno);
+        sl_error_set_fatal(err, true); /* the record breaks the schema */
         if (out_err && *out_err == NULL) *out_err = err;
         else sl_error_destroy(err);
         return SL_EPARSE;
