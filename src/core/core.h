@@ -46,7 +46,7 @@ int sl__corrupt_at(const char *file, int line, const char *fmt, ...)
 
 /*
  * Error classes, set where the cause is known and read by the restart
- * strategy (graph/plan.c): a fatal error (a malformed input record, a bad
+ * strategy (graph/run.c): a fatal error (a malformed input record, a bad
  * configuration) fails the same way after any restart, so the job is not
  * restarted; a retriable one (an I/O hiccup) may succeed on a retry.  Both
  * mark *out_err (if there is one) and return code, for
