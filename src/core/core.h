@@ -90,12 +90,16 @@ static inline uint64_t sl__zigzag(int64_t v) {
 static inline int64_t sl__unzigzag(uint64_t v) {
   return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
 }
+#define SL_VARINT_MAX 10 /* bytes of the longest varint (a uint64_t) */
+/** @brief Encode v at p (room for SL_VARINT_MAX); returns bytes written. */
+size_t sl__put_varint(uint8_t *p, uint64_t v);
 int sl__bytes_put_varint(sl_bytes_t *b, uint64_t v)
     __attribute__((warn_unused_result));
 
 /*
- * A byte accumulator: a builder with a sticky error (SQLite's StrAccum.accError).  The
- * first failed append records its code; every later append is a no-op.
+ * A byte accumulator: a builder with a sticky error (SQLite's
+ * StrAccum.accError).  The first failed append records its code; every
+ * later append is a no-op.
  * The caller checks once, with sl__acc_status() or sl__acc_finish(),
  * before the bytes are hashed, written, renamed or acknowledged, so a
  * half-built encoding can never be mistaken for a whole one.  The appends
@@ -128,9 +132,6 @@ int sl__acc_finish(sl_acc_t *w, uint8_t **out_data, size_t *out_len)
     __attribute__((warn_unused_result));
 /* Returns bytes consumed, or 0 on truncated/overlong input. */
 size_t sl__get_varint(const uint8_t *p, size_t len, uint64_t *out);
-
-/* CRC-32C-free checksum: xxh64 of a byte range. */
-uint64_t sl__checksum64(const void *p, size_t len);
 
 /* The key hash in two steps: xxh3-64 of the canonical bytes (also used by
  * state tables), then the fold to the 32-bit key hash of sl_key_hash(). */
