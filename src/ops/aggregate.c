@@ -23,7 +23,7 @@ typedef struct agg_col_s {
   sl_agg_fn_t fn;
   int in_field;       /* -1 for count() */
   uint8_t in_type;
-  uint8_t scale;
+  double unit;        /* decimal input: 10^scale, its integer per unit */
   char *name;
 } agg_col_t;
 
@@ -214,7 +214,7 @@ int sl__agg_config_create(const sl_schema_t *in, const uint32_t *key_fields,
       goto fail;
     }
     col->in_type = in_t.id;
-    col->scale = in_t.scale;
+    col->unit = pow(10, in_t.scale);
     bool is_numeric = in_t.id == SL_TYPE_INT32 || in_t.id == SL_TYPE_INT64 ||
                       in_t.id == SL_TYPE_FLOAT64 || in_t.id == SL_TYPE_DECIMAL;
     if ((col->fn == SL_AGG_SUM || col->fn == SL_AGG_AVG) && !is_numeric) {
@@ -446,7 +446,7 @@ static void out_value(const agg_cfg_t *c, const agg_val_t *x, uint32_t i,
     } else {
       __int128 q = x->wide / x->count, r = x->wide % x->count;
       o->f = (double)q + (double)r / (double)x->count;
-      if (col->in_type == SL_TYPE_DECIMAL) o->f /= pow(10, col->scale);
+      if (col->in_type == SL_TYPE_DECIMAL) o->f /= col->unit;
     }
   } else {
     o->is_null = x->is_null;
