@@ -386,8 +386,9 @@ out:
   }
   if (rc == SL_ENOMEM)
     sl_error_set(out_err, rc, "out of memory writing '%s'", path);
-  else if (rc != SL_OK)
-    sl_error_set(out_err, rc, "cannot write checkpoint file '%s'", path);
+  else if (rc != SL_OK) /* retriable as wclose's errors: say why */
+    sl__error_retriable(out_err, sl_error_set(out_err, rc, "cannot write "
+                        "checkpoint file '%s': %s", path, sl_strerror(rc)));
   if (rc == SL_OK) { /* S5: size and checksum only for a whole file */
     *out_size = w.off;
     *out_checksum = ck;
