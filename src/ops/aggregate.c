@@ -136,25 +136,25 @@ static sl_type_t out_type(const agg_col_t *c, sl_type_t in) {
  * different things.
  */
 static char *acc_layout(const agg_cfg_t *c, const sl_agg_t *aggs) {
-  sl_bytes_t b;
-  sl_bytes_init(&b);
-  int rc = sl_bytes_printf(&b, "key ");
-  for (uint32_t k = 0; k < c->n_keys && rc == SL_OK; k++) {
+  sl_acc_t b;
+  sl__acc_init(&b);
+  sl__acc_printf(&b, "key ");
+  for (uint32_t k = 0; k < c->n_keys; k++) {
     const sl_field_t *f = sl_schema_field(c->acc_schema, k);
     char tb[48];
-    rc = sl_bytes_printf(&b, "%s%s:%s", k ? ", " : "", f->name,
-                         sl_type_format(f->type, tb, sizeof(tb)));
+    sl__acc_printf(&b, "%s%s:%s", k ? ", " : "", f->name,
+                   sl_type_format(f->type, tb, sizeof(tb)));
   }
-  if (rc == SL_OK) rc = sl_bytes_printf(&b, ";");
-  for (uint32_t i = 0; i < c->n_cols && rc == SL_OK; i++) {
+  sl__acc_printf(&b, ";");
+  for (uint32_t i = 0; i < c->n_cols; i++) {
     const agg_col_t *col = &c->cols[i];
     const sl_field_t *v = sl_schema_field(c->acc_schema, c->n_keys + 2 + 2 * i);
     char tb[48];
-    rc = sl_bytes_printf(&b, "%s %s(%s):%s", i ? "," : "", fn_name(col->fn),
-                         col->in_field >= 0 ? aggs[i].field : "",
-                         sl_type_format(v->type, tb, sizeof(tb)));
+    sl__acc_printf(&b, "%s %s(%s):%s", i ? "," : "", fn_name(col->fn),
+                   col->in_field >= 0 ? aggs[i].field : "",
+                   sl_type_format(v->type, tb, sizeof(tb)));
   }
-  return sl__state_layout_finish(&b, rc);
+  return sl__state_layout_finish(&b);
 }
 
 int sl__agg_config_create(const sl_schema_t *in, const uint32_t *key_fields,
