@@ -55,6 +55,14 @@ int sl__corrupt_at(const char *file, int line, const char *fmt, ...)
 int sl__error_fatal(sl_error_t **out_err, int code);
 int sl__error_retriable(sl_error_t **out_err, int code);
 
+/* Text-format helpers shared by format_value.c, format_csv.c and
+ * format_json.c.  sl__format_echo quotes up to 40 bytes of input text in a
+ * message, escaping bytes a reader cannot see (each to at most 4), cut
+ * with "..."; buf should hold SL_ECHO_SIZE bytes. */
+#define SL_ECHO_SIZE 164
+int sl__format_f64(double v, char *buf, size_t size);
+void sl__format_echo(const char *text, size_t len, char *buf, size_t size);
+
 /* Clocks: only schedulers and the metrics reporter read these. */
 int64_t sl__clock_realtime_ns(void);
 int64_t sl__clock_monotonic_ns(void);
