@@ -174,14 +174,8 @@ static int wput(wfile_t *w, const void *p, size_t n) {
 }
 
 static int wvarint(wfile_t *w, uint64_t v) {
-  uint8_t tmp[10];
-  size_t n = 0;
-  do {
-    uint8_t c = v & 0x7f;
-    v >>= 7;
-    tmp[n++] = (uint8_t)(c | (v ? 0x80 : 0));
-  } while (v);
-  return wput(w, tmp, n);
+  uint8_t tmp[SL_VARINT_MAX];
+  return wput(w, tmp, sl__put_varint(tmp, v));
 }
 
 static int wu64(wfile_t *w, uint64_t v) {
@@ -392,8 +386,9 @@ out:
   }
   if (rc == SL_ENOMEM)
     sl_error_set(out_err, rc, "out of memory writing '%s'", path);
-  else if (rc != SL_OK)
-    sl_error_set(out_err, rc, "cannot write checkpoint file '%s'", path);
+  else if (rc != SL_OK) /* retriable as wclose's errors: say why */
+    sl__error_retriable(out_err, sl_error_set(out_err, rc, "cannot write "
+                        "checkpoint file '%s': %s", path, sl_strerror(rc)));
   if (rc == SL_OK) { /* S5: size and checksum only for a whole file */
     *out_size = w.off;
     *out_checksum = ck;

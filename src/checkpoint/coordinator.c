@@ -432,7 +432,12 @@ static int trigger_locked(sl_coord_t *c, uint64_t *out_id,
   pthread_cond_broadcast(&c->trigger_cond);
   p->is_busy = false;
   if (rc != SL_OK) {
-    abort_locked(c, p, rc, sl_error_message(err)); /* reaps p */
+    /* abort_locked reaps p; an attempt that ended meanwhile already
+     * aborted it, and then only the reaping is left. */
+    if (p->state == P_TRIGGERING)
+      abort_locked(c, p, rc, sl_error_message(err));
+    else
+      reap_locked(c, p);
     if (out_err && *out_err == NULL) *out_err = err;
     else sl_error_destroy(err);
     return rc;

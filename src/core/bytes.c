@@ -51,35 +51,42 @@ int sl_bytes_append_u64le(sl_bytes_t *b, uint64_t v) {
   return sl_bytes_append(b, p, 8);
 }
 
-int sl_bytes_printf(sl_bytes_t *b, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
+/* The formatted text is appended; the NUL after it is kept in the
+ * capacity, not counted in len. */
+static int bytes_vprintf(sl_bytes_t *b, const char *fmt, va_list ap) {
   va_list ap2;
   va_copy(ap2, ap);
   int n = vsnprintf(NULL, 0, fmt, ap2);
   va_end(ap2);
-  if (n < 0) {
-    va_end(ap);
-    return SL_EINVAL;
-  }
+  if (n < 0) return SL_EINVAL;
   int rc = sl_bytes_reserve(b, (size_t)n + 1);
-  if (rc == SL_OK) {
-    vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
-    b->len += (size_t)n;
-  }
+  if (rc != SL_OK) return rc;
+  vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+  b->len += (size_t)n;
+  return SL_OK;
+}
+
+int sl_bytes_printf(sl_bytes_t *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = bytes_vprintf(b, fmt, ap);
   va_end(ap);
   return rc;
 }
 
-int sl__bytes_put_varint(sl_bytes_t *b, uint64_t v) {
-  uint8_t tmp[10];
+size_t sl__put_varint(uint8_t *p, uint64_t v) {
   size_t n = 0;
   do {
     uint8_t c = v & 0x7f;
     v >>= 7;
-    tmp[n++] = (uint8_t)(c | (v ? 0x80 : 0));
+    p[n++] = (uint8_t)(c | (v ? 0x80 : 0));
   } while (v);
-  return sl_bytes_append(b, tmp, n);
+  return n;
+}
+
+int sl__bytes_put_varint(sl_bytes_t *b, uint64_t v) {
+  uint8_t tmp[SL_VARINT_MAX];
+  return sl_bytes_append(b, tmp, sl__put_varint(tmp, v));
 }
 
 size_t sl__get_varint(const uint8_t *p, size_t len, uint64_t *out) {
@@ -131,14 +138,8 @@ void sl__acc_put_u64le(sl_acc_t *w, uint64_t v) {
 }
 
 void sl__acc_put_varint(sl_acc_t *w, uint64_t v) {
-  uint8_t tmp[10];
-  size_t n = 0;
-  do {
-    uint8_t c = v & 0x7f;
-    v >>= 7;
-    tmp[n++] = (uint8_t)(c | (v ? 0x80 : 0));
-  } while (v);
-  sl__acc_put(w, tmp, n);
+  uint8_t tmp[SL_VARINT_MAX];
+  sl__acc_put(w, tmp, sl__put_varint(tmp, v));
 }
 
 void sl__acc_put_str(sl_acc_t *w, const char *s) {
@@ -151,17 +152,7 @@ void sl__acc_printf(sl_acc_t *w, const char *fmt, ...) {
   if (w->rc != SL_OK) return;
   va_list ap;
   va_start(ap, fmt);
-  va_list ap2;
-  va_copy(ap2, ap);
-  int n = vsnprintf(NULL, 0, fmt, ap2);
-  va_end(ap2);
-  int rc = n < 0 ? SL_EINVAL : sl_bytes_reserve(&w->b, (size_t)n + 1);
-  if (rc == SL_OK) {
-    vsnprintf((char *)w->b.data + w->b.len, (size_t)n + 1, fmt, ap);
-    w->b.len += (size_t)n;
-  } else {
-    w->rc = rc;
-  }
+  w->rc = bytes_vprintf(&w->b, fmt, ap);
   va_end(ap);
 }
 
@@ -178,8 +169,4 @@ int sl__acc_finish(sl_acc_t *w, uint8_t **out_data, size_t *out_len) {
   *out_len = w->b.len - 1;
   sl_bytes_init(&w->b);
   return SL_OK;
-}
-
-uint64_t sl__checksum64(const void *p, size_t len) {
-  return XXH3_64bits(p, len);
 }

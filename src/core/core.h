@@ -46,7 +46,7 @@ int sl__corrupt_at(const char *file, int line, const char *fmt, ...)
 
 /*
  * Error classes, set where the cause is known and read by the restart
- * strategy (graph/plan.c): a fatal error (a malformed input record, a bad
+ * strategy (graph/run.c): a fatal error (a malformed input record, a bad
  * configuration) fails the same way after any restart, so the job is not
  * restarted; a retriable one (an I/O hiccup) may succeed on a retry.  Both
  * mark *out_err (if there is one) and return code, for
@@ -54,6 +54,14 @@ int sl__corrupt_at(const char *file, int line, const char *fmt, ...)
  */
 int sl__error_fatal(sl_error_t **out_err, int code);
 int sl__error_retriable(sl_error_t **out_err, int code);
+
+/* Text-format helpers shared by format_value.c, format_csv.c and
+ * format_json.c.  sl__format_echo quotes up to 40 bytes of input text in a
+ * message, escaping bytes a reader cannot see (each to at most 4), cut
+ * with "..."; buf should hold SL_ECHO_SIZE bytes. */
+#define SL_ECHO_SIZE 164
+int sl__format_f64(double v, char *buf, size_t size);
+void sl__format_echo(const char *text, size_t len, char *buf, size_t size);
 
 /* Clocks: only schedulers and the metrics reporter read these. */
 int64_t sl__clock_realtime_ns(void);
@@ -90,12 +98,16 @@ static inline uint64_t sl__zigzag(int64_t v) {
 static inline int64_t sl__unzigzag(uint64_t v) {
   return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
 }
+#define SL_VARINT_MAX 10 /* bytes of the longest varint (a uint64_t) */
+/** @brief Encode v at p (room for SL_VARINT_MAX); returns bytes written. */
+size_t sl__put_varint(uint8_t *p, uint64_t v);
 int sl__bytes_put_varint(sl_bytes_t *b, uint64_t v)
     __attribute__((warn_unused_result));
 
 /*
- * A byte accumulator: a builder with a sticky error (SQLite's StrAccum.accError).  The
- * first failed append records its code; every later append is a no-op.
+ * A byte accumulator: a builder with a sticky error (SQLite's
+ * StrAccum.accError).  The first failed append records its code; every
+ * later append is a no-op.
  * The caller checks once, with sl__acc_status() or sl__acc_finish(),
  * before the bytes are hashed, written, renamed or acknowledged, so a
  * half-built encoding can never be mistaken for a whole one.  The appends
@@ -128,9 +140,6 @@ int sl__acc_finish(sl_acc_t *w, uint8_t **out_data, size_t *out_len)
     __attribute__((warn_unused_result));
 /* Returns bytes consumed, or 0 on truncated/overlong input. */
 size_t sl__get_varint(const uint8_t *p, size_t len, uint64_t *out);
-
-/* CRC-32C-free checksum: xxh64 of a byte range. */
-uint64_t sl__checksum64(const void *p, size_t len);
 
 /* The key hash in two steps: xxh3-64 of the canonical bytes (also used by
  * state tables), then the fold to the 32-bit key hash of sl_key_hash(). */

@@ -16,10 +16,6 @@
 #include "core.h"
 #include "sluice/sl_format.h"
 
-/* Defined in format_value.c; the prototype belongs in core.h. */
-void sl__format_echo(const char *text, size_t len, char *buf, size_t size);
-#define ECHO_SIZE 164 /* an echo buffer, as in format_value.c */
-
 typedef struct csv_field_s {
   const char *p; /* the text between the quotes, escapes still doubled */
   size_t len;
@@ -157,7 +153,7 @@ int sl_csv_parse(const char *line, size_t len, char delim, bool changelog,
     if (changelog && col == 1) {
       sl_row_kind_t kind;
       if (parse_kind(text, n, &kind) != SL_OK) {
-        char echo[ECHO_SIZE];
+        char echo[SL_ECHO_SIZE];
         sl__format_echo(text, n, echo, sizeof(echo));
         rc = column_error(out_err, schema, changelog, col,
                           "expected a row kind (+I, -U, +U, -D), got '%s'",
@@ -252,7 +248,7 @@ int sl_csv_record_end(const char *text, size_t len, char delim, bool is_eof,
 int sl_csv_check_header(const char *line, size_t len, char delim,
                         const sl_schema_t *schema, sl_error_t **out_err) {
   uint32_t n_fields = sl_schema_n_fields(schema);
-  char echo[ECHO_SIZE];
+  char echo[SL_ECHO_SIZE];
   csv_field_t f;
   size_t pos = 0;
   uint32_t col = 1;

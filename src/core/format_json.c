@@ -18,11 +18,6 @@
 #include "core.h"
 #include "sluice/sl_format.h"
 
-/* Defined in format_value.c; the prototypes belong in core.h. */
-int sl__format_f64(double v, char *buf, size_t size);
-void sl__format_echo(const char *text, size_t len, char *buf, size_t size);
-#define ECHO_SIZE 164 /* an echo buffer, as in format_value.c */
-
 /*
  * A decimal written as a JSON number reaches us as a double.  Doubles
  * carry any 15 significant decimal digits exactly, so decimals of up to 15
@@ -204,7 +199,7 @@ static int parse_member(const json_t *v, const sl_field_t *f,
 
 static int parse_op(const json_t *v, sl_row_builder_t *b,
                     sl_error_t **out_err) {
-  char echo[ECHO_SIZE], text[3];
+  char echo[SL_ECHO_SIZE], text[3];
   sl_row_kind_t kind;
   if (v == NULL || json_is_null(v))
     return sl_error_set(out_err, SL_EPARSE, "member 'op' is missing or null");
@@ -238,7 +233,7 @@ static int unknown_member_error(const json_t *obj, const sl_schema_t *schema,
                     ((changelog && strcmp(key, "op") == 0) ||
                      sl_schema_index(schema, key) >= 0);
     if (!is_known) {
-      char echo[ECHO_SIZE];
+      char echo[SL_ECHO_SIZE];
       sl__format_echo(key, key_len, echo, sizeof(echo));
       return sl_error_set(out_err, SL_EPARSE, "unknown member '%s'", echo);
     }

@@ -17,16 +17,7 @@
 #include "core.h"
 #include "sluice/sl_format.h"
 
-/*
- * Helpers shared with format_csv.c and format_json.c.  Their prototypes are
- * repeated in those files because the format code has no private header
- * yet; they belong in core.h.
- */
-int sl__format_f64(double v, char *buf, size_t size);
-void sl__format_echo(const char *text, size_t len, char *buf, size_t size);
-
-#define ECHO_MAX 40   /* bytes of input text quoted in a message */
-#define ECHO_SIZE 164 /* a buffer for them: each escaped to at most 4 */
+#define ECHO_MAX 40 /* bytes of input text quoted in a message */
 
 /* ------------------------------------------------------------------ */
 /* The C locale for strtod and snprintf("%g")                          */
@@ -101,7 +92,7 @@ static bool is_invisible(uint32_t cp) {
  * there: \n, \r, \t, and \xHH for other control characters, bytes that are
  * not UTF-8, and invisible characters such as a byte order mark (U+FEFF is
  * \xEF\xBB\xBF).  The cut never splits a UTF-8 sequence or an escape.  buf
- * should hold ECHO_SIZE bytes.
+ * should hold SL_ECHO_SIZE bytes.
  */
 void sl__format_echo(const char *text, size_t len, char *buf, size_t size) {
   static const char hex[] = "0123456789ABCDEF";
@@ -158,7 +149,7 @@ static const char *type_label(sl_type_t t, char *buf, size_t size) {
 
 static int expected_error(sl_error_t **out_err, sl_type_t t,
                           const char *text, size_t len) {
-  char echo[ECHO_SIZE], what[32];
+  char echo[SL_ECHO_SIZE], what[32];
   sl__format_echo(text, len, echo, sizeof(echo));
   return sl_error_set(out_err, SL_EPARSE, "expected %s, got '%s'",
                       type_label(t, what, sizeof(what)), echo);
@@ -166,7 +157,7 @@ static int expected_error(sl_error_t **out_err, sl_type_t t,
 
 static int range_error(sl_error_t **out_err, sl_type_t t, const char *text,
                        size_t len) {
-  char echo[ECHO_SIZE], what[32];
+  char echo[SL_ECHO_SIZE], what[32];
   sl__format_echo(text, len, echo, sizeof(echo));
   return sl_error_set(out_err, SL_EPARSE, "'%s' is out of range for %s", echo,
                       type_label(t, what, sizeof(what)));
@@ -692,7 +683,7 @@ int sl_value_parse(const char *text, size_t len, sl_type_t t,
   }
   case SL_TYPE_DECIMAL: {
     int64_t v = 0;
-    char echo[ECHO_SIZE], what[32];
+    char echo[SL_ECHO_SIZE], what[32];
     switch (parse_decimal(text, len, t.precision, t.scale, &v)) {
     case DEC_OK:
       sl_row_builder_set_i64(b, field, v);

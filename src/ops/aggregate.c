@@ -23,7 +23,7 @@ typedef struct agg_col_s {
   sl_agg_fn_t fn;
   int in_field;       /* -1 for count() */
   uint8_t in_type;
-  uint8_t scale;
+  double unit;        /* decimal input: 10^scale, its integer per unit */
   char *name;
 } agg_col_t;
 
@@ -136,25 +136,25 @@ static sl_type_t out_type(const agg_col_t *c, sl_type_t in) {
  * different things.
  */
 static char *acc_layout(const agg_cfg_t *c, const sl_agg_t *aggs) {
-  sl_bytes_t b;
-  sl_bytes_init(&b);
-  int rc = sl_bytes_printf(&b, "key ");
-  for (uint32_t k = 0; k < c->n_keys && rc == SL_OK; k++) {
+  sl_acc_t b;
+  sl__acc_init(&b);
+  sl__acc_printf(&b, "key ");
+  for (uint32_t k = 0; k < c->n_keys; k++) {
     const sl_field_t *f = sl_schema_field(c->acc_schema, k);
     char tb[48];
-    rc = sl_bytes_printf(&b, "%s%s:%s", k ? ", " : "", f->name,
-                         sl_type_format(f->type, tb, sizeof(tb)));
+    sl__acc_printf(&b, "%s%s:%s", k ? ", " : "", f->name,
+                   sl_type_format(f->type, tb, sizeof(tb)));
   }
-  if (rc == SL_OK) rc = sl_bytes_printf(&b, ";");
-  for (uint32_t i = 0; i < c->n_cols && rc == SL_OK; i++) {
+  sl__acc_printf(&b, ";");
+  for (uint32_t i = 0; i < c->n_cols; i++) {
     const agg_col_t *col = &c->cols[i];
     const sl_field_t *v = sl_schema_field(c->acc_schema, c->n_keys + 2 + 2 * i);
     char tb[48];
-    rc = sl_bytes_printf(&b, "%s %s(%s):%s", i ? "," : "", fn_name(col->fn),
-                         col->in_field >= 0 ? aggs[i].field : "",
-                         sl_type_format(v->type, tb, sizeof(tb)));
+    sl__acc_printf(&b, "%s %s(%s):%s", i ? "," : "", fn_name(col->fn),
+                   col->in_field >= 0 ? aggs[i].field : "",
+                   sl_type_format(v->type, tb, sizeof(tb)));
   }
-  return sl__state_layout_finish(&b, rc);
+  return sl__state_layout_finish(&b);
 }
 
 int sl__agg_config_create(const sl_schema_t *in, const uint32_t *key_fields,
@@ -214,7 +214,7 @@ int sl__agg_config_create(const sl_schema_t *in, const uint32_t *key_fields,
       goto fail;
     }
     col->in_type = in_t.id;
-    col->scale = in_t.scale;
+    col->unit = pow(10, in_t.scale);
     bool is_numeric = in_t.id == SL_TYPE_INT32 || in_t.id == SL_TYPE_INT64 ||
                       in_t.id == SL_TYPE_FLOAT64 || in_t.id == SL_TYPE_DECIMAL;
     if ((col->fn == SL_AGG_SUM || col->fn == SL_AGG_AVG) && !is_numeric) {
@@ -446,7 +446,7 @@ static void out_value(const agg_cfg_t *c, const agg_val_t *x, uint32_t i,
     } else {
       __int128 q = x->wide / x->count, r = x->wide % x->count;
       o->f = (double)q + (double)r / (double)x->count;
-      if (col->in_type == SL_TYPE_DECIMAL) o->f /= pow(10, col->scale);
+      if (col->in_type == SL_TYPE_DECIMAL) o->f /= col->unit;
     }
   } else {
     o->is_null = x->is_null;

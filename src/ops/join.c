@@ -171,22 +171,20 @@ int sl__join_config_create(int kind, const sl_schema_t *left,
 static char *j_layout(const jcfg_t *c, int side) {
   static const char *const kinds[] = {"interval join", "window join",
                                       "regular join"};
-  sl_bytes_t b;
-  sl_bytes_init(&b);
-  int rc = sl_bytes_printf(&b, "%s", kinds[c->kind]);
-  if (rc == SL_OK && c->kind == J_WINDOW)
-    rc = sl_bytes_printf(&b, " %s %lld us",
-                         c->spec.kind == SL_WINDOW_SLIDING ? "sliding"
-                                                           : "tumbling",
-                         (long long)c->spec.size_us);
-  for (int i = 0; i < 2 && rc == SL_OK; i++) {
+  sl_acc_t b;
+  sl__acc_init(&b);
+  sl__acc_printf(&b, "%s", kinds[c->kind]);
+  if (c->kind == J_WINDOW)
+    sl__acc_printf(&b, " %s %lld us",
+                   c->spec.kind == SL_WINDOW_SLIDING ? "sliding" : "tumbling",
+                   (long long)c->spec.size_us);
+  for (int i = 0; i < 2; i++) {
     if (side >= 0 && side != i) continue;
-    rc = sl_bytes_printf(&b, "; %s ", i ? "right" : "left");
-    if (rc == SL_OK) rc = sl__state_layout_schema(&b, c->in[i]);
+    sl__acc_printf(&b, "; %s ", i ? "right" : "left");
+    sl__state_layout_schema(&b, c->in[i]);
   }
-  if (rc == SL_OK && c->kind == J_REGULAR)
-    rc = sl_bytes_printf(&b, " -> count:int64");
-  return sl__state_layout_finish(&b, rc);
+  if (c->kind == J_REGULAR) sl__acc_printf(&b, " -> count:int64");
+  return sl__state_layout_finish(&b);
 }
 
 static int j_open(sl_ctx_t *ctx, void *user) {

@@ -75,11 +75,14 @@ static inline bool sl__window_starts(int64_t ts, int64_t size, int64_t slide,
       __builtin_add_overflow(end - 1, lateness, &cleanup) ||
       cleanup == INT64_MAX) /* a timer at INT64_MAX names no window */
     return false;
-  int64_t lo = sl__sat_add(ts, -(size - 1));
-  if (last >= lo) {
-    /* The earliest start at or above lo; the one before it must not hold
-     * ts (it could only when lo was cut at INT64_MIN).  Every difference
-     * here is below size. */
+  int64_t lo;
+  if (__builtin_sub_overflow(ts, size - 1, &lo)) {
+    /* lo is cut at INT64_MIN: the window before the earliest start at or
+     * above it must not hold ts (it would start below INT64_MIN).  Only
+     * here, so the division stays off the per-record path; with lo not
+     * cut that window ends at or before ts.  Every difference here is
+     * below size. */
+    lo = INT64_MIN;
     int64_t first = last - (last - lo) / slide * slide;
     if ((first - ts) + (size - slide) > 0) return false;
   }

@@ -789,30 +789,30 @@ static int session_add(const wcfg_t *c, wlocal_t *l, const sl_row_t *row,
  * value and the key fields, a user aggregate's bytes, or nothing (process
  * functions keep the rows, as rows of the input, in "window.rows").
  */
-static int assigner_layout(const sl_window_spec_t *s, sl_bytes_t *b) {
+static void assigner_layout(const sl_window_spec_t *s, sl_acc_t *b) {
   switch (s->kind) {
   case SL_WINDOW_TUMBLING:
-    return sl_bytes_printf(b, "tumbling %lld us", (long long)s->size_us);
+    sl__acc_printf(b, "tumbling %lld us", (long long)s->size_us);
+    break;
   case SL_WINDOW_SLIDING:
-    return sl_bytes_printf(b, "sliding %lld us", (long long)s->size_us);
+    sl__acc_printf(b, "sliding %lld us", (long long)s->size_us);
+    break;
   default:
-    return sl_bytes_printf(b, "session");
+    sl__acc_printf(b, "session");
   }
 }
 
 static char *acc_layout(const wcfg_t *c) {
-  sl_bytes_t b;
-  sl_bytes_init(&b);
-  int rc = assigner_layout(&c->spec, &b);
-  if (rc == SL_OK && c->mode == WM_REDUCE)
-    rc = sl_bytes_printf(&b, "; user aggregate");
-  if (rc == SL_OK && c->mode == WM_PROCESS)
-    rc = sl_bytes_printf(&b, "; rows in window.rows");
-  if (rc == SL_OK && c->mode == WM_AGG) {
-    rc = sl_bytes_printf(&b, "; key ");
-    if (rc == SL_OK) rc = sl__state_layout_schema(&b, c->key_schema);
-    if (rc == SL_OK) rc = sl_bytes_printf(&b, ";");
-    for (uint32_t i = 0; i < c->n_cols && rc == SL_OK; i++) {
+  sl_acc_t b;
+  sl__acc_init(&b);
+  assigner_layout(&c->spec, &b);
+  if (c->mode == WM_REDUCE) sl__acc_printf(&b, "; user aggregate");
+  if (c->mode == WM_PROCESS) sl__acc_printf(&b, "; rows in window.rows");
+  if (c->mode == WM_AGG) {
+    sl__acc_printf(&b, "; key ");
+    sl__state_layout_schema(&b, c->key_schema);
+    sl__acc_printf(&b, ";");
+    for (uint32_t i = 0; i < c->n_cols; i++) {
       const wcol_t *col = &c->cols[i];
       /* avg keeps its sum; min and max the input's value. */
       wcol_t as = *col;
@@ -823,21 +823,21 @@ static char *acc_layout(const wcfg_t *c) {
           col->in_field >= 0
               ? sl_schema_field(c->in_schema, (uint32_t)col->in_field)->name
               : "";
-      rc = sl_bytes_printf(&b, "%s %s(%s):%s", i ? "," : "", agg_name(col->fn),
-                           field, sl_type_format(col_out_type(&as, in), tb,
-                                                 sizeof(tb)));
+      sl__acc_printf(&b, "%s %s(%s):%s", i ? "," : "", agg_name(col->fn),
+                     field, sl_type_format(col_out_type(&as, in), tb,
+                                           sizeof(tb)));
     }
   }
-  return sl__state_layout_finish(&b, rc);
+  return sl__state_layout_finish(&b);
 }
 
 static char *rows_layout(const wcfg_t *c) {
-  sl_bytes_t b;
-  sl_bytes_init(&b);
-  int rc = assigner_layout(&c->spec, &b);
-  if (rc == SL_OK) rc = sl_bytes_printf(&b, "; rows ");
-  if (rc == SL_OK) rc = sl__state_layout_schema(&b, c->in_schema);
-  return sl__state_layout_finish(&b, rc);
+  sl_acc_t b;
+  sl__acc_init(&b);
+  assigner_layout(&c->spec, &b);
+  sl__acc_printf(&b, "; rows ");
+  sl__state_layout_schema(&b, c->in_schema);
+  return sl__state_layout_finish(&b);
 }
 
 static int w_open(sl_ctx_t *ctx, void *user) {

@@ -115,8 +115,6 @@ int sl__align_capture_input(sl_task_t *t, const sl_channel_t *ch,
   return SL_OK;
 }
 
-/* Send barrier id on every output, in band or with priority.  With
- * priority, buffers not yet pushed become output channel state. */
 /* Publish a priority barrier on ch: buffers pushed so far lie before it. */
 static void publish_priority(sl_channel_t *ch, uint64_t id) {
   atomic_store_explicit(&ch->prio_cutoff, ch->tail, memory_order_relaxed);
@@ -132,6 +130,8 @@ static int capture_output(sl_task_t *t, uint32_t writer, uint32_t k,
   return sl__chanstate_put_buffer(&t->uc_state, writer, k, b->data, b->len);
 }
 
+/* Send barrier id on every output, in band or with priority.  With
+ * priority, buffers not yet pushed become output channel state. */
 static int send_barrier(sl_task_t *t, uint64_t id, int64_t ts,
                         bool is_priority) {
   for (uint32_t i = 0; i < t->n_writers; i++) {
@@ -152,12 +152,6 @@ static int send_barrier(sl_task_t *t, uint64_t id, int64_t ts,
   return SL_OK;
 }
 
-/*
- * Snapshot the chain (sync phase) and forward barrier id.  The snapshot
- * comes first: a failed snapshot forwards nothing.  With keep_pending the
- * snapshot waits in t->uc_snap for its input channel state; otherwise it
- * is submitted now (with the output channel state of a priority barrier).
- */
 /* Is an in-band barrier id still in the pending queue of an output? */
 static bool has_pending_barrier(const sl_task_t *t, uint64_t id) {
   for (uint32_t i = 0; i < t->n_out_chs; i++)
@@ -166,6 +160,13 @@ static bool has_pending_barrier(const sl_task_t *t, uint64_t id) {
   return false;
 }
 
+/*
+ * Snapshot the chain (sync phase) and forward barrier id.  The operators'
+ * pre_snapshot calls and the snapshot come first: a failed one forwards
+ * nothing.  With keep_pending the snapshot waits in t->uc_snap for its
+ * input channel state; otherwise it is submitted now (with the output
+ * channel state of a priority barrier).
+ */
 static int take_checkpoint(sl_task_t *t, uint64_t id, int64_t ts,
                            const sl_ckpt_timing_t *timing, bool is_priority,
                            bool keep_pending) {
@@ -440,7 +441,6 @@ int sl__align_check_timeout(sl_task_t *t) {
   if (sl__task_now(t) - t->align_ts < h->alignment_timeout_ns) return SL_OK;
   return uc_begin(t, t->align_id);
 }
-
 
 /* A trigger is handled between two polls: the positions the readers report
  * and the barrier describe the same record boundary. */

@@ -111,7 +111,7 @@ struct sl_task_s {
    * in-flight records that were sent before the barrier. */
   uint64_t uc_id;
   void *uc_snap;
-  sl_bytes_t uc_state;            /* channel state, see task.c */
+  sl_bytes_t uc_state;            /* channel state (chanstate.h) */
   uint32_t n_uc_done;
   uint32_t cur_idx;               /* ring index of cur_buf in cur_ch */
   /* Channel state restored from an unaligned checkpoint, replayed first. */

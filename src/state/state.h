@@ -100,12 +100,12 @@ int sl__state_check_compat(const sl_state_desc_t *stored, uint64_t stored_fp,
                            bool has_fp, const sl_state_desc_t *declared,
                            sl_error_t **out_err);
 /** @brief Append "name:type, ..." of schema (nullable types end in '?'). */
-int sl__state_layout_schema(sl_bytes_t *b, const sl_schema_t *schema);
+void sl__state_layout_schema(sl_acc_t *b, const sl_schema_t *schema);
 /**
- * @brief End a layout built in b (rc: the result of building it): the
- * NUL-terminated string, owned by the caller, or NULL (b closed) on error.
+ * @brief End a layout built in b: the NUL-terminated string, owned by the
+ * caller, or NULL (b closed) when an append failed.
  */
-char *sl__state_layout_finish(sl_bytes_t *b, int rc);
+char *sl__state_layout_finish(sl_acc_t *b);
 
 /*
  * Snapshots: pin every map of every state in O(states * key groups),

@@ -76,23 +76,18 @@ int sl__state_check_compat(const sl_state_desc_t *stored, uint64_t stored_fp,
   return rc;
 }
 
-int sl__state_layout_schema(sl_bytes_t *b, const sl_schema_t *schema) {
-  int rc = SL_OK;
-  for (uint32_t i = 0; i < sl_schema_n_fields(schema) && rc == SL_OK; i++) {
+void sl__state_layout_schema(sl_acc_t *b, const sl_schema_t *schema) {
+  for (uint32_t i = 0; i < sl_schema_n_fields(schema); i++) {
     const sl_field_t *f = sl_schema_field(schema, i);
     char tb[48];
-    rc = sl_bytes_printf(b, "%s%s:%s%s", i ? ", " : "", f->name,
-                         sl_type_format(f->type, tb, sizeof(tb)),
-                         f->type.nullable ? "?" : "");
+    sl__acc_printf(b, "%s%s:%s%s", i ? ", " : "", f->name,
+                   sl_type_format(f->type, tb, sizeof(tb)),
+                   f->type.nullable ? "?" : "");
   }
-  return rc;
 }
 
-char *sl__state_layout_finish(sl_bytes_t *b, int rc) {
-  if (rc == SL_OK) rc = sl_bytes_append(b, "", 1);
-  if (rc != SL_OK) {
-    sl_bytes_close(b);
-    return NULL;
-  }
-  return (char *)b->data;
+char *sl__state_layout_finish(sl_acc_t *b) {
+  uint8_t *s;
+  size_t len;
+  return sl__acc_finish(b, &s, &len) == SL_OK ? (char *)s : NULL;
 }

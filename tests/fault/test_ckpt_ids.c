@@ -8,11 +8,15 @@
  * error; a failure after _metadata was renamed never deletes the
  * checkpoint.
  */
+#include <errno.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint/checkpoint.h"
 #include "seq_job.h"
+#include "state/state.h"
 
 static char warnings[8192];
 static size_t warnings_len;
@@ -223,4 +227,44 @@ SL_TEST(removal_takes_the_metadata_first) {
   SL_ASSERT_EQ_INT(rmdir(sub), 0);
   SL_ASSERT_OK(sl__ckpt_remove_dir(d, NULL));
   SL_ASSERT_TRUE(stat(d, &st) != 0);
+}
+
+/* A state file that cannot be written (here: larger than RLIMIT_FSIZE, so
+ * write() fails with EFBIG) aborts with an error that names the cause, as
+ * every other checkpoint I/O error does, and is retriable.  2 MiB of
+ * state: the write fails in a flush of the 1 MiB buffer, not in wclose. */
+SL_TEST(a_state_file_write_error_names_its_cause) {
+  sl_kstate_t *be;
+  SL_ASSERT_OK(sl__kstate_create(16, 0, 15, &be));
+  sl_state_desc_t d = {.name = "big", .kind = SL_STATE_VALUE, .version = 1};
+  sl_state_t *st;
+  SL_ASSERT_OK(sl__kstate_register(be, &d, &st, NULL));
+  static char val[4096];
+  memset(val, 'x', sizeof(val));
+  for (int i = 0; i < 512; i++) {
+    char key[32];
+    int n = snprintf(key, sizeof(key), "key-%d", i);
+    SL_ASSERT_OK(sl__kstate_set_key(be, key, (uint32_t)n,
+                                    sl__key_hash64(key, (size_t)n)));
+    SL_ASSERT_OK(sl_value_put(st, val, sizeof(val)));
+  }
+  sl_kstate_snap_t *snap;
+  SL_ASSERT_OK(sl__kstate_snapshot(be, &snap));
+  char path[4300];
+  snprintf(path, sizeof(path), "%s/big.state", sl_test_dir());
+  signal(SIGXFSZ, SIG_IGN); /* write() returns EFBIG instead */
+  struct rlimit rl = {64 * 1024, 64 * 1024};
+  SL_ASSERT_EQ_INT(setrlimit(RLIMIT_FSIZE, &rl), 0);
+  uint64_t size = 0, ck = 0;
+  sl_error_t *err = NULL;
+  int rc = sl__ckpt_write_state(path, snap, 0, 15, NULL, 0, &size, &ck,
+                                &err);
+  SL_ASSERT_EQ_INT(rc, -EFBIG);
+  if (err == NULL || strstr(sl_error_message(err), strerror(EFBIG)) == NULL)
+    SL_TEST_FAIL("expected the cause '%s' in the error, got '%s'",
+                 strerror(EFBIG), sl_error_message(err));
+  SL_ASSERT_TRUE(sl_error_is_retriable(err));
+  sl_error_destroy(err);
+  sl__kstate_snap_release(snap);
+  sl__kstate_destroy(be);
 }

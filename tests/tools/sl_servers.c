@@ -783,6 +783,10 @@ static int init_data_dir(sl_server_t *srv, sl_error_t **out_err) {
     av_add(&a, "/usr/bin/mariadb-install-db");
     av_add(&a, "--no-defaults");
     av_add(&a, "--datadir=%s", srv->data_dir);
+    /* The bootstrap's temporary tables are named by a number that other
+     * bootstraps running at the same time can share: in the common /tmp
+     * one of them fails ("Unknown table 'mysql.tmp_user_sys'"). */
+    av_add(&a, "--tmpdir=%s", srv->dir);
     av_add(&a, "--auth-root-authentication-method=normal");
     av_add(&a, "--skip-test-db");
     av_add(&a, "--skip-name-resolve");

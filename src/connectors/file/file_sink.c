@@ -216,7 +216,6 @@ static int writer_flush(void *wr, sl_error_t **out_err) {
 
 static int writer_close(void *wr, bool is_success, sl_error_t **out_err) {
   fwriter_t *w = wr;
-  (void)is_success;
   int rc = SL_OK;
   /* Standard output: an empty output still gets its header. */
   if (w->buf.len || (w->s->is_stdout && is_success && w->schema))
