@@ -212,6 +212,11 @@ int sl__ckpt_snapshot_sync(void *ctx, sl_task_t *t, uint64_t id,
       return sl__op_fail(op, rc, "cannot read the source positions: %s",
                          sl_strerror(rc));
     }
+    /* The reader's state for id is taken: the enumerator's events held
+     * for this reader since its snapshot for id may pass now (gateway). */
+    const sl_source_rt_t *src = i == 0 ? sl__task_source(t) : NULL;
+    if (src && src->link)
+      src->link->reader_snapshot(src->link->host, op->subtask, id);
     if (op->kstate == NULL) continue;
     keyed_snap_t *k = &j->keyed[j->n_keyed++];
     k->sub = i;
