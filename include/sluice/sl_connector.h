@@ -397,6 +397,13 @@ typedef struct sl_file_source_config_s {
   bool csv_header;          /* first line of each file is a header */
   char csv_delimiter;       /* default ',' */
   const sl_schema_t *schema;
+  /* > 0: monitor the inputs continuously: every monitor_interval_ms the
+   * source's enumerator lists them again, and each file it has not seen
+   * (by path) becomes a new split; the source is then unbounded.  A file
+   * must be complete when it appears (written elsewhere, then renamed
+   * into the directory): one that is still being written may be read
+   * short.  0: the files present at the start, read once (bounded). */
+  int64_t monitor_interval_ms;
 } sl_file_source_config_t;
 
 SL_API int sl_file_source_create(const sl_file_source_config_t *cfg,

@@ -110,6 +110,8 @@ static int snapshot_positions(sl_task_t *t, sl_ckpt_subtask_t *sub) {
   sl_bytes_init(&ent);
   int rc = SL_OK;
   for (uint32_t i = 0; i < src->n_splits && rc == SL_OK; i++) {
+    /* A finished split of an enumerator's leaves the reader's state. */
+    if (src->link && src->is_finished[i]) continue;
     pos.len = ent.len = 0;
     rc = src->vt->reader_position(src->reader, src->splits[i].split, &pos);
     if (rc == SL_OK)

@@ -110,18 +110,7 @@ int sl__enum_plan_hosts(sl_job_t *job, const sl_ckpt_meta_t *meta,
 
 /* Copy a stored split into a reader's list (owned id and position). */
 static int take_split(sl_source_rt_t *src, const sl_split_pos_t *sp) {
-  if (src->n_splits == src->cap_splits) {
-    uint32_t cap = src->cap_splits ? src->cap_splits * 2 : 8;
-    sl_split_init_t *s = sl_realloc(src->splits, cap * sizeof(*s));
-    if (s == NULL) return SL_ENOMEM;
-    src->splits = s;
-    if (src->wm) {
-      sl_wm_split_t *w = sl_realloc(src->wm->splits, cap * sizeof(*w));
-      if (w == NULL) return SL_ENOMEM;
-      src->wm->splits = w;
-    }
-    src->cap_splits = cap;
-  }
+  if (sl__source_reserve(src, 1) != SL_OK) return SL_ENOMEM;
   sl_split_init_t *si = &src->splits[src->n_splits];
   memset(si, 0, sizeof(*si));
   char *id = sl_strndup(sp->id, sp->id_len);

@@ -279,7 +279,8 @@ static int create_tasks(sl_job_t *job, sl_error_t **out_err) {
         if (head->enum_host) src->link = &job->nodes[c->head]->enum_link;
         src->splits = sl_calloc(n_splits / c->par + 1, sizeof(sl_split_init_t));
         if (src->splits == NULL) return SL_ENOMEM;
-        if (src->link) src->cap_splits = 1;
+        if (src->link && sl__source_reserve(src, 1) != SL_OK)
+          return SL_ENOMEM;
         for (uint32_t sp = s; sp < n_splits; sp += c->par) {
           src->splits[src->n_splits].split = sp;
           src->splits[src->n_splits++].id = all->ids[sp];
@@ -481,6 +482,7 @@ void sl__plan_destroy(sl_job_t *job) {
         sl__enum_event_free(e);
       }
       pthread_mutex_destroy(&src->mbox_lock);
+      sl_free(src->is_finished);
       sl_free(t->source->splits);
       if (t->source->wm) sl_free(t->source->wm->splits);
       sl_free(t->source->wm);

@@ -379,7 +379,10 @@ typedef struct sl_source_rt_s {
   sl_split_init_t *splits; /* assigned; ids borrowed from `all`, or owned
                               when link is set */
   uint32_t n_splits;
-  uint32_t cap_splits;     /* with link: capacity of splits */
+  uint32_t cap_splits;     /* with link: capacity of splits (and of
+                              is_finished and wm->splits) */
+  bool *is_finished;       /* with link: the reader finished split k; it
+                              leaves the reader's checkpointed state */
   const sl_split_list_t *all; /* every split of the source; borrowed
                                  from the planner, valid until the task
                                  is destroyed; NULL with link */
@@ -394,6 +397,12 @@ typedef struct sl_source_rt_s {
   bool is_no_more;      /* the enumerator said no more splits */
   bool is_requesting;   /* a split request is outstanding */
 } sl_source_rt_t;
+
+/**
+ * @brief Make room for n more splits in a source with an enumerator.
+ * @return SL_OK or SL_ENOMEM.  @thread the task (or the planner).
+ */
+int sl__source_reserve(sl_source_rt_t *src, uint32_t n);
 
 /**
  * @brief Append ev to the mailbox of source task t and wake it (the

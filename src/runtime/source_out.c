@@ -93,8 +93,12 @@ void sl_source_split_finished(sl_source_out_t *out, uint32_t split) {
   for (uint32_t k = 0; k < src->n_splits; k++) {
     if (src->splits[k].split != split) continue;
     if (g) g->splits[k].is_finished = true;
-    /* The enumerator hears of it ("split finished"); a report it cannot
-     * take (out of memory) only costs the enumerator that fact. */
+    if (src->link == NULL || src->is_finished[k]) continue;
+    /* With an enumerator a finished split leaves the reader's state (the
+     * enumerator's state knows it was handed out), and the enumerator
+     * hears of it; a report it cannot take (out of memory) only costs the
+     * enumerator that fact. */
+    src->is_finished[k] = true;
     if (src->link &&
         src->link->split_finished(src->link->host, out->task->subtask,
                                   src->splits[k].id) != SL_OK)
@@ -141,13 +145,17 @@ void sl__source_deliver(sl_task_t *t, sl_enum_event_t *ev) {
 }
 
 /* Make room for n more assigned splits (and their watermark slots). */
-static int reserve_splits(sl_source_rt_t *src, uint32_t n) {
-  if (src->n_splits + n <= src->cap_splits) return SL_OK;
+int sl__source_reserve(sl_source_rt_t *src, uint32_t n) {
+  if (src->n_splits + n <= src->cap_splits && src->is_finished) return SL_OK;
   uint32_t cap = src->cap_splits ? src->cap_splits : 8;
   while (cap < src->n_splits + n) cap *= 2;
   sl_split_init_t *s = sl_realloc(src->splits, cap * sizeof(*s));
   if (s == NULL) return SL_ENOMEM;
   src->splits = s;
+  bool *f = sl_realloc(src->is_finished, cap * sizeof(bool));
+  if (f == NULL) return SL_ENOMEM;
+  memset(f + src->n_splits, 0, (cap - src->n_splits) * sizeof(bool));
+  src->is_finished = f;
   if (src->wm) {
     sl_wm_split_t *w = sl_realloc(src->wm->splits, cap * sizeof(*w));
     if (w == NULL) return SL_ENOMEM;
@@ -161,7 +169,7 @@ static int reserve_splits(sl_source_rt_t *src, uint32_t n) {
  * splits join the task's list, ids and positions owned by it. */
 static int add_splits(sl_task_t *t, sl_enum_event_t **evs, uint32_t n) {
   sl_source_rt_t *src = t->source;
-  int rc = reserve_splits(src, n);
+  int rc = sl__source_reserve(src, n);
   if (rc != SL_OK) return sl__op_fail(t->ops[0], rc, "out of memory");
   uint32_t first = src->n_splits;
   for (uint32_t i = 0; i < n; i++) {
