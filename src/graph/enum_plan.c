@@ -62,7 +62,10 @@ static int plan_host(sl_job_t *job, sl_node_t *n, const sl_ckpt_meta_t *meta,
   /* A restart in this process, to a checkpoint the tracker still knows:
    * the live enumerator keeps its state; each reader's assignments after
    * the checkpoint come back (seed 004: A stays, B and C return). */
-  if (h && sl__enum_host_parallelism(h) == n->par && is_same_par &&
+  /* A failed enumerator (sticky) is not kept: it is created again from
+   * the checkpoint, as in a new process. */
+  if (h && sl__enum_host_status(h, NULL) == SL_OK &&
+      sl__enum_host_parallelism(h) == n->par && is_same_par &&
       id >= sl__enum_host_horizon(h)) {
     for (uint32_t s = 0; s < n->par; s++) {
       int rc = sl__enum_host_subtask_reset(h, s, id, out_err);

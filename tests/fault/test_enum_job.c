@@ -404,6 +404,8 @@ SL_TEST(abc) {
   sl_error_t *err = NULL;
   SL_ASSERT_OK_E(sl_job_wait(job, &err), err);
   SL_ASSERT_EQ_INT(sl_job_restarts(job), 1);
+  SL_ASSERT_EQ_INT(sl_inject_hits("enum.on_subtask_reset"), 1);
+  SL_ASSERT_EQ_INT(sl_inject_hits("enum.after_assign_before_checkpoint"), 5);
   SL_ASSERT_EQ_INT(g.n_back, 2);
   SL_ASSERT_EQ_STR(g.back[0], "B");
   SL_ASSERT_EQ_STR(g.back[1], "C");

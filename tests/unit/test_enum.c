@@ -465,3 +465,32 @@ SL_TEST(restore_from_state) {
   SL_ASSERT_EQ_STR(st, "C|A");
   sl__enum_host_destroy(h);
 }
+
+/* A failure at enum.on_subtask_reset (the splits were taken from the
+ * tracker, add_splits_back not yet called) fails the host for good: the
+ * splits must not be silently dropped, so the job fails with the
+ * enumerator's error. */
+SL_TEST(reset_injected_failure) {
+  SL_ASSERT_TRUE(sl_inject_is_enabled());
+  static const char *const ids[] = {"A", NULL};
+  tenum_t e;
+  tenum_init(&e, ids);
+  dlog_t l;
+  sl_enum_host_t *h = host(&e, 1, false, &l);
+  SL_ASSERT_OK(sl__enum_host_request_split(h, 0));
+  SL_ASSERT_OK(sl__enum_host_run_pending(h, NULL));
+  SL_ASSERT_EQ_INT(sl_inject_hits("enum.after_assign_before_checkpoint"), 1);
+  SL_ASSERT_OK(sl_inject_arm("enum.on_subtask_reset", SL_INJECT_FAIL, 1,
+                             false));
+  sl_error_t *err = NULL;
+  SL_ASSERT_EQ_INT(sl__enum_host_subtask_reset(h, 0, 0, &err), SL_EFAILED);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "enumerator of source 'src': cannot give splits back");
+  sl_error_destroy(err);
+  err = NULL;
+  SL_ASSERT_EQ_INT(e.n_back, 0);
+  SL_ASSERT_EQ_INT(sl__enum_host_status(h, &err), SL_EFAILED);
+  sl_error_destroy(err);
+  sl__enum_host_destroy(h);
+  sl_inject_reset();
+}
