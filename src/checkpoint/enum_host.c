@@ -703,6 +703,11 @@ nomem:
   return SL_ENOMEM;
 }
 
+int sl__enum_host_discover(sl_enum_host_t *h) {
+  msg_t *m = msg_new(M_DISCOVER, 0, 0);
+  return m ? post(h, m) : SL_ENOMEM;
+}
+
 int sl__enum_host_add_reader(sl_enum_host_t *h, uint32_t subtask) {
   return post_new(h, M_ADD_READER, subtask, NULL, NULL, 0);
 }

@@ -88,6 +88,8 @@ void sl__enum_host_destroy(sl_enum_host_t *h);
  * for readers that are not attached wait too.  @thread any. */
 void sl__enum_host_attach(sl_enum_host_t *h, sl_enum_deliver_fn deliver,
                           void *user);
+/** @brief Queue a discovery now (besides the interval's). */
+int sl__enum_host_discover(sl_enum_host_t *h);
 /** @brief Without a thread: handle every queued message on the caller. */
 int sl__enum_host_run_pending(sl_enum_host_t *h, sl_error_t **out_err);
 /** @brief The first error of an enumerator callback (sticky), or SL_OK;

@@ -734,8 +734,20 @@ static int enum_back(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
   fenum_t *e = en;
   (void)subtask;
   /* Back in front, in their order: they were handed out before the
-   * pending ones. */
+   * pending ones.  A split also pending from the start (found by the
+   * first listing of an enumerator created without state, while a
+   * restore hands back the readers' splits) is pending once, at the
+   * position it comes back with. */
   for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t k = 0; k < e->n_pend; k++) {
+      if (strcmp(e->pend[k].path, s[i].id) != 0) continue;
+      sl_free(e->pend[k].path);
+      sl_free(e->pend[k].pos);
+      memmove(&e->pend[k], &e->pend[k + 1],
+              (e->n_pend - k - 1) * sizeof(fpend_t));
+      e->n_pend--;
+      break;
+    }
     int rc = SL_OK;
     if (!enum_has_seen(e, s[i].id)) rc = enum_add_seen(e, s[i].id);
     if (rc == SL_OK)
