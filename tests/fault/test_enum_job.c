@@ -33,6 +33,9 @@ typedef struct erun_s {
   uint32_t n_opened_with[8];
   bool opened_has_pos[8][8];
   uint32_t n_added[8];       /* splits added while running, per reader */
+  uint32_t n_acks[8];        /* "done:<id>" events received, per reader */
+  uint32_t n_finished_seen;  /* "split finished" reports the enumerator
+                                got */
   uint32_t attempts_open;
 } erun_t;
 
@@ -100,6 +103,19 @@ static int e_back(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
   return SL_OK;
 }
 
+/* "Split finished" is answered with a custom event "done:<id>". */
+static int e_finished(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
+                      const char *id, sl_error_t **out_err) {
+  (void)en;
+  (void)out_err;
+  pthread_mutex_lock(&g.mu);
+  g.n_finished_seen++;
+  pthread_mutex_unlock(&g.mu);
+  char ev[16];
+  int n = snprintf(ev, sizeof(ev), "done:%s", id);
+  return sl_enum_send_event(ec, subtask, (const uint8_t *)ev, (size_t)n);
+}
+
 static int e_snapshot(void *en, uint64_t id, sl_bytes_t *out) {
   (void)id;
   tenum_t *e = en;
@@ -118,6 +134,7 @@ static const sl_enum_vt_t enum_vt = {
     .create = e_create,
     .handle_split_request = e_request,
     .add_splits_back = e_back,
+    .handle_split_finished = e_finished,
     .snapshot = e_snapshot,
     .close = e_close,
 };
@@ -170,6 +187,17 @@ static int r_add(void *rd, const sl_split_init_t *s, uint32_t n,
   for (uint32_t i = 0; i < n; i++) add_one(r, &s[i]);
   pthread_mutex_lock(&g.mu);
   g.n_added[r->subtask] += n;
+  pthread_mutex_unlock(&g.mu);
+  return SL_OK;
+}
+
+static int r_event(void *rd, const uint8_t *ev, size_t len,
+                   sl_error_t **e) {
+  ereader_t *r = rd;
+  if (len < 6 || memcmp(ev, "done:", 5) != 0)
+    return sl_error_set(e, SL_EINVAL, "unexpected event");
+  pthread_mutex_lock(&g.mu);
+  g.n_acks[r->subtask]++;
   pthread_mutex_unlock(&g.mu);
   return SL_OK;
 }
@@ -237,6 +265,7 @@ static const sl_source_vt_t esrc_vt = {
     .reader_close = r_close,
     .enumerator = &enum_vt,
     .reader_add_splits = r_add,
+    .reader_handle_event = r_event,
 };
 
 static void wake_all(void) {
@@ -415,6 +444,10 @@ SL_TEST(abc) {
   SL_ASSERT_EQ_STR(g.opened_with[0][0], "A");
   SL_ASSERT_TRUE(g.opened_has_pos[0][0]);
   SL_ASSERT_EQ_INT(g.n_assigned, 5); /* A, B, C, then B and C again */
+  /* Each letter was finished once (the first attempt finished none) and
+   * its acknowledgement reached the reader through the gateway. */
+  SL_ASSERT_EQ_INT(g.n_finished_seen, 3);
+  SL_ASSERT_EQ_INT(g.n_acks[0], 3);
   check_letters(3, "abc");
   sl_job_destroy(job);
   sl_inject_reset();

@@ -116,6 +116,18 @@ static int t_finished(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
   return rc;
 }
 
+/* A reader's custom event comes back as "echo:<event>". */
+static int t_event(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
+                   const uint8_t *ev, size_t len, sl_error_t **out_err) {
+  (void)out_err;
+  char echo[64];
+  int n = snprintf(echo, sizeof(echo), "echo:%.*s", (int)len,
+                   (const char *)ev);
+  int rc = sl_enum_send_event(ec, subtask, (const uint8_t *)echo, (size_t)n);
+  handled(en);
+  return rc;
+}
+
 static int t_snapshot(void *en, uint64_t id, sl_bytes_t *out) {
   (void)id;
   tenum_t *e = en;
@@ -137,6 +149,7 @@ static const sl_enum_vt_t g_vt = {
     .handle_split_request = t_request,
     .add_splits_back = t_back,
     .handle_split_finished = t_finished,
+    .handle_reader_event = t_event,
     .snapshot = t_snapshot,
     .close = t_close,
 };
@@ -581,4 +594,27 @@ SL_TEST(file_enumerator) {
   sl__enum_host_destroy(h);
   vt->destroy(ctx);
   sl_schema_unref(schema);
+}
+
+/* Custom events of a reader reach the enumerator in order, on its thread,
+ * and its answers reach that reader in order; an oversized event is
+ * refused. */
+SL_TEST(reader_events_in_order) {
+  tenum_t e;
+  tenum_init(&e, NULL);
+  dlog_t l;
+  sl_enum_host_t *h = host(&e, 2, true, &l);
+  SL_ASSERT_OK(sl__enum_host_reader_event(h, 1, (const uint8_t *)"x", 1));
+  SL_ASSERT_OK(sl__enum_host_reader_event(h, 0, (const uint8_t *)"y", 1));
+  SL_ASSERT_OK(sl__enum_host_reader_event(h, 1, (const uint8_t *)"z", 1));
+  wait_handled(&e, 3);
+  SL_ASSERT_EQ_INT(dlog_n(&l), 3);
+  SL_ASSERT_EQ_STR(l.items[0], "1:echo:x");
+  SL_ASSERT_EQ_STR(l.items[1], "0:echo:y");
+  SL_ASSERT_EQ_STR(l.items[2], "1:echo:z");
+  static uint8_t big[(1u << 20) + 1];
+  SL_ASSERT_EQ_INT(sl__enum_host_reader_event(h, 0, big, sizeof(big)),
+                   SL_EINVAL);
+  SL_ASSERT_EQ_INT(sl__enum_host_reader_event(h, 2, big, 1), SL_EINVAL);
+  sl__enum_host_destroy(h);
 }
