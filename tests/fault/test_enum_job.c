@@ -347,7 +347,8 @@ static void check_letters(uint32_t n_letters, const char *what) {
                    (long long)out_sum[k], (long long)per_key,
                    (long long)(per_key * (per_key - 1) / 2));
   for (uint32_t k = n_letters * KEYS_PER_SPLIT; k < N_KEYS; k++)
-    if (out_count[k] != 0) SL_TEST_FAIL("%s: key %u was never produced", what, k);
+    if (out_count[k] != 0)
+      SL_TEST_FAIL("%s: key %u was never produced", what, k);
 }
 
 static uint64_t ckpt(sl_job_t *job) {

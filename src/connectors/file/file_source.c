@@ -723,7 +723,8 @@ static int enum_request(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
   bool is_waiting = false;
   for (uint32_t i = 0; i < e->n_waiting; i++)
     is_waiting |= e->waiting[i] == subtask;
-  if (!is_waiting && e->n_waiting < e->par) e->waiting[e->n_waiting++] = subtask;
+  if (!is_waiting && e->n_waiting < e->par)
+    e->waiting[e->n_waiting++] = subtask;
   int rc = enum_serve(e, ec);
   return rc == SL_OK ? SL_OK : sl_error_set(out_err, rc, "cannot assign a "
                                             "file: %s", sl_strerror(rc));
