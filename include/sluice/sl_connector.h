@@ -25,6 +25,7 @@ extern "C" {
 #endif
 
 typedef struct sl_source_out_s sl_source_out_t;
+struct sl_enum_vt_s;
 
 /* Results of reader_poll besides errors (negative codes). */
 #define SL_POLL_MORE 0 /* call again */
@@ -128,6 +129,29 @@ struct sl_source_vt_s {
   int (*reader_position)(void *reader, uint32_t split, sl_bytes_t *out_pos);
   void (*reader_close)(void *reader);
   void (*destroy)(void *ctx);
+  /* --- The source framework (FLIP-27 shape); see sl_enum_vt_t below.
+   * A source that leaves these NULL keeps the static enumerator: plan()
+   * lists the splits once and split s goes to subtask s % parallelism,
+   * handed to reader_open. --- */
+  /**
+   * Optional: the source's split enumerator.  When set, plan() is not
+   * called; the enumerator discovers and assigns the splits, and the
+   * reader must implement reader_add_splits.
+   */
+  const struct sl_enum_vt_s *enumerator;
+  /**
+   * Splits assigned while the reader runs (init->splits each have index
+   * `split`, numbered on from the reader's earlier splits, an id and a
+   * position to start from, NULL for the beginning); borrowed for the call
+   * except the ids, valid until reader_close.  Called on the reader's task
+   * between two polls.  An error fails the task.
+   */
+  int (*reader_add_splits)(void *reader, const sl_split_init_t *splits,
+                           uint32_t n_splits, sl_error_t **out_err);
+  /** Optional: a custom event from the enumerator (sl_enum_send_event),
+   * borrowed for the call.  Called between two polls. */
+  int (*reader_handle_event)(void *reader, const uint8_t *event, size_t len,
+                             sl_error_t **out_err);
 };
 
 /**
@@ -155,6 +179,135 @@ SL_API int64_t sl_source_now(const sl_source_out_t *out);
 SL_API void sl_source_wait_until(sl_source_out_t *out, int64_t t_ns);
 /** @brief Wake a waiting reader from any thread (e.g. a client thread). */
 SL_API void sl_source_waker_wake(sl_source_waker_t *waker);
+
+/**
+ * @brief Send a custom event to the source's enumerator (copied; at most
+ * 1 MiB).  Events of one reader arrive in order.  Nothing for a source
+ * without an enumerator.
+ * @return SL_OK, SL_EINVAL (too long) or SL_ENOMEM.
+ * @thread the reader's task.
+ */
+SL_API int sl_source_send_event(sl_source_out_t *out, const uint8_t *event,
+                                size_t len);
+/**
+ * @brief Ask the enumerator for a split (its handle_split_request).  The
+ * engine asks once when the reader opens and whenever reader_poll returns
+ * SL_POLL_END before the enumerator said no more splits would come; a
+ * reader may ask more often.  @thread the reader's task.
+ */
+SL_API void sl_source_request_split(sl_source_out_t *out);
+
+/* ------------------------------------------------------------------ */
+/*
+ * Split enumerators.  An enumerator runs once per source in the
+ * checkpoint coordinator, never in a task: every callback below runs on
+ * the source's enumerator thread, one at a time (so an enumerator needs no
+ * lock of its own), and the sl_enum_* calls may be made only from inside
+ * those callbacks.  It discovers splits (at start, then every discovery
+ * interval), assigns them to reader subtasks (on a reader's request or by
+ * its own policy), hears "split finished" and custom events from readers,
+ * sends custom events to readers, and snapshots its state in every
+ * checkpoint, before the sources are triggered for it.
+ *
+ * The engine adds two rules (docs/connectors.md):
+ * - assignment tracker: when a reader subtask is reset to checkpoint N (a
+ *   restart from N in the same process), the splits assigned to it after
+ *   the enumerator's snapshot for N come back through add_splits_back,
+ *   with the state they were assigned with; those assigned before stay
+ *   with the reader, whose restored state holds them;
+ * - event gateway: an assignment or event for a reader made after the
+ *   enumerator's snapshot for N is held until that reader has taken its
+ *   snapshot for N, so it is in neither both states nor none.
+ * A restore in a new process, or at another parallelism, creates the
+ * enumerator from its checkpointed state; at another parallelism the
+ * splits the old readers held come back to it through add_splits_back
+ * (subtask UINT32_MAX), with their positions, to be assigned again.
+ */
+
+/** A split handed between enumerator and readers. */
+typedef struct sl_split_s {
+  const char *id;       /* stable id, as for sl_split_list_add */
+  const uint8_t *state; /* where to start (a reader position); NULL: the
+                           beginning */
+  size_t state_len;
+} sl_split_t;
+
+typedef struct sl_enum_ctx_s sl_enum_ctx_t;
+
+typedef struct sl_enum_init_s {
+  uint32_t parallelism;            /* reader subtasks */
+  const uint8_t *state;            /* the checkpointed state; NULL: fresh
+                                      start.  Borrowed for the call */
+  size_t state_len;
+  uint64_t restored_checkpoint_id; /* 0 on a fresh start */
+} sl_enum_init_t;
+
+/** Every slot returns SL_OK or a negative code; an error fails the job
+ * (fatal when out_err says so).  Optional slots may be NULL. */
+typedef struct sl_enum_vt_s {
+  /** Create the enumerator from the source context (restoring
+   * init->state when set).  No assignment yet. */
+  int (*create)(void *src_ctx, const sl_enum_init_t *init, void **out_en,
+                sl_error_t **out_err);
+  /** Optional: look for new splits; called after create, then every
+   * discovery interval (sl_enum_set_discovery_interval). */
+  int (*discover)(void *en, sl_enum_ctx_t *ec, sl_error_t **out_err);
+  /** Optional: reader `subtask` asked for a split. */
+  int (*handle_split_request)(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
+                              sl_error_t **out_err);
+  /** Splits come back (tracker or rescale; see above).  Borrowed for the
+   * call.  subtask is the reader they came from, UINT32_MAX for a rescale. */
+  int (*add_splits_back)(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
+                         const sl_split_t *splits, uint32_t n_splits,
+                         sl_error_t **out_err);
+  /** Optional: reader `subtask` opened (again, after a reset). */
+  int (*add_reader)(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
+                    sl_error_t **out_err);
+  /** Optional: reader `subtask` read split `split_id` to its end. */
+  int (*handle_split_finished)(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
+                               const char *split_id, sl_error_t **out_err);
+  /** Optional: a custom event of reader `subtask` (borrowed). */
+  int (*handle_reader_event)(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
+                             const uint8_t *event, size_t len,
+                             sl_error_t **out_err);
+  /** Append the enumerator's state for checkpoint_id to out_state. */
+  int (*snapshot)(void *en, uint64_t checkpoint_id, sl_bytes_t *out_state);
+  /** Optional: checkpoint_id (and every older one) completed. */
+  void (*checkpoint_complete)(void *en, uint64_t checkpoint_id);
+  void (*close)(void *en);
+} sl_enum_vt_t;
+
+/**
+ * @brief Assign split to reader subtask (copied).  It reaches the reader
+ * through the event gateway.  The enumerator keeps each split with one
+ * reader at a time (the engine does not check it).
+ * @return SL_OK, SL_EINVAL (subtask out of range, an empty or too long id)
+ * or SL_ENOMEM.
+ * @thread the enumerator thread (inside a callback).
+ */
+SL_API int sl_enum_assign(sl_enum_ctx_t *ec, uint32_t subtask,
+                          const sl_split_t *split);
+/**
+ * @brief No more splits will come to reader subtask: once it has read its
+ * splits to their end it finishes (an unbounded source never calls it).
+ * @return SL_OK, SL_EINVAL or SL_ENOMEM.  @thread the enumerator thread.
+ */
+SL_API int sl_enum_signal_no_more_splits(sl_enum_ctx_t *ec, uint32_t subtask);
+/**
+ * @brief Send a custom event (copied, at most 1 MiB) to reader subtask,
+ * through the event gateway; reader_handle_event receives it.
+ * @return SL_OK, SL_EINVAL or SL_ENOMEM.  @thread the enumerator thread.
+ */
+SL_API int sl_enum_send_event(sl_enum_ctx_t *ec, uint32_t subtask,
+                              const uint8_t *event, size_t len);
+/** @brief Reader subtasks.  @thread the enumerator thread. */
+SL_API uint32_t sl_enum_parallelism(const sl_enum_ctx_t *ec);
+/**
+ * @brief Call discover every interval_ms (0: never again; the default).
+ * @thread the enumerator thread.
+ */
+SL_API void sl_enum_set_discovery_interval(sl_enum_ctx_t *ec,
+                                           int64_t interval_ms);
 
 /* ------------------------------------------------------------------ */
 
@@ -244,6 +397,13 @@ typedef struct sl_file_source_config_s {
   bool csv_header;          /* first line of each file is a header */
   char csv_delimiter;       /* default ',' */
   const sl_schema_t *schema;
+  /* > 0: monitor the inputs continuously: every monitor_interval_ms the
+   * source's enumerator lists them again, and each file it has not seen
+   * (by path) becomes a new split; the source is then unbounded.  A file
+   * must be complete when it appears (written elsewhere, then renamed
+   * into the directory): one that is still being written may be read
+   * short.  0: the files present at the start, read once (bounded). */
+  int64_t monitor_interval_ms;
 } sl_file_source_config_t;
 
 SL_API int sl_file_source_create(const sl_file_source_config_t *cfg,

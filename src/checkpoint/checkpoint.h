@@ -10,6 +10,7 @@
 
 #include "core/core.h"
 #include "state/state.h"
+#include "checkpoint/enum_host.h"
 
 /* ------------------------------------------------------------------ */
 /* What one operator subtask contributes to a checkpoint. */
@@ -53,6 +54,11 @@ typedef struct sl_ckpt_op_s {
   uint32_t parallelism;
   sl_ckpt_subtask_t *subtasks; /* n_subtasks == parallelism once complete */
   uint32_t n_subtasks;
+  /* Sources with an enumerator: its state, taken before the sources were
+   * triggered (checkpoint/enum_host.c).  Format version 2 and later. */
+  bool has_enum_state;
+  uint8_t *enum_state;
+  size_t enum_state_len;
 } sl_ckpt_op_t;
 
 typedef enum sl_ckpt_kind_e {
@@ -250,6 +256,8 @@ typedef struct sl_ckpt_task_stats_s {
 typedef struct sl_coord_op_s {
   const char *uid;
   uint32_t parallelism;
+  struct sl_enum_host_s *enum_host; /* sources with an enumerator; borrowed
+                                       for the attempt */
 } sl_coord_op_t;
 
 /**

@@ -51,7 +51,8 @@
 #define STATE_VERSION 3
 #define STATE_FOOTER_MAGIC "SLSTEND"
 #define META_MAGIC "SLCM"
-#define META_VERSION 1
+/* 2: a source operator may carry its enumerator's state */
+#define META_VERSION 2
 #define META_FOOTER_MAGIC "SLCMEND"
 #define WBUF (1u << 20)
 
@@ -77,6 +78,7 @@ void sl__ckpt_meta_clear(sl_ckpt_meta_t *m) {
       sl__ckpt_subtask_clear(&m->ops[i].subtasks[k]);
     sl_free(m->ops[i].subtasks);
     sl_free(m->ops[i].uid);
+    sl_free(m->ops[i].enum_state);
   }
   sl_free(m->ops);
   sl_free(m->job);
@@ -693,6 +695,11 @@ static int encode_meta(const sl_ckpt_meta_t *m, uint8_t **out,
         }
       }
     }
+    sl__acc_put_varint(&b, op->has_enum_state ? 1 : 0);
+    if (op->has_enum_state) {
+      sl__acc_put_varint(&b, op->enum_state_len);
+      sl__acc_put(&b, op->enum_state, op->enum_state_len);
+    }
   }
   int rc = sl__acc_status(&b);
   if (rc != SL_OK) {
@@ -820,7 +827,9 @@ static int decode_meta(const uint8_t *p, size_t len, sl_ckpt_meta_t *m) {
 #define META_BAD(what) (c.is_oom ? SL_ENOMEM : SL_CORRUPT(what))
   const uint8_t *magic = rbytes(&c, 4), *v = rbytes(&c, 4);
   if (c.is_bad || memcmp(magic, META_MAGIC, 4) != 0) return META_BAD("magic");
-  if (v[0] != META_VERSION) return SL_ENOTSUP;
+  /* Version 1 (before enumerators) is read as is: no enumerator state. */
+  if (v[0] != 1 && v[0] != META_VERSION) return SL_ENOTSUP;
+  uint8_t version = v[0];
   m->kind = v[1];
   m->mode = v[2];
   m->id = ru64(&c);
@@ -885,6 +894,21 @@ static int decode_meta(const uint8_t *p, size_t len, sl_ckpt_meta_t *m) {
       }
       if (s->kg_end >= m->max_parallelism && s->kg_end >= s->kg_start)
         c.is_bad = true;
+    }
+    if (version >= 2 && !c.is_bad) {
+      uint64_t has = rvarint(&c);
+      if (has > 1) c.is_bad = true;
+      if (has == 1 && !c.is_bad) {
+        uint64_t el = rvarint(&c);
+        const uint8_t *eb = rbytes(&c, el);
+        if (!c.is_bad) {
+          op->enum_state = sl_malloc(el ? el : 1);
+          if (op->enum_state == NULL) return SL_ENOMEM;
+          if (el) memcpy(op->enum_state, eb, el);
+          op->enum_state_len = (size_t)el;
+          op->has_enum_state = true;
+        }
+      }
     }
     if (op->uid == NULL) c.is_bad = true;
   }

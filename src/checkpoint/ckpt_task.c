@@ -110,6 +110,8 @@ static int snapshot_positions(sl_task_t *t, sl_ckpt_subtask_t *sub) {
   sl_bytes_init(&ent);
   int rc = SL_OK;
   for (uint32_t i = 0; i < src->n_splits && rc == SL_OK; i++) {
+    /* A finished split of an enumerator's leaves the reader's state. */
+    if (src->link && src->is_finished[i]) continue;
     pos.len = ent.len = 0;
     rc = src->vt->reader_position(src->reader, src->splits[i].split, &pos);
     if (rc == SL_OK)
@@ -212,6 +214,11 @@ int sl__ckpt_snapshot_sync(void *ctx, sl_task_t *t, uint64_t id,
       return sl__op_fail(op, rc, "cannot read the source positions: %s",
                          sl_strerror(rc));
     }
+    /* The reader's state for id is taken: the enumerator's events held
+     * for this reader since its snapshot for id may pass now (gateway). */
+    const sl_source_rt_t *src = i == 0 ? sl__task_source(t) : NULL;
+    if (src && src->link)
+      src->link->reader_snapshot(src->link->host, op->subtask, id);
     if (op->kstate == NULL) continue;
     keyed_snap_t *k = &j->keyed[j->n_keyed++];
     k->sub = i;

@@ -73,6 +73,8 @@
  *      `lock` is held: task threads take it to acknowledge.  Checked by
  *      SL_ASSERT(!coord_is_locked()) in the functions that touch files.
  *  K7. A COMMITTING checkpoint leaves that state only in commit_locked().
+ *  K8. A source enumerator's snapshot for N is taken (snapshot_enums)
+ *      before any task is triggered for N, and is part of N's metadata.
  *
  * Threads: one coordinator thread per attempt (triggers, timeouts,
  * commits, garbage removal, retention); acks and declines arrive from
@@ -302,6 +304,40 @@ static void reap_locked(sl_coord_t *c, pending_t *p) {
   pending_free(p);
 }
 
+/*
+ * The enumerators' snapshots for p, without the lock (an enumerator may
+ * take a while) and before any source is triggered for p (K8): each
+ * closes its event gateway at p->id (checkpoint/enum_host.c).  p is
+ * TRIGGERING and busy, so nothing else touches its metadata meanwhile.
+ */
+static int snapshot_enums(sl_coord_t *c, pending_t *p, sl_error_t **out_err) {
+  SL_ASSERT(!coord_is_locked());
+  for (uint32_t i = 0; i < c->n_ops; i++) {
+    if (c->ops[i].enum_host == NULL) continue;
+    sl_bytes_t b;
+    sl_bytes_init(&b);
+    int rc = sl__enum_host_snapshot(c->ops[i].enum_host, p->id, &b, out_err);
+    if (rc != SL_OK) {
+      sl_bytes_close(&b);
+      return rc;
+    }
+    sl_ckpt_op_t *op = &p->meta.ops[i];
+    op->has_enum_state = true;
+    op->enum_state = b.data; /* moved */
+    op->enum_state_len = b.len;
+  }
+  return SL_OK;
+}
+
+/* Tell the enumerators that checkpoint id completed or aborted. */
+static void notify_enums_locked(sl_coord_t *c, uint64_t id, bool is_ok) {
+  for (uint32_t i = 0; i < c->n_ops; i++) {
+    if (c->ops[i].enum_host == NULL) continue;
+    if (is_ok) sl__enum_host_checkpoint_complete(c->ops[i].enum_host, id);
+    else sl__enum_host_checkpoint_aborted(c->ops[i].enum_host, id);
+  }
+}
+
 /* TRIGGERING or PENDING -> ABORTED.  No-op in other states: a COMMITTING
  * checkpoint's outcome belongs to commit_locked() (K7), and a renamed
  * _metadata is never deleted by a failure (K5). */
@@ -320,6 +356,7 @@ static void abort_locked(sl_coord_t *c, pending_t *p, int rc,
    * would also cancel their older ones (they treat it as "<= id"). */
   for (uint32_t i = 0; was_published && i < c->n_tasks; i++)
     sl__task_checkpoint_aborted(c->tasks[i], p->id);
+  notify_enums_locked(c, p->id, false); /* their gateways reopen */
   c->last_end_ns = now_ns();
   reap_locked(c, p);
 }
@@ -427,6 +464,7 @@ static int trigger_locked(sl_coord_t *c, uint64_t *out_id,
   sl_error_t *err = NULL;
   rc = trigger_files(c, p->id, &err);
   SL_ASSERT(rc != SL_OK || p->id <= c->reserved_id); /* K2 */
+  if (rc == SL_OK) rc = snapshot_enums(c, p, &err); /* K8 */
   coord_lock(c);
   c->is_triggering = false;
   pthread_cond_broadcast(&c->trigger_cond);
@@ -679,6 +717,7 @@ static void commit_locked(sl_coord_t *c, pending_t *p) {
   if (SL_INJECT("coordinator.before_complete_notify") == SL_OK) {
     for (uint32_t i = 0; i < c->n_tasks; i++)
       sl__task_checkpoint_complete(c->tasks[i], p->id);
+    notify_enums_locked(c, p->id, true);
   }
   unlink_pending_locked(c, p);
   /* Older pending checkpoints are subsumed. */

@@ -1240,7 +1240,7 @@ static int build_source(build_t *b, int src) {
   } else {
     static const char *keys[] = {"type", "uid", "parallelism", "path",
                                  "format", "header", "delimiter", "schema",
-                                 "watermarks", NULL};
+                                 "watermarks", "monitor_interval", NULL};
     if ((rc = check_keys(pl, src, "source", keys)) != SL_OK) return rc;
     sl_file_source_config_t cfg = {0};
     int fmt = 0;
@@ -1255,7 +1255,9 @@ static int build_source(build_t *b, int src) {
         (rc = get_u32(pl, src, "source", "parallelism", 1, SL_MAX_PARALLELISM_LIMIT, &par)) ||
         (rc = get_enum(pl, src, "source", "format", fmts, &fmt)) ||
         (rc = get_bool(pl, src, "source", "header", &cfg.csv_header)) ||
-        (rc = get_delim(pl, src, "source", &cfg.csv_delimiter)))
+        (rc = get_delim(pl, src, "source", &cfg.csv_delimiter)) ||
+        (rc = get_duration_ms(pl, src, "source", "monitor_interval",
+                              &cfg.monitor_interval_ms)))
       return rc;
     int sv = map_get(pl, src, "schema", NULL);
     if (sv == 0) return FAIL(pl, src, "source", "missing required field 'schema'");
@@ -1274,7 +1276,9 @@ static int build_source(build_t *b, int src) {
       sl_error_destroy(err);
       return rc;
     }
-    b->is_bounded = true;
+    /* Monitoring a directory never ends: new files keep coming. */
+    b->is_bounded = cfg.monitor_interval_ms == 0;
+    pl->is_unbounded = cfg.monitor_interval_ms > 0;
     b->s = sl_job_source(b->job, uid, vt, ctx, schema);
     sl_schema_unref(schema);
   }

@@ -59,6 +59,14 @@ struct sl_node_s {
   bool is_chained;        /* chained to its single input */
   sl_split_list_t *splits; /* sources: the plan's splits, shared by the
                               subtasks; freed by sl__plan_destroy */
+  /* Sources with an enumerator (enum_plan.c).  The host lives across
+   * attempts, from the first plan to sl_job_destroy. */
+  struct sl_enum_host_s *enum_host;
+  sl_enum_link_t enum_link;   /* the readers' link; host = enum_host */
+  bool is_enum_rescale;       /* this attempt: the old readers' splits go
+                                 back to the enumerator */
+  uint32_t enum_first_task;   /* this attempt: task of reader 0 */
+  sl_job_t *enum_job;
 };
 
 typedef struct sl_chain_s {
@@ -133,6 +141,28 @@ sl_node_t *sl__job_new_node(sl_job_t *job, sl_node_kind_t kind,
 int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
                    sl_error_t **out_err);
 void sl__plan_destroy(sl_job_t *job);
+
+/* Sources with an enumerator (enum_plan.c). */
+
+/** @brief For each such source, before its tasks are made: keep its
+ * enumerator host and reset its readers to meta (an in-process restart
+ * the tracker can judge), or create it from meta's state.  @thread the
+ * job's controlling thread. */
+int sl__enum_plan_hosts(sl_job_t *job, const sl_ckpt_meta_t *meta,
+                        sl_error_t **out_err);
+/** @brief The splits reader subtask `subtask` of source n restores from
+ * checkpoint m (or, at another parallelism, all old readers' splits back
+ * to the enumerator, once, with subtask 0). */
+int sl__enum_restore_reader(sl_node_t *n, const sl_ckpt_meta_t *m,
+                            const sl_ckpt_op_t *mop, sl_source_rt_t *src,
+                            uint32_t subtask, sl_error_t **out_err);
+/** @brief The scheduler exists: the gateways deliver to this attempt's
+ * readers.  @thread the job's controlling thread. */
+void sl__enum_plan_attach(sl_job_t *job);
+/** @brief The attempt ended: the gateways hold events again. */
+void sl__enum_plan_detach(sl_job_t *job);
+/** @brief Stop and free every enumerator (sl_job_destroy). */
+void sl__enum_plan_destroy(sl_job_t *job);
 
 /* Restore (restore.c). */
 

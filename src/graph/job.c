@@ -512,6 +512,7 @@ void sl_job_destroy(sl_job_t *job) {
     pthread_join(job->bg_thread, NULL);
   }
   sl__plan_destroy(job);
+  sl__enum_plan_destroy(job); /* before the sources they belong to */
   sl__ckpt_hooks_destroy(job->hooks);
   sl__coord_destroy(job->coord);
   for (uint32_t i = 0; i < job->n_nodes; i++) {

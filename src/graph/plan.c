@@ -208,7 +208,7 @@ static int create_tasks(sl_job_t *job, sl_error_t **out_err) {
     /* Source splits. */
     uint32_t n_splits = 0;
     sl_split_list_t *all = NULL;
-    if (head->kind == SL_NODE_SOURCE) {
+    if (head->kind == SL_NODE_SOURCE && head->src_vt->enumerator == NULL) {
       sl_error_t *err = NULL;
       const char *dup = NULL;
       int rc = sl_split_list_create(&all);
@@ -273,8 +273,14 @@ static int create_tasks(sl_job_t *job, sl_error_t **out_err) {
         src->vt = head->src_vt;
         src->ctx = head->src_ctx;
         src->all = all;
+        pthread_mutex_init(&src->mbox_lock, NULL);
+        /* With an enumerator, splits come from the reader's restored state
+         * and from the enumerator (enum_plan.c); n_splits is 0 here. */
+        if (head->enum_host) src->link = &job->nodes[c->head]->enum_link;
         src->splits = sl_calloc(n_splits / c->par + 1, sizeof(sl_split_init_t));
         if (src->splits == NULL) return SL_ENOMEM;
+        if (src->link && sl__source_reserve(src, 1) != SL_OK)
+          return SL_ENOMEM;
         for (uint32_t sp = s; sp < n_splits; sp += c->par) {
           src->splits[src->n_splits].split = sp;
           src->splits[src->n_splits++].id = all->ids[sp];
@@ -288,7 +294,10 @@ static int create_tasks(sl_job_t *job, sl_error_t **out_err) {
           g->cfg = head->wm_cfg;
           g->field = (uint32_t)sl_schema_index(head->schema,
                                                head->wm_cfg->time_field);
-          g->splits = sl_calloc(src->n_splits + 1, sizeof(sl_wm_split_t));
+          g->splits = sl_calloc(src->n_splits + 1 > src->cap_splits
+                                    ? src->n_splits + 1
+                                    : src->cap_splits,
+                                sizeof(sl_wm_split_t));
           if (g->splits == NULL) return SL_ENOMEM;
           for (uint32_t k = 0; k < src->n_splits; k++)
             g->splits[k].max_ts = SL_WATERMARK_MIN;
@@ -382,7 +391,9 @@ static int mark_empty_tasks(sl_job_t *job) {
   if (is_empty == NULL) return SL_ENOMEM;
   for (uint32_t i = 0; i < job->rt.n_tasks; i++) {
     sl_task_t *t = job->rt.tasks[i];
-    bool e = t->source ? t->source->n_splits == 0 : t->n_inputs > 0;
+    /* A reader of an enumerator may get splits at any time: not empty. */
+    bool e = t->source ? t->source->n_splits == 0 && t->source->link == NULL
+                       : t->n_inputs > 0;
     for (uint32_t k = 0; !t->source && k < t->n_inputs && e; k++)
       e = t->inputs[k]->sender && t->inputs[k]->sender->index < i &&
           is_empty[t->inputs[k]->sender->index];
@@ -412,6 +423,7 @@ int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
   int rc = resolve_parallelism(job, out_err);
   if (rc != SL_OK) return rc;
   if ((rc = build_chains(job)) != SL_OK) goto fail;
+  if ((rc = sl__enum_plan_hosts(job, meta, out_err)) != SL_OK) return rc;
   if ((rc = create_tasks(job, out_err)) != SL_OK) goto fail;
   for (uint32_t i = 0; i < job->n_nodes; i++) {
     sl_node_t *m = job->nodes[i];
@@ -459,9 +471,18 @@ void sl__plan_destroy(sl_job_t *job) {
       sl_free(t->writers[w]);
     }
     if (t->source) {
-      if (t->source->reader) t->source->vt->reader_close(t->source->reader);
-      for (uint32_t k = 0; k < t->source->n_splits; k++)
-        sl_free((void *)t->source->splits[k].position);
+      sl_source_rt_t *src = t->source;
+      if (src->reader) src->vt->reader_close(src->reader);
+      for (uint32_t k = 0; k < src->n_splits; k++) {
+        sl_free((void *)src->splits[k].position);
+        if (src->link) sl_free((void *)src->splits[k].id); /* owned */
+      }
+      for (sl_enum_event_t *e = src->mbox, *nx; e; e = nx) {
+        nx = e->next;
+        sl__enum_event_free(e);
+      }
+      pthread_mutex_destroy(&src->mbox_lock);
+      sl_free(src->is_finished);
       sl_free(t->source->splits);
       if (t->source->wm) sl_free(t->source->wm->splits);
       sl_free(t->source->wm);

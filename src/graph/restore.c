@@ -67,9 +67,12 @@ int sl__restore_plan(sl_job_t *job, const sl_ckpt_meta_t *m,
     if (mop == NULL) continue;
     int rc = SL_OK;
     if (op->kstate) rc = sl__ckpt_restore_keyed(m, mop, op, out_err);
-    if (rc == SL_OK && op->task->source && op->task->ops[0] == op)
-      rc = sl__ckpt_restore_positions(m, mop, op->task->source,
-                                      op->subtask == 0, out_err);
+    sl_source_rt_t *src = op->task->ops[0] == op ? op->task->source : NULL;
+    if (rc == SL_OK && src && src->link)
+      rc = sl__enum_restore_reader(job->nodes[node_by_uid(job, op->uid)->id],
+                                   m, mop, src, op->subtask, out_err);
+    else if (rc == SL_OK && src)
+      rc = sl__ckpt_restore_positions(m, mop, src, op->subtask == 0, out_err);
     if (rc == SL_OK && op->task->ops[0] == op)
       rc = sl__ckpt_restore_channels(m, mop, op->task, out_err);
     if (rc != SL_OK) return rc;

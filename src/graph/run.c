@@ -63,6 +63,7 @@ static int run_attempt(sl_job_t *job, const sl_ckpt_meta_t *meta,
     for (uint32_t i = 0; rc == SL_OK && i < job->n_nodes; i++) {
       ops[i].uid = job->nodes[i]->uid;
       ops[i].parallelism = job->nodes[i]->par;
+      ops[i].enum_host = job->nodes[i]->enum_host;
     }
     if (rc == SL_OK)
       rc = sl__coord_attach(job->coord, job->rt.tasks, job->rt.n_tasks, ops,
@@ -79,7 +80,9 @@ static int run_attempt(sl_job_t *job, const sl_ckpt_meta_t *meta,
   pthread_mutex_lock(&job->rt.lock);
   job->rt.sched = sched;
   pthread_mutex_unlock(&job->rt.lock);
+  sl__enum_plan_attach(job); /* the tasks' scheduler exists now */
   rc = sched->ops->run(sched);
+  sl__enum_plan_detach(job);
   /* Drain the async phase before the coordinator forgets this attempt. */
   if (job->coord) {
     sl__io_pool_destroy(io);

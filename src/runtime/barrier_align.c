@@ -449,6 +449,11 @@ int sl__align_source_trigger(sl_task_t *t) {
   if (h == NULL) return SL_OK;
   uint64_t trig = atomic_load_explicit(&t->ckpt_trigger, memory_order_acquire);
   if (trig <= t->ckpt_last) return SL_OK;
+  /* What the gateway delivered before the enumerator's snapshot for trig
+   * is in the mailbox now (the trigger follows that snapshot): the
+   * reader takes it before its own snapshot (checkpoint/enum_host.c, G2). */
+  int rc = sl__source_drain(t);
+  if (rc != SL_OK) return rc;
   bool is_unaligned = h->mode == SL_CKPT_UNALIGNED;
   int64_t now = sl__task_now(t);
   sl_ckpt_timing_t timing = {now, 0, is_unaligned};

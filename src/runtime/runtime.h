@@ -331,17 +331,84 @@ int sl__writer_send_event(sl_writer_t *w, sl_buf_kind_t kind, int64_t value,
 
 typedef struct sl_job_rt_s sl_job_rt_t; /* the job's runtime side */
 
+/* An event from a source's enumerator to one reader (the checkpoint
+ * module's enumerator host makes them; the gateway delivers them to the
+ * reader's mailbox). */
+typedef enum sl_enum_ev_kind_e {
+  SL_ENUM_EV_ASSIGN = 1,  /* id, data = the split's state */
+  SL_ENUM_EV_CUSTOM = 2,  /* data = the event */
+  SL_ENUM_EV_NO_MORE = 3  /* no more splits for this reader */
+} sl_enum_ev_kind_t;
+
+typedef struct sl_enum_event_s {
+  sl_enum_ev_kind_t kind;
+  uint32_t subtask;
+  uint64_t epoch; /* newest enumerator snapshot when it was sent */
+  char *id;
+  uint8_t *data;
+  size_t len;
+  struct sl_enum_event_s *next;
+} sl_enum_event_t;
+
+/** @brief Free an event (NULL does nothing).  @thread any. */
+void sl__enum_event_free(sl_enum_event_t *ev);
+
+/*
+ * A source task's link to its enumerator, the checkpoint module's
+ * enumerator host, reached through these calls so that the runtime does
+ * not depend on that module.  Every call may be made from the task's
+ * thread; none blocks on the enumerator.
+ */
+typedef struct sl_enum_link_s {
+  void *host;
+  int (*add_reader)(void *host, uint32_t subtask);
+  int (*request_split)(void *host, uint32_t subtask);
+  int (*split_finished)(void *host, uint32_t subtask, const char *id);
+  int (*reader_event)(void *host, uint32_t subtask, const uint8_t *ev,
+                      size_t len);
+  /* The reader took its snapshot for id: the gateway reopens. */
+  void (*reader_snapshot)(void *host, uint32_t subtask, uint64_t id);
+  /* The enumerator's sticky failure (SL_OK while it works). */
+  int (*status)(void *host, sl_error_t **out_err);
+} sl_enum_link_t;
+
 typedef struct sl_source_rt_s {
   const sl_source_vt_t *vt;
   void *ctx;
   void *reader;
-  sl_split_init_t *splits; /* assigned; ids borrowed from `all` */
+  sl_split_init_t *splits; /* assigned; ids borrowed from `all`, or owned
+                              when link is set */
   uint32_t n_splits;
+  uint32_t cap_splits;     /* with link: capacity of splits (and of
+                              is_finished and wm->splits) */
+  bool *is_finished;       /* with link: the reader finished split k; it
+                              leaves the reader's checkpointed state */
   const sl_split_list_t *all; /* every split of the source; borrowed
                                  from the planner, valid until the task
-                                 is destroyed */
+                                 is destroyed; NULL with link */
   sl_wmgen_t *wm;       /* NULL: this source has no watermarks */
+  /* Sources with an enumerator (NULL: the static enumerator of plan()). */
+  const sl_enum_link_t *link;
+  /* The mailbox: the gateway appends (any thread, under mbox_lock), the
+   * task takes (sl__source_drain). */
+  pthread_mutex_t mbox_lock;
+  sl_enum_event_t *mbox, *mbox_tail;
+  /* The task's own. */
+  bool is_no_more;      /* the enumerator said no more splits */
+  bool is_requesting;   /* a split request is outstanding */
 } sl_source_rt_t;
+
+/**
+ * @brief Make room for n more splits in a source with an enumerator.
+ * @return SL_OK or SL_ENOMEM.  @thread the task (or the planner).
+ */
+int sl__source_reserve(sl_source_rt_t *src, uint32_t n);
+
+/**
+ * @brief Append ev to the mailbox of source task t and wake it (the
+ * gateway's delivery).  Takes ev.  @thread any.  @locks none of t's.
+ */
+void sl__source_deliver(sl_task_t *t, sl_enum_event_t *ev);
 
 /* ------------------------------------------------------------------ */
 /* Source splits by identity (splits.c). */

@@ -120,6 +120,13 @@ static int task_open(sl_task_t *t) {
       src->reader = NULL;
       return sl__op_fail_err(t->ops[0], err, rc);
     }
+    /* With an enumerator: the reader registers and asks for a split. */
+    if (src->link &&
+        ((rc = src->link->add_reader(src->link->host, t->subtask)) != SL_OK ||
+         (rc = src->link->request_split(src->link->host, t->subtask)) !=
+             SL_OK))
+      return sl__op_fail(t->ops[0], rc, "cannot reach the enumerator");
+    if (src->link) src->is_requesting = true;
   }
   for (uint32_t i = 0; i < t->n_ops; i++) {
     sl_op_t *op = t->ops[i];
@@ -320,6 +327,7 @@ static sl_run_result_t run_source(sl_task_t *t) {
   sl_source_out_t *out = &t->sout;
   out->budget = QUANTUM_RECORDS;
   for (uint32_t empty = 0;;) {
+    if (src->link && sl__source_drain(t) != SL_OK) return task_fail(t);
     if (sl__align_source_trigger(t) != SL_OK) return task_fail(t);
     if (t->n_blocked) return SL_RUN_WAIT_OUTPUT;
     out->wait_until = 0;
@@ -331,6 +339,17 @@ static sl_run_result_t run_source(sl_task_t *t) {
       return task_fail(t);
     }
     if (t->n_blocked) return SL_RUN_WAIT_OUTPUT;
+    /* A reader of an enumerator ends only once no more splits will come;
+     * until then it asks for one and waits for its mailbox. */
+    if (rc == SL_POLL_END && src->link && !src->is_no_more) {
+      if (!src->is_requesting) sl_source_request_split(out);
+      bool has_mail;
+      pthread_mutex_lock(&src->mbox_lock);
+      has_mail = src->mbox != NULL;
+      pthread_mutex_unlock(&src->mbox_lock);
+      if (has_mail) continue;
+      rc = SL_POLL_WAIT;
+    }
     if (rc == SL_POLL_END) return task_end_input(t);
     if (src->wm && sl__wmgen_tick(src->wm, src->n_splits, sl__task_now(t)) &&
         sl__task_wmgen_emit(t) != SL_OK)

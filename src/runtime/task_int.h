@@ -166,6 +166,19 @@ int sl__task_set_wm_idle(sl_task_t *t, bool is_idle);
 int sl__task_wmgen_emit(sl_task_t *t);
 
 /* ------------------------------------------------------------------ */
+/* Sources with an enumerator (source_out.c). */
+
+/**
+ * @brief Take the events in the mailbox: assignments go to the reader
+ * (reader_add_splits), custom events to reader_handle_event, "no more
+ * splits" is noted; a failed enumerator fails the task.  Called between
+ * two polls, and after a trigger is seen and before the source's snapshot
+ * (gateway rule G2 of checkpoint/enum_host.c).
+ * @return SL_OK or a negative code (the task's error is recorded).
+ */
+int sl__source_drain(sl_task_t *t);
+
+/* ------------------------------------------------------------------ */
 /* Restored channel state (chanstate.c). */
 
 /** @brief Push the restored output buffers into their channels (once). */

@@ -48,6 +48,11 @@ static bool meta_eq(const sl_ckpt_meta_t *a, const sl_ckpt_meta_t *b) {
     return false;
   for (uint32_t i = 0; i < a->n_ops; i++) {
     const sl_ckpt_op_t *x = &a->ops[i], *y = &b->ops[i];
+    if (x->has_enum_state != y->has_enum_state ||
+        x->enum_state_len != y->enum_state_len ||
+        (x->enum_state_len &&
+         memcmp(x->enum_state, y->enum_state, x->enum_state_len) != 0))
+      return false;
     if (!str_eq(x->uid, y->uid) || x->parallelism != y->parallelism ||
         x->n_subtasks != y->n_subtasks)
       return false;

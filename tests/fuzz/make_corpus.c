@@ -76,6 +76,16 @@ static void meta_seeds(const char *dir) {
   m.max_parallelism = SL_MAX_PARALLELISM_LIMIT;
   SL_FUZZ_CHECK(sl__ckpt_write_meta(dir, &m, NULL, NULL) == SL_OK);
   put_file("ckpt_meta", "savepoint-max", path);
+  /* Version 2: a source operator with its enumerator's state. */
+  uint8_t est[] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  ops[0].has_enum_state = true;
+  ops[0].enum_state = est;
+  ops[0].enum_state_len = sizeof(est);
+  m.kind = SL_CKPT_KIND_CHECKPOINT;
+  m.id = 8;
+  SL_FUZZ_CHECK(sl__ckpt_write_meta(dir, &m, NULL, NULL) == SL_OK);
+  put_file("ckpt_meta", "enum-state", path);
+  ops[0].has_enum_state = false;
   put_str("ckpt_meta", "not-metadata", "SLCM\x02");
   put("ckpt_meta", "empty", "", 0);
 }
@@ -381,6 +391,33 @@ static void pipeline_seeds(const char *src_dir) {
           "parallelism: many\nsource: 3\nsink: []\n");
 }
 
+/* The monitored file source's enumerator state: version 1, seen paths,
+ * pending splits (path, position). */
+static void file_enum_seeds(void) {
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  SL_FUZZ_CHECK(sl_bytes_append(&b, "\x01", 1) == SL_OK);
+  const char *seen[] = {"in/a.csv", "in/b.csv", "in/c.csv"};
+  SL_FUZZ_CHECK(sl_bytes_append_u64le(&b, 3) == SL_OK);
+  for (int i = 0; i < 3; i++) {
+    SL_FUZZ_CHECK(sl_bytes_append_u64le(&b, strlen(seen[i])) == SL_OK);
+    SL_FUZZ_CHECK(sl_bytes_append(&b, seen[i], strlen(seen[i])) == SL_OK);
+  }
+  SL_FUZZ_CHECK(sl_bytes_append_u64le(&b, 2) == SL_OK);
+  for (int i = 1; i < 3; i++) {
+    SL_FUZZ_CHECK(sl_bytes_append_u64le(&b, strlen(seen[i])) == SL_OK);
+    SL_FUZZ_CHECK(sl_bytes_append(&b, seen[i], strlen(seen[i])) == SL_OK);
+    SL_FUZZ_CHECK(sl_bytes_append_u64le(&b, i == 1 ? 24 : 0) == SL_OK);
+    for (int k = 0; i == 1 && k < 24; k++)
+      SL_FUZZ_CHECK(sl_bytes_append(&b, "\x07", 1) == SL_OK);
+  }
+  put("file_enum_state", "three-seen-two-pending", b.data, b.len);
+  uint8_t empty[17] = {1};
+  put("file_enum_state", "empty", empty, sizeof(empty));
+  put_str("file_enum_state", "bad-version", "\x02");
+  sl_bytes_close(&b);
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s CORPUS_DIR SOURCE_DIR\n", argv[0]);
@@ -390,6 +427,7 @@ int main(int argc, char **argv) {
   const char *dir = sl_fuzz_setup();
   sl_log_set_level(SL_LOG_ERROR);
   meta_seeds(dir);
+  file_enum_seeds();
   state_seed(dir, "keys-0-127", 0, 127, true);
   state_seed(dir, "keys-32-63", 32, 63, false);
   state_seed(dir, "keys-5-5", 5, 5, true);

@@ -786,3 +786,32 @@ SL_TEST(sink_path_is_source_path) {
   SL_ASSERT_EQ_STR(text_in, "5,6\n");
   free(text_in);
 }
+
+#define FILESRC "source:\n  type: file\n  path: in.csv\n" \
+                "  schema: [{name: a, type: int64}]\n"
+
+SL_TEST(monitor_interval_zero) {
+  expect_invalid(FILESRC "  monitor_interval: 0\n" SINK, NULL,
+                 "5:21: source.monitor_interval: must be greater than 0");
+}
+
+SL_TEST(monitor_interval_without_unit) {
+  expect_invalid(FILESRC "  monitor_interval: 5\n" SINK, NULL,
+                 "5:21: source.monitor_interval: '5' has no unit; expected "
+                 "us, ms, s, m or h after the number");
+}
+
+SL_TEST(monitor_interval_below_a_millisecond) {
+  expect_invalid(FILESRC "  monitor_interval: 1500us\n" SINK, NULL,
+                 "5:21: source.monitor_interval: must be a whole number of "
+                 "milliseconds, got '1500us'");
+}
+
+SL_TEST(monitor_interval_on_a_generator) {
+  expect_invalid("source:\n  type: generator\n  monitor_interval: 1s\n" SINK,
+                 NULL,
+                 "3:3: source.monitor_interval: unknown field; expected one "
+                 "of: type, uid, parallelism, seed, count, rate, keys, skew, "
+                 "zipf_exponent, payload_size, splits, columns, "
+                 "start_time_us, time_step_us, watermarks");
+}

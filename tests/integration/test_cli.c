@@ -997,3 +997,52 @@ SL_TEST(checkpoint_timeout_at_the_maximum_lets_checkpoints_complete) {
   SL_ASSERT_TRUE(n_ok > 0);
   json_decref(root);
 }
+
+/* ------------------------------------------------------------------ */
+/* A monitored directory (source.monitor_interval). */
+
+/* Pump until stdout contains want; fails if sluice ends first. */
+static void wait_stdout(cli_t *c, const char *want) {
+  while (c->out[0].p == NULL || strstr(c->out[0].p, want) == NULL)
+    if (!cli_pump(c)) {
+      cli_finish(c);
+      SL_TEST_FAIL("sluice ended before printing '%s'; stderr:\n%s", want,
+                   cli_stderr(c));
+    }
+}
+
+/* The run is unbounded and reads a file renamed into the directory while
+ * it runs; each row once. */
+SL_TEST(file_source_monitors_a_directory) {
+  char *dir = tpath("in");
+  SL_ASSERT_EQ_INT(mkdir(dir, 0755), 0);
+  char *a = tpath("in/a.csv"), *tmp = tpath("b.tmp"), *b = tpath("in/b.csv");
+  write_fmt(a, "1,10\n2,20\n");
+  char *pl = tpath("mon.yaml");
+  write_fmt(pl,
+            "name: mon\n"
+            "source:\n"
+            "  type: file\n"
+            "  path: %s\n"
+            "  monitor_interval: 5ms\n"
+            "  schema: [{name: k, type: int64}, {name: v, type: int64}]\n"
+            "sink: {type: stdout}\n", dir);
+  cli_t c;
+  const char *args[] = {"run", pl, "--progress-interval", "0", NULL};
+  cli_start(&c, args);
+  wait_stdout(&c, "2,20\n");
+  write_fmt(tmp, "3,30\n");
+  SL_ASSERT_EQ_INT(rename(tmp, b), 0);
+  wait_stdout(&c, "3,30\n");
+  SL_ASSERT_EQ_INT(kill(c.pid, SIGINT), 0);
+  cli_finish_within(&c, 60);
+  SL_ASSERT_TRUE(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 130);
+  SL_ASSERT_EQ_STR(c.out[0].p, "1,10\n2,20\n3,30\n");
+  ASSERT_CONTAINS(cli_stderr(&c), "sluice: running 'mon' (unbounded");
+  cli_free(&c);
+  free(dir);
+  free(a);
+  free(tmp);
+  free(b);
+  free(pl);
+}

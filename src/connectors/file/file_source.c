@@ -38,6 +38,7 @@ typedef struct fsrc_s {
   uint32_t n_inputs;
   char **files;  /* expanded at plan time; split i = files[i] */
   uint32_t n_files;
+  int64_t monitor_ms; /* > 0: the enumerator lists the inputs this often */
 } fsrc_t;
 
 typedef struct fsplit_s {
@@ -55,6 +56,7 @@ typedef struct freader_s {
   const fsrc_t *src;
   fsplit_t *splits;
   uint32_t n_splits;
+  uint32_t cap_splits;
   uint32_t cur;
   /* Buffered bytes of the current split, starting at its offset. */
   char *buf;
@@ -81,7 +83,7 @@ static int add_file(char ***files, uint32_t *n, const char *path) {
   return SL_OK;
 }
 
-static int expand(fsrc_t *s, sl_error_t **out_err) {
+static int expand(fsrc_t *s, bool allow_empty, sl_error_t **out_err) {
   free_list(s->files, s->n_files);
   s->files = NULL;
   s->n_files = 0;
@@ -138,7 +140,7 @@ static int expand(fsrc_t *s, sl_error_t **out_err) {
     free_list(found, n_found);
     if (rc != SL_OK) goto nomem;
   }
-  if (s->n_files == 0)
+  if (s->n_files == 0 && !allow_empty)
     return sl_error_set(out_err, SL_ENOTFOUND,
                         "no input files: '%s' holds no regular file",
                         s->n_inputs ? s->inputs[0] : "");
@@ -151,7 +153,7 @@ static int fsrc_plan(void *ctx, uint32_t parallelism, sl_split_list_t *splits,
                      sl_error_t **out_err) {
   fsrc_t *s = ctx;
   (void)parallelism;
-  int rc = expand(s, out_err);
+  int rc = expand(s, false, out_err);
   for (uint32_t i = 0; rc == SL_OK && i < s->n_files; i++)
     if ((rc = sl_split_list_add(splits, s->files[i])) != SL_OK)
       rc = sl_error_set(out_err, rc, "input '%s': %s", s->files[i],
@@ -256,49 +258,64 @@ static void reader_close(void *r) {
   sl_free(rd);
 }
 
+/* Add the splits si[0..n) to the reader, checking restored positions
+ * against the files as they are now. */
+static int add_splits(freader_t *rd, const sl_split_init_t *si, uint32_t n,
+                      sl_error_t **out_err) {
+  if (rd->n_splits + n > rd->cap_splits) {
+    uint32_t cap = rd->cap_splits ? rd->cap_splits : 4;
+    while (cap < rd->n_splits + n) cap *= 2;
+    fsplit_t *sp = sl_realloc(rd->splits, cap * sizeof(*sp));
+    if (sp == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+    rd->splits = sp;
+    rd->cap_splits = cap;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    fsplit_t *sp = &rd->splits[rd->n_splits];
+    memset(sp, 0, sizeof(*sp));
+    sp->fd = -1;
+    sp->id = si[i].split;
+    sp->path = si[i].id;
+    sp->line = 1;
+    sp->fp_off = UINT64_MAX;
+    rd->n_splits++;
+    if (si[i].position == NULL) continue;
+    if (si[i].position_len != POS_LEN)
+      return sl_error_set(out_err, SL_ECORRUPT,
+                          "file '%s': the stored position has %zu bytes, "
+                          "expected %u",
+                          sp->path, si[i].position_len, POS_LEN);
+    sp->offset = sl_load_u64le(si[i].position);
+    sp->line = sl_load_u64le(si[i].position + 8);
+    sp->fp = sl_load_u64le(si[i].position + 16);
+    sp->fp_off = sp->offset;
+    int rc = check_position(sp, out_err);
+    if (rc != SL_OK) return rc;
+  }
+  return SL_OK;
+}
+
 static int reader_open(void *ctx, const sl_reader_init_t *init, void **out,
                        sl_error_t **out_err) {
   const fsrc_t *s = ctx;
   freader_t *rd = sl_calloc(1, sizeof(*rd));
   if (rd == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   rd->src = s;
-  rd->splits = sl_calloc(init->n_splits + 1, sizeof(fsplit_t));
   rd->cap = READ_CHUNK;
   rd->buf = sl_malloc(rd->cap);
-  if (rd->splits == NULL || rd->buf == NULL) {
+  int rc = rd->buf ? add_splits(rd, init->splits, init->n_splits, out_err)
+                   : sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  if (rc != SL_OK) {
     reader_close(rd);
-    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
-  }
-  for (uint32_t i = 0; i < init->n_splits; i++) rd->splits[i].fd = -1;
-  rd->n_splits = init->n_splits;
-  for (uint32_t i = 0; i < init->n_splits; i++) {
-    const sl_split_init_t *si = &init->splits[i];
-    fsplit_t *sp = &rd->splits[i];
-    sp->id = si->split;
-    sp->path = si->id;
-    sp->line = 1;
-    sp->fp_off = UINT64_MAX;
-    if (si->position == NULL) continue;
-    int rc = SL_OK;
-    if (si->position_len != POS_LEN) {
-      rc = sl_error_set(out_err, SL_ECORRUPT,
-                        "file '%s': the stored position has %zu bytes, "
-                        "expected %u",
-                        sp->path, si->position_len, POS_LEN);
-    } else {
-      sp->offset = sl_load_u64le(si->position);
-      sp->line = sl_load_u64le(si->position + 8);
-      sp->fp = sl_load_u64le(si->position + 16);
-      sp->fp_off = sp->offset;
-      rc = check_position(sp, out_err);
-    }
-    if (rc != SL_OK) {
-      reader_close(rd);
-      return rc;
-    }
+    return rc;
   }
   *out = rd;
   return SL_OK;
+}
+
+static int reader_add_splits(void *r, const sl_split_init_t *splits,
+                             uint32_t n, sl_error_t **out_err) {
+  return add_splits(r, splits, n, out_err);
 }
 
 /* Read more of split sp into the buffer, keeping unread bytes. */
@@ -504,9 +521,285 @@ static void fsrc_destroy(void *ctx) {
   sl_free(s);
 }
 
+/* ------------------------------------------------------------------ */
+/*
+ * The enumerator of a monitored file source.  It runs on the source's
+ * enumerator thread (sl_connector.h).  Every monitor interval it lists the
+ * inputs again; a path it has not seen becomes a pending split.  Pending
+ * splits go to readers that asked for one, oldest first; a reader that
+ * asks when nothing is pending waits for the next new file.  It never says
+ * "no more splits": a monitored source is unbounded.
+ *
+ * State (one codec, enum_encode/enum_decode): version byte 1, then u64le
+ * count and the seen paths (u64le length, bytes), then u64le count and the
+ * pending splits (path as above, then u64le length and the position bytes,
+ * empty for the start).  Seen paths include assigned ones, so a file a
+ * reader holds is never found "new" again; its position is in the
+ * reader's state.  The seen set grows with every file (a path is a few
+ * dozen bytes; a million files cost tens of MiB of state).
+ */
+
+typedef struct fpend_s {
+  char *path;
+  uint8_t *pos; /* NULL: from the start */
+  size_t pos_len;
+} fpend_t;
+
+typedef struct fenum_s {
+  fsrc_t *src;
+  char **seen;
+  uint32_t n_seen, cap_seen;
+  fpend_t *pend;
+  uint32_t n_pend, cap_pend;
+  uint32_t *waiting; /* readers that asked, in order */
+  uint32_t n_waiting;
+  uint32_t par;
+} fenum_t;
+
+static bool enum_has_seen(const fenum_t *e, const char *path) {
+  for (uint32_t i = 0; i < e->n_seen; i++)
+    if (strcmp(e->seen[i], path) == 0) return true;
+  return false;
+}
+
+static int enum_add_seen(fenum_t *e, const char *path) {
+  if (e->n_seen == e->cap_seen) {
+    uint32_t cap = e->cap_seen ? e->cap_seen * 2 : 16;
+    char **l = sl_realloc(e->seen, cap * sizeof(char *));
+    if (l == NULL) return SL_ENOMEM;
+    e->seen = l;
+    e->cap_seen = cap;
+  }
+  if ((e->seen[e->n_seen] = sl_strdup(path)) == NULL) return SL_ENOMEM;
+  e->n_seen++;
+  return SL_OK;
+}
+
+/* Insert a pending split at index at (copies). */
+static int enum_add_pending(fenum_t *e, uint32_t at, const char *path,
+                            const uint8_t *pos, size_t pos_len) {
+  if (e->n_pend == e->cap_pend) {
+    uint32_t cap = e->cap_pend ? e->cap_pend * 2 : 16;
+    fpend_t *l = sl_realloc(e->pend, cap * sizeof(*l));
+    if (l == NULL) return SL_ENOMEM;
+    e->pend = l;
+    e->cap_pend = cap;
+  }
+  fpend_t p = {sl_strdup(path), NULL, 0};
+  if (pos_len) {
+    p.pos = sl_malloc(pos_len);
+    if (p.pos) memcpy(p.pos, pos, pos_len);
+    p.pos_len = pos_len;
+  }
+  if (p.path == NULL || (pos_len && p.pos == NULL)) {
+    sl_free(p.path);
+    sl_free(p.pos);
+    return SL_ENOMEM;
+  }
+  memmove(&e->pend[at + 1], &e->pend[at], (e->n_pend - at) * sizeof(p));
+  e->pend[at] = p;
+  e->n_pend++;
+  return SL_OK;
+}
+
+static void enum_close(void *en) {
+  fenum_t *e = en;
+  if (e == NULL) return;
+  free_list(e->seen, e->n_seen);
+  for (uint32_t i = 0; i < e->n_pend; i++) {
+    sl_free(e->pend[i].path);
+    sl_free(e->pend[i].pos);
+  }
+  sl_free(e->pend);
+  sl_free(e->waiting);
+  sl_free(e);
+}
+
+/* Read a u64le length-prefixed string of the state. */
+static const uint8_t *take_blob(const uint8_t **p, const uint8_t *end,
+                                size_t *out_len) {
+  if ((size_t)(end - *p) < 8) return NULL;
+  uint64_t n = sl_load_u64le(*p);
+  *p += 8;
+  if (n > (uint64_t)(end - *p)) return NULL;
+  const uint8_t *b = *p;
+  *p += n;
+  *out_len = (size_t)n;
+  return b;
+}
+
+static int enum_decode(fenum_t *e, const uint8_t *p, size_t len) {
+  const uint8_t *end = p + len;
+  if (len < 1 || *p++ != 1) return SL_ECORRUPT;
+  for (int part = 0; part < 2; part++) {
+    if (end - p < 8) return SL_ECORRUPT;
+    uint64_t n = sl_load_u64le(p);
+    p += 8;
+    if (n > (uint64_t)(end - p) / 8) return SL_ECORRUPT;
+    for (uint64_t i = 0; i < n; i++) {
+      size_t pl, ql = 0;
+      const uint8_t *path = take_blob(&p, end, &pl), *pos = NULL;
+      if (path == NULL || pl == 0 || pl > 4096 || memchr(path, 0, pl))
+        return SL_ECORRUPT;
+      if (part == 1 && (pos = take_blob(&p, end, &ql)) == NULL)
+        return SL_ECORRUPT;
+      char *s = sl_strndup((const char *)path, pl);
+      if (s == NULL) return SL_ENOMEM;
+      int rc = part == 0 ? enum_add_seen(e, s)
+                         : enum_add_pending(e, e->n_pend, s, ql ? pos : NULL,
+                                            ql);
+      sl_free(s);
+      if (rc != SL_OK) return rc;
+    }
+  }
+  return p == end ? SL_OK : SL_ECORRUPT;
+}
+
+static int enum_create(void *ctx, const sl_enum_init_t *init, void **out,
+                       sl_error_t **out_err) {
+  fenum_t *e = sl_calloc(1, sizeof(*e));
+  if (e) e->waiting = sl_calloc(init->parallelism, sizeof(uint32_t));
+  if (e == NULL || e->waiting == NULL) {
+    enum_close(e);
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  }
+  e->src = ctx;
+  e->par = init->parallelism;
+  if (init->state) {
+    int rc = enum_decode(e, init->state, init->state_len);
+    if (rc != SL_OK) {
+      enum_close(e);
+      return sl_error_set(out_err, rc, rc == SL_ENOMEM ? "out of memory"
+                          : "the file enumerator's state in checkpoint %llu "
+                          "is corrupt",
+                          (unsigned long long)init->restored_checkpoint_id);
+    }
+  }
+  *out = e;
+  return SL_OK;
+}
+
+/* Hand pending splits to waiting readers, in the order they asked. */
+static int enum_serve(fenum_t *e, sl_enum_ctx_t *ec) {
+  while (e->n_waiting > 0 && e->n_pend > 0) {
+    uint32_t reader = e->waiting[0];
+    fpend_t p = e->pend[0];
+    sl_split_t s = {p.path, p.pos, p.pos_len};
+    int rc = sl_enum_assign(ec, reader, &s);
+    if (rc != SL_OK) return rc;
+    memmove(&e->pend[0], &e->pend[1], (e->n_pend - 1) * sizeof(p));
+    e->n_pend--;
+    memmove(&e->waiting[0], &e->waiting[1],
+            (e->n_waiting - 1) * sizeof(uint32_t));
+    e->n_waiting--;
+    sl_free(p.path);
+    sl_free(p.pos);
+  }
+  return SL_OK;
+}
+
+static int enum_discover(void *en, sl_enum_ctx_t *ec, sl_error_t **out_err) {
+  fenum_t *e = en;
+  sl_enum_set_discovery_interval(ec, e->src->monitor_ms);
+  /* The listing is the source context's; only this thread uses it once
+   * the source is monitored (plan() is not called). */
+  int rc = expand(e->src, true, out_err);
+  if (rc != SL_OK) return rc;
+  for (uint32_t i = 0; i < e->src->n_files; i++) {
+    const char *path = e->src->files[i];
+    if (enum_has_seen(e, path)) continue;
+    if ((rc = enum_add_seen(e, path)) != SL_OK ||
+        (rc = enum_add_pending(e, e->n_pend, path, NULL, 0)) != SL_OK)
+      return sl_error_set(out_err, rc, "out of memory");
+  }
+  rc = enum_serve(e, ec);
+  return rc == SL_OK ? SL_OK : sl_error_set(out_err, rc, "cannot assign a "
+                                            "file: %s", sl_strerror(rc));
+}
+
+static int enum_request(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
+                        sl_error_t **out_err) {
+  fenum_t *e = en;
+  bool is_waiting = false;
+  for (uint32_t i = 0; i < e->n_waiting; i++)
+    is_waiting |= e->waiting[i] == subtask;
+  if (!is_waiting && e->n_waiting < e->par)
+    e->waiting[e->n_waiting++] = subtask;
+  int rc = enum_serve(e, ec);
+  return rc == SL_OK ? SL_OK : sl_error_set(out_err, rc, "cannot assign a "
+                                            "file: %s", sl_strerror(rc));
+}
+
+static int enum_back(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
+                     const sl_split_t *s, uint32_t n, sl_error_t **out_err) {
+  fenum_t *e = en;
+  (void)subtask;
+  /* Back in front, in their order: they were handed out before the
+   * pending ones.  A split also pending from the start (found by the
+   * first listing of an enumerator created without state, while a
+   * restore hands back the readers' splits) is pending once, at the
+   * position it comes back with. */
+  for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t k = 0; k < e->n_pend; k++) {
+      if (strcmp(e->pend[k].path, s[i].id) != 0) continue;
+      sl_free(e->pend[k].path);
+      sl_free(e->pend[k].pos);
+      memmove(&e->pend[k], &e->pend[k + 1],
+              (e->n_pend - k - 1) * sizeof(fpend_t));
+      e->n_pend--;
+      break;
+    }
+    int rc = SL_OK;
+    if (!enum_has_seen(e, s[i].id)) rc = enum_add_seen(e, s[i].id);
+    if (rc == SL_OK)
+      rc = enum_add_pending(e, i, s[i].id, s[i].state, s[i].state_len);
+    if (rc != SL_OK) return sl_error_set(out_err, rc, "out of memory");
+  }
+  int rc = enum_serve(e, ec);
+  return rc == SL_OK ? SL_OK : sl_error_set(out_err, rc, "cannot assign a "
+                                            "file: %s", sl_strerror(rc));
+}
+
+static int enum_snapshot(void *en, uint64_t id, sl_bytes_t *out) {
+  (void)id;
+  fenum_t *e = en;
+  int rc = sl_bytes_append(out, "\x01", 1);
+  if (rc == SL_OK) rc = sl_bytes_append_u64le(out, e->n_seen);
+  for (uint32_t i = 0; rc == SL_OK && i < e->n_seen; i++) {
+    size_t n = strlen(e->seen[i]);
+    rc = sl_bytes_append_u64le(out, n);
+    if (rc == SL_OK) rc = sl_bytes_append(out, e->seen[i], n);
+  }
+  if (rc == SL_OK) rc = sl_bytes_append_u64le(out, e->n_pend);
+  for (uint32_t i = 0; rc == SL_OK && i < e->n_pend; i++) {
+    size_t n = strlen(e->pend[i].path);
+    rc = sl_bytes_append_u64le(out, n);
+    if (rc == SL_OK) rc = sl_bytes_append(out, e->pend[i].path, n);
+    if (rc == SL_OK) rc = sl_bytes_append_u64le(out, e->pend[i].pos_len);
+    if (rc == SL_OK && e->pend[i].pos_len)
+      rc = sl_bytes_append(out, e->pend[i].pos, e->pend[i].pos_len);
+  }
+  return rc;
+}
+
+static const sl_enum_vt_t file_enum_vt = {
+    .create = enum_create,
+    .discover = enum_discover,
+    .handle_split_request = enum_request,
+    .add_splits_back = enum_back,
+    .snapshot = enum_snapshot,
+    .close = enum_close,
+};
+
 static const sl_source_vt_t file_vt = {
     "file", fsrc_plan, reader_open, reader_poll, reader_position,
-    reader_close, fsrc_destroy,
+    reader_close, fsrc_destroy, NULL, NULL, NULL,
+};
+
+/* A monitored file source: the same reader, splits from the enumerator. */
+static const sl_source_vt_t file_monitor_vt = {
+    "file", fsrc_plan, reader_open, reader_poll, reader_position,
+    reader_close, fsrc_destroy, &file_enum_vt, reader_add_splits, NULL,
 };
 
 int sl_file_source_create(const sl_file_source_config_t *cfg,
@@ -522,13 +815,19 @@ int sl_file_source_create(const sl_file_source_config_t *cfg,
   s->csv_header = cfg->csv_header;
   s->delim = cfg->csv_delimiter ? cfg->csv_delimiter : ',';
   s->schema = sl_schema_ref((sl_schema_t *)cfg->schema);
+  if (cfg->monitor_interval_ms < 0) {
+    fsrc_destroy(s);
+    return sl_error_set(out_err, SL_EINVAL, "file source: "
+                        "monitor_interval_ms must not be negative");
+  }
+  s->monitor_ms = cfg->monitor_interval_ms;
   s->inputs = sl_calloc(cfg->n_paths, sizeof(char *));
   if (s->inputs == NULL) goto nomem;
   for (uint32_t i = 0; i < cfg->n_paths; i++) {
     if ((s->inputs[i] = sl_strdup(cfg->paths[i])) == NULL) goto nomem;
     s->n_inputs++;
   }
-  *out_vt = &file_vt;
+  *out_vt = s->monitor_ms > 0 ? &file_monitor_vt : &file_vt;
   *out_ctx = s;
   return SL_OK;
 nomem:
