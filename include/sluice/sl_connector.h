@@ -219,8 +219,7 @@ typedef struct sl_sink_init_s {
    * beginning of the input (restored_checkpoint_id is 0). */
   bool is_restored;
   uint64_t restored_checkpoint_id;
-  /* Appended for transactional sinks (zero in a plain sink's view when the
-   * engine has no checkpoint storage). */
+  /* Appended (for transactional sinks above all). */
   const char *job;    /* the job's name (sl_job_config_t.name); borrowed,
                          valid until writer_close */
   uint64_t epoch_id;  /* transactional sinks: the id of the first epoch
