@@ -396,7 +396,7 @@ static int part_cmp(const void *a, const void *b) {
  * exact. */
 static void check_output(const char *dir) {
   static part_name_t parts[4096];
-  uint32_t n = 0;
+  uint32_t n = 0, subtasks = 0;
   DIR *d = opendir(dir);
   SL_ASSERT_TRUE(d != NULL);
   struct dirent *e;
@@ -411,10 +411,14 @@ static void check_output(const char *dir) {
     if (sscanf(e->d_name, "part-balances_out-%u-%llu-%u.csv", &s,
                &parts[n].epoch, &parts[n].n) != 3)
       SL_TEST_FAIL("unexpected file %s", e->d_name);
+    if (s < 32) subtasks |= 1u << s;
     snprintf(parts[n].name, sizeof(parts[n].name), "%s", e->d_name);
     n++;
   }
   closedir(d);
+  SL_ASSERT_EQ_INT(subtasks, 3); /* both sink subtasks wrote parts */
+  /* A key's rows come from one aggregate subtask, forwarded to one sink
+   * subtask: epoch order is each key's order. */
   qsort(parts, n, sizeof(parts[0]), part_cmp);
   static int64_t bal[KEYS];
   static bool has[KEYS];
@@ -500,7 +504,8 @@ SL_TEST(sigkill_soak_running_example_exactly_once) {
            "      values: {balance: sum(amount)}\n"
            "      emit: updates\n    uid: balances\n"
            "sink: {type: file, uid: balances-out, delivery: exactly-once,\n"
-           "       path: %s, changelog: true, roll_size: 65536}\n",
+           "       path: %s, changelog: true, roll_size: 65536,\n"
+           "       parallelism: 2}\n",
            sl_test_dir(), COUNT, KEYS, out);
   sl_test_write_file(pipeline, text);
   const char *argv[] = {bin, "run", pipeline, "--resume", "--quiet", NULL};
