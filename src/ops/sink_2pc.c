@@ -209,18 +209,19 @@ static int commit_due(sl_op_t *op, sink2pc_t *s, uint64_t upto,
     if (st == SL_COMMIT_RETRY &&
         (is_restore || e->attempts >= max_attempts)) {
       sl_error_t *f = sl_error_create(
-          SL_EAGAIN, "sink '%s' (subtask %u): commit of checkpoint %llu "
+          SL_EAGAIN, "sink '%s' (subtask %u of %u): commit of checkpoint %llu "
           "(prepared by subtask %u) still answers RETRY after %u "
-          "attempt(s)%s: %s", op->uid, op->subtask,
-          (unsigned long long)e->ckpt, e->origin, e->attempts,
+          "attempt(s)%s: %s", op->uid, op->subtask + 1, op->parallelism,
+          (unsigned long long)e->ckpt, e->origin + 1, e->attempts,
           is_restore ? " while restoring" : "", why);
       sl_error_destroy(err);
       return fail(op, s, f, SL_EAGAIN, false);
     }
     if (st == SL_COMMIT_RETRY) {
-      sl_log(SL_LOG_WARN, "sink '%s' (subtask %u): commit of checkpoint %llu "
-             "(prepared by subtask %u), attempt %u, answers RETRY: %s",
-             op->uid, op->subtask, (unsigned long long)e->ckpt, e->origin,
+      sl_log(SL_LOG_WARN, "sink '%s' (subtask %u of %u): commit of "
+             "checkpoint %llu (prepared by subtask %u), attempt %u, answers "
+             "RETRY: %s", op->uid, op->subtask + 1, op->parallelism,
+             (unsigned long long)e->ckpt, e->origin + 1,
              e->attempts, why);
       sl_error_destroy(err);
       s->retry_at = sl__task_now(op->task) + backoff_ns(c, e->attempts);
@@ -230,9 +231,10 @@ static int commit_due(sl_op_t *op, sink2pc_t *s, uint64_t upto,
     /* LOST or FATAL: the job stops loudly; a restart would not help. */
     int code = rc != SL_OK ? rc : SL_EFAILED;
     sl_error_t *f = sl_error_create(
-        code, "sink '%s' (subtask %u): commit of checkpoint %llu (prepared "
-        "by subtask %u, attempt %u) answered %s%s: %s", op->uid, op->subtask,
-        (unsigned long long)e->ckpt, e->origin, e->attempts,
+        code, "sink '%s' (subtask %u of %u): commit of checkpoint %llu "
+        "(prepared by subtask %u, attempt %u) answered %s%s: %s", op->uid,
+        op->subtask + 1, op->parallelism, (unsigned long long)e->ckpt,
+        e->origin + 1, e->attempts,
         status_name(st),
         st == SL_COMMIT_LOST ? " (the transaction is gone and was not "
                                "committed: that epoch's output is lost)"
@@ -351,7 +353,8 @@ static int sink_open(sl_op_t *op) {
   const sl_job_rt_t *rt = sl__task_job(op->task);
   /* The attempt's restored checkpoint, also when it held nothing of this
    * sink (sl__sink2pc_restore did not run). */
-  if (s->restored_id == 0) s->restored_id = sl__task_restored_checkpoint(op->task);
+  if (s->restored_id == 0)
+    s->restored_id = sl__task_restored_checkpoint(op->task);
   uint32_t span = SL_MAX(s->max_par, op->parallelism);
   uint32_t *owned = sl_calloc(span + 1, sizeof(uint32_t));
   if (owned == NULL) return sl__op_fail(op, SL_ENOMEM, "out of memory");
@@ -438,8 +441,9 @@ static int sink_pre_snapshot(sl_op_t *op, uint64_t id) {
   if (rc != SL_OK) {
     sl_bytes_close(&b);
     if (err)
-      sl_error_prefix(err, "sink '%s' (subtask %u): prepare for checkpoint "
-                      "%llu failed", op->uid, op->subtask,
+      sl_error_prefix(err, "sink '%s' (subtask %u of %u): prepare for "
+                      "checkpoint %llu failed", op->uid, op->subtask + 1,
+                      op->parallelism,
                       (unsigned long long)id);
     return sl__op_fail_err(op, err, rc);
   }
@@ -482,10 +486,14 @@ static void sink_aborted(sl_op_t *op, uint64_t id) {
    * commit here; fail, and the restart replays it. */
   if (s->fail_rc == SL_OK && s->is_ended && s->n_pend > 0 &&
       id >= s->last_prepared)
-    fail(op, s, sl_error_create(SL_ECANCELED, "sink '%s' (subtask %u): the "
+    /* Not SL_ECANCELED: that code means "cancelled" and is never
+     * restarted. */
+    fail(op, s, sl_error_create(SL_EFAILED, "sink '%s' (subtask %u of %u): the "
          "final checkpoint %llu was aborted, so the last epoch cannot commit "
-         "in this attempt; restarting from the latest completed checkpoint",
-         op->uid, op->subtask, (unsigned long long)id), SL_ECANCELED, false);
+         "in this attempt; the job restarts from its latest completed "
+         "checkpoint", op->uid, op->subtask + 1, op->parallelism,
+         (unsigned long long)id),
+         SL_EFAILED, false);
 }
 
 static int sink_poll(sl_op_t *op) {

@@ -118,6 +118,25 @@ SL_TEST(final_checkpoint_in_unaligned_modes) {
   }
 }
 
+/* The final checkpoint aborted: the sink fails its task, the job restarts
+ * and the next attempt's final checkpoint commits everything once. */
+SL_TEST(final_checkpoint_aborted_restarts) {
+  setup();
+  SL_ASSERT_OK(sl_inject_arm("coordinator.before_metadata_rename",
+                             SL_INJECT_FAIL, 1, false));
+  opts_t o = {2, 0, true, false, 0, 0, SL_CKPT_ALIGNED, 0};
+  sl_job_t *job = make_job(&o);
+  sl_error_t *err = NULL;
+  int rc = sl_job_run(job, &err);
+  uint32_t restarts = sl_job_restarts(job);
+  sl_job_destroy(job);
+  if (rc != SL_OK) SL_TEST_FAIL("run: %s", sl_error_message(err));
+  SL_ASSERT_EQ_INT(restarts, 1);
+  SL_ASSERT_EQ_INT(sl_inject_hits("coordinator.before_metadata_rename"), 2);
+  expect_exactly_once();
+  SL_ASSERT_EQ_INT(txs.recovered, 2); /* the first final's transactions */
+}
+
 /* Periodic checkpoints and the final one: every epoch commits once. */
 SL_TEST(periodic_checkpoints_commit_each_epoch_once) {
   setup();
@@ -258,7 +277,7 @@ SL_TEST(lost_fails_loudly) {
   sl_job_destroy(job);
   SL_ASSERT_TRUE(rc != SL_OK);
   const char *msg = sl_error_message(err);
-  if (!strstr(msg, "sink 'txsink' (subtask 0)") ||
+  if (!strstr(msg, "sink 'txsink' (subtask 1 of 1)") ||
       !strstr(msg, "checkpoint") || !strstr(msg, "LOST") ||
       !strstr(msg, "neither prepared nor committed"))
     SL_TEST_FAIL("unexpected message: %s", msg);
