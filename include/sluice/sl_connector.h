@@ -311,6 +311,56 @@ SL_API void sl_enum_set_discovery_interval(sl_enum_ctx_t *ec,
 
 /* ------------------------------------------------------------------ */
 
+/*
+ * Sinks.  A plain sink has writer_open/write/flush/writer_close: what it
+ * wrote before a failure stays written, so after a restore it sees again
+ * the rows written since the restored checkpoint (at-least-once).
+ *
+ * A transactional sink (two-phase commit) also sets prepare, commit and
+ * committer_open (recover and committer_close are optional); the engine
+ * then gives it exactly-once output through any failure:
+ *
+ *   epoch:   the rows between two barriers go into one external
+ *            transaction per sink subtask, invisible to readers.
+ *   prepare: at barrier N, after the epoch's last row and before the sync
+ *            snapshot, prepare(writer, N) makes the epoch durable but not
+ *            visible and returns an opaque committable (what commit needs:
+ *            a transaction id, a file name).  The engine keeps every
+ *            committable not yet confirmed committed in the subtask's
+ *            operator state "sink.committables" of checkpoint N.  A failed
+ *            prepare fails the task (never "skip this checkpoint").
+ *   commit:  when checkpoint M completes, the engine commits every pending
+ *            committable <= M, in checkpoint order per origin subtask, and
+ *            drops it on SL_COMMIT_OK or SL_COMMIT_ALREADY.  An aborted
+ *            checkpoint leaves its committable pending; the next completed
+ *            checkpoint commits it.
+ *   restore: an attempt that restores checkpoint C first commits the
+ *            committables C holds, then calls recover() to abort lingering
+ *            external transactions of the subtasks it owns, then opens the
+ *            writer.  After a change of parallelism from p to p', new
+ *            subtask j owns the committables and transactions of every old
+ *            subtask i with i % p' == j.
+ *
+ * Naming transactions.  Transaction ids must be stable and unique: derive
+ * them from (job, sink uid, subtask, epoch id).  The epoch id names the
+ * epoch a writer is filling: at writer_open it is sl_sink_init_t.epoch_id,
+ * and after prepare(writer, N) the next epoch is named N.  The engine
+ * reserves epoch_id for the attempt from the job's checkpoint id sequence
+ * (recorded durably in the high-water mark before use, see
+ * docs/checkpoints.md), and checkpoint ids are never reused, not even after
+ * a crash before the first checkpoint completed; so no two epochs of a
+ * (job, sink uid, subtask), in any attempt or process, share an id.  The id
+ * is known when the epoch opens (MariaDB needs its xid at XA START).  The
+ * checkpoint that closes an epoch is only known at prepare, and it is
+ * passed there.
+ *
+ * Threads: every callback of a sink runs on the thread of the sink's task,
+ * one subtask's calls never concurrently.  A commit to retry is retried
+ * later on the same thread (the task is woken by the scheduler, never
+ * blocked in a sleep).
+ */
+
+/** @brief What a sink writer learns when it opens. */
 typedef struct sl_sink_init_s {
   uint32_t subtask;
   uint32_t parallelism;
@@ -322,7 +372,46 @@ typedef struct sl_sink_init_s {
    * beginning of the input (restored_checkpoint_id is 0). */
   bool is_restored;
   uint64_t restored_checkpoint_id;
+  /* Appended (for transactional sinks above all). */
+  const char *job;    /* the job's name (sl_job_config_t.name); borrowed,
+                         valid until writer_close */
+  uint64_t epoch_id;  /* transactional sinks: the id of the first epoch
+                         this writer fills (see "Naming transactions");
+                         0 for a plain sink */
 } sl_sink_init_t;
+
+/** @brief The answer of a commit. */
+typedef enum sl_commit_status_e {
+  SL_COMMIT_OK = 0,      /* committed now */
+  SL_COMMIT_ALREADY = 1, /* was committed before (e.g. the reply to an
+                            earlier attempt was lost); proven by a marker */
+  SL_COMMIT_RETRY = 2,   /* transient (connection lost, busy): try again
+                            later; the outcome is resolved by that attempt */
+  SL_COMMIT_LOST = 3,    /* the transaction is gone and was not committed
+                            (expired, rolled back by someone else, a part
+                            file deleted): the epoch's output is lost */
+  SL_COMMIT_FATAL = 4    /* cannot work (permissions, configuration) */
+} sl_commit_status_t;
+
+/** @brief What a committer learns when it opens. */
+typedef struct sl_committer_init_s {
+  const char *job;             /* the job's name; borrowed for the call */
+  const char *uid;             /* the sink's uid; borrowed for the call */
+  uint32_t subtask;            /* j, this sink subtask */
+  uint32_t parallelism;        /* p', the sink's parallelism now */
+  uint64_t restored_checkpoint_id; /* C, 0 on a fresh start */
+  uint32_t restored_parallelism;   /* the sink's parallelism in C (0 on a
+                                      fresh start) */
+  /* The old subtask ids j owns: every i < max(p', the largest parallelism
+   * recorded in the sink's state) with i % p' == j, ascending (j first).
+   * Borrowed for the call. */
+  const uint32_t *owned_subtasks;
+  uint32_t n_owned_subtasks;
+  uint64_t epoch_id;           /* the writer's first epoch id (see
+                                  sl_sink_init_t): a lingering transaction
+                                  of an owned subtask named by an id below
+                                  it belongs to an earlier attempt */
+} sl_committer_init_t;
 
 struct sl_sink_vt_s {
   const char *type_name;
@@ -333,16 +422,82 @@ struct sl_sink_vt_s {
    * Optional: make everything written so far durable/visible.  Called when
    * every input has ended, and before the sink's task takes its snapshot for
    * a checkpoint: what a checkpoint covers must have reached the output
-   * before the checkpoint can complete.
+   * before the checkpoint can complete.  A transactional sink's flush must
+   * not make rows visible (the engine calls prepare after it).
    */
   int (*flush)(void *writer, sl_error_t **out_err);
   /**
    * Close a writer.  is_success says whether all input ended normally; on
-   * failure or cancel the writer should discard what it can.
+   * failure or cancel the writer should discard what it can.  A
+   * transactional writer aborts its open (unprepared) transaction; rows
+   * written after the last prepare are never committed.
    */
   int (*writer_close)(void *writer, bool is_success, sl_error_t **out_err);
   void (*destroy)(void *ctx);
+
+  /* ---- Two-phase commit (appended; NULL in a plain sink).  Set prepare,
+   * committer_open and commit together, or none of them. ---- */
+
+  /**
+   * @brief Close the current epoch at barrier checkpoint_id: make every row
+   * written since the previous prepare durable but invisible, and append
+   * the committable to out_committable (left empty: nothing to commit for
+   * this epoch, e.g. no rows).  The next epoch is named checkpoint_id.
+   * @return SL_OK, or an error with *out_err: the task fails and the job
+   * restarts from the last completed checkpoint.
+   * @thread the sink's task, after the epoch's last row, before the sync
+   * snapshot of checkpoint_id.
+   * @ownership out_committable is the engine's; the bytes are copied.
+   */
+  int (*prepare)(void *writer, uint64_t checkpoint_id,
+                 sl_bytes_t *out_committable, sl_error_t **out_err);
+  /**
+   * @brief Open the committer of sink subtask init->subtask.  Called before
+   * the restored committables are committed and before writer_open.
+   * @return SL_OK, or an error (the task fails).
+   * @thread the sink's task.
+   * @ownership the engine owns *out_committer until committer_close.
+   */
+  int (*committer_open)(void *ctx, const sl_committer_init_t *init,
+                        void **out_committer, sl_error_t **out_err);
+  /**
+   * @brief Commit the committable (bytes, len) that origin_subtask prepared
+   * at checkpoint checkpoint_id.  Must be idempotent: the same committable
+   * can be committed again after a restore or a lost reply, and must then
+   * answer SL_COMMIT_ALREADY, never SL_COMMIT_OK twice for one logical
+   * commit, and never a silent skip when the outcome is unknown.
+   * attempt counts the attempts for this committable, starting at 1; the
+   * count is kept in checkpoints, so after a restore it continues from
+   * the attempts the restored checkpoint recorded (attempts made after
+   * that checkpoint was taken are counted again).
+   * @return SL_OK with *out_status set.  Any other return code means
+   * SL_COMMIT_FATAL, with *out_err.
+   * @thread the sink's task (the committer's owner).
+   */
+  int (*commit)(void *committer, uint64_t checkpoint_id,
+                uint32_t origin_subtask, const uint8_t *bytes, size_t len,
+                uint32_t attempt, sl_commit_status_t *out_status,
+                sl_error_t **out_err);
+  /**
+   * @brief Optional: after the restored committables were committed, abort
+   * every lingering external transaction (prepared or open) of the owned
+   * subtasks (sl_committer_init_t.owned_subtasks): none of them is named
+   * by a completed checkpoint still to commit.  Also fences writers of
+   * older attempts where the external system allows it.
+   * @return SL_OK or an error (the task fails).
+   * @thread the sink's task, before writer_open.
+   */
+  int (*recover)(void *committer, sl_error_t **out_err);
+  /** @brief Optional: free a committer.  @thread the sink's task. */
+  void (*committer_close)(void *committer);
 };
+
+/**
+ * @brief Whether vt is a transactional (two-phase commit) sink: prepare,
+ * committer_open and commit are all set.
+ * @thread any.
+ */
+SL_API bool sl_sink_is_transactional(const sl_sink_vt_t *vt);
 
 /* ------------------------------------------------------------------ */
 /* Built-in connectors.  Each returns a vtable and a new instance context
@@ -410,21 +565,65 @@ SL_API int sl_file_source_create(const sl_file_source_config_t *cfg,
                                  const sl_source_vt_t **out_vt, void **out_ctx,
                                  sl_error_t **out_err);
 
+/** @brief The delivery guarantee a sink is asked for. */
+typedef enum sl_delivery_e {
+  SL_DELIVERY_AT_LEAST_ONCE = 0, /* rows after the restored checkpoint are
+                                    written again after a failure */
+  SL_DELIVERY_EXACTLY_ONCE = 1   /* two-phase commit: each row once */
+} sl_delivery_t;
+
+/** @brief How an exactly-once file sink groups rows into directories. */
+typedef enum sl_file_bucket_e {
+  SL_FILE_BUCKET_NONE = 0,  /* every part file in path */
+  SL_FILE_BUCKET_FIELD = 1, /* path/<field>=<value>/ by bucket_field */
+  SL_FILE_BUCKET_DATE = 2,  /* path/<YYYY-MM-DD>/ by the UTC date of the
+                               timestamp field bucket_field */
+  SL_FILE_BUCKET_HOUR = 3   /* path/<YYYY-MM-DD--HH>/, likewise */
+} sl_file_bucket_t;
+
 /*
- * A fresh start truncates each output file; an attempt that restored a
- * checkpoint (sl_sink_init_t.is_restored) appends to it instead, after
- * cutting a partly written last row, so rows written after the checkpoint
- * appear twice (at-least-once).  See docs/connectors.md.
+ * At-least-once (the default): a fresh start truncates each output file;
+ * an attempt that restored a checkpoint (sl_sink_init_t.is_restored)
+ * appends to it instead, after cutting a partly written last row, so rows
+ * written after the checkpoint appear twice.
+ *
+ * Exactly-once (delivery = SL_DELIVERY_EXACTLY_ONCE, needs checkpoints):
+ * path is a directory.  Each subtask writes part files, hidden while in
+ * progress (".part-<uid>-<subtask>-<epoch>-<n><ext>.inprogress"); at each
+ * barrier, and when a part rolls by size or time, the part is synced and
+ * renamed to ".part-...<ext>.pending"; when the checkpoint completes it is
+ * renamed to "part-<uid>-<subtask>-<epoch>-<n><ext>" (finished, visible).
+ * Readers take the files whose names do not start with '.'.  See
+ * docs/connectors.md.
  */
 typedef struct sl_file_sink_config_s {
   const char *path;      /* parallelism 1: this file; else one file per
-                            subtask i, "<stem>-<i><ext>" (out-0.csv) */
+                            subtask i, "<stem>-<i><ext>" (out-0.csv);
+                            exactly-once: the output directory */
   sl_format_t format;
-  bool csv_header;
+  bool csv_header;       /* exactly-once: a header in every part file */
   char csv_delimiter;
   bool changelog;        /* add an "op" column (+I/-U/+U/-D) first */
+  /* Appended; zero keeps the behaviour above. */
+  sl_delivery_t delivery;
+  uint64_t roll_size;       /* exactly-once: roll a part at this many bytes
+                               (0: only at checkpoints) */
+  int64_t roll_interval_ms; /* exactly-once: roll a part open this long
+                               (processing time; 0: only at checkpoints) */
+  sl_file_bucket_t bucket;  /* exactly-once: bucket directories */
+  const char *bucket_field; /* the field buckets are made from */
 } sl_file_sink_config_t;
 
+/**
+ * @brief Create a file sink: plain (at-least-once) or, with
+ * cfg->delivery = SL_DELIVERY_EXACTLY_ONCE, transactional.
+ * @return SL_OK, SL_EINVAL (no path, a bucket without bucket_field),
+ * SL_ENOMEM.  The bucket field is checked against the schema when a
+ * writer opens (a missing field or a date bucket of a field that is not a
+ * timestamp is an error naming it).
+ * @thread any.  @ownership the caller owns *out_ctx until it hands it to
+ * sl_stream_sink().
+ */
 SL_API int sl_file_sink_create(const sl_file_sink_config_t *cfg,
                                const sl_sink_vt_t **out_vt, void **out_ctx,
                                sl_error_t **out_err);
