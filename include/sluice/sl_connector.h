@@ -497,6 +497,10 @@ typedef struct sl_pg_sink_config_s {
   uint32_t max_concurrent_checkpoints; /* for the prepared-transactions
                                           check; 0 selects 1 */
   uint32_t connect_timeout_s; /* 0 selects 10 */
+  uint32_t lock_timeout_ms; /* exactly-once: how long prepare waits for
+                               rows still locked by this subtask's own
+                               prepared, uncommitted transactions; 0
+                               selects 5000 */
 } sl_pg_sink_config_t;
 
 /** @brief Defaults: insert, exactly-once, everything else 0/NULL. */

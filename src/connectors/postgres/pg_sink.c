@@ -68,6 +68,7 @@ typedef struct pgsink_s {
   char *version_field;
   uint32_t max_concurrent;
   uint32_t connect_timeout_s;
+  uint32_t lock_timeout_ms;
 } pgsink_t;
 
 /* A column of the sink schema as the table has it. */
@@ -107,6 +108,7 @@ typedef struct pgwriter_s {
   uint32_t n_live;
   uint32_t *slots;          /* entry index + 1, 0 = empty */
   uint32_t n_slots;
+  uint32_t send_at;         /* send the batch when it has this many rows */
   sl_bytes_t keybuf, keybuf2;
   sl_bytes_t sql, vals;
 } pgwriter_t;
@@ -268,6 +270,15 @@ static char *who_name(const char *uid, uint32_t subtask) {
 
 /* ------------------------------------------------------------------ */
 /* Start checks                                                         */
+
+/* A failed start check is a configuration error: restarting the job does
+ * not help, so the error is fatal (no restart).  Failures to talk to the
+ * server (SL_EIO) stay retriable. */
+static int config_error(sl_error_t **out_err, int rc) {
+  if (rc != SL_OK && rc != SL_EIO && rc != SL_ENOMEM && *out_err)
+    sl_error_set_fatal(*out_err, true);
+  return rc;
+}
 
 /*
  * The type mapping (docs/connectors.md): a sink field of type T may go into
@@ -511,7 +522,7 @@ static int ensure_commit_table(PGconn *conn, const pgsink_t *s,
   if (rc != SL_OK) {
     PGresult *r = PQexec(conn, "ROLLBACK");
     PQclear(r);
-    sl_error_prefix(*out_err, "table '%s': ", s->commit_table);
+    sl_error_prefix(*out_err, "table '%s'", s->commit_table);
   }
   sl_bytes_close(&q);
   return rc;
@@ -568,6 +579,7 @@ static int copy_escape(sl_bytes_t *out, const uint8_t *p, size_t n) {
 
 static void batch_reset(pgwriter_t *w) {
   sl_bytes_clear(&w->rows);
+  w->send_at = w->s->batch_size;
   w->n_ents = 0;
   w->n_live = 0;
   if (w->slots) memset(w->slots, 0, w->n_slots * sizeof(uint32_t));
@@ -607,6 +619,27 @@ static int find_slot(pgwriter_t *w, const sl_bytes_t *key, uint32_t *out) {
   }
 }
 
+static int map_grow(pgwriter_t *w) {
+  uint32_t n = w->n_slots * 2;
+  uint32_t *slots = sl_calloc(n, sizeof(uint32_t));
+  if (slots == NULL) return SL_ENOMEM;
+  uint32_t *old = w->slots;
+  w->slots = slots;
+  w->n_slots = n;
+  sl_free(old);
+  for (uint32_t e = 0; e < w->n_ents; e++) {
+    if (w->ents[e].kind == DEAD) continue;
+    sl_row_t r;
+    entry_row(w, e, &r);
+    uint32_t slot;
+    int rc = key_of(w, &r, &w->keybuf);
+    if (rc != SL_OK) return rc;
+    if ((rc = find_slot(w, &w->keybuf, &slot)) < 0) return rc;
+    w->slots[slot] = e + 1;
+  }
+  return SL_OK;
+}
+
 static int batch_add(pgwriter_t *w, const sl_row_t *row, sl_row_kind_t kind) {
   if (w->n_ents == w->cap_ents) {
     uint32_t cap = w->cap_ents ? 2 * w->cap_ents : 256;
@@ -615,8 +648,14 @@ static int batch_add(pgwriter_t *w, const sl_row_t *row, sl_row_kind_t kind) {
     w->ents = e;
     w->cap_ents = cap;
   }
+  /* The map keeps at least twice as many slots as entries (a power of 2);
+   * a deferred batch (see send_or_defer) grows past batch_size. */
+  int rc;
+  if (w->s->mode == SL_PG_MODE_UPSERT && 2u * (w->n_ents + 1) > w->n_slots &&
+      (rc = map_grow(w)) != SL_OK)
+    return rc;
   size_t off = (w->rows.len + 7) & ~(size_t)7;
-  int rc = sl_bytes_reserve(&w->rows, off - w->rows.len + row->len);
+  rc = sl_bytes_reserve(&w->rows, off - w->rows.len + row->len);
   if (rc != SL_OK) return rc;
   memset(w->rows.data + w->rows.len, 0, off - w->rows.len);
   memcpy(w->rows.data + off, row->data, row->len);
@@ -625,7 +664,6 @@ static int batch_add(pgwriter_t *w, const sl_row_t *row, sl_row_kind_t kind) {
   w->ents[e] = (entry_t){off, row->len, (uint8_t)kind};
   w->n_live++;
   if (w->s->mode != SL_PG_MODE_UPSERT) return SL_OK;
-  /* The map is sized for the batch (2 x batch_size slots, a power of 2). */
   if ((rc = key_of(w, row, &w->keybuf)) != SL_OK) return rc;
   uint32_t slot;
   int found = find_slot(w, &w->keybuf, &slot);
@@ -974,17 +1012,20 @@ static int writer_open_impl(void *ctx, const sl_sink_init_t *init,
   w->schema = init->schema;
   w->n_fields = sl_schema_n_fields(init->schema);
   w->epoch = init->epoch_id;
+  w->send_at = s->batch_size;
   w->job = sl_strdup(job);
   w->uid = sl_strdup(init->uid);
   w->cols = sl_calloc(w->n_fields ? w->n_fields : 1, sizeof(*w->cols));
   w->key_idx = sl_calloc(s->n_key ? s->n_key : 1, sizeof(uint32_t));
   if (!w->job || !w->uid || !w->cols || !w->key_idx) goto oom;
   int rc;
-  if ((rc = resolve_fields(s, init->schema, who, w->key_idx, &w->version_idx,
-                           out_err)) != SL_OK)
+  if ((rc = config_error(out_err, resolve_fields(s, init->schema, who,
+                                                 w->key_idx, &w->version_idx,
+                                                 out_err))) != SL_OK)
     goto fail;
   if (s->delivery == SL_PG_EXACTLY_ONCE &&
-      (rc = check_gid(job, init->uid, who, out_err)) != SL_OK)
+      (rc = config_error(out_err, check_gid(job, init->uid, who, out_err))) !=
+          SL_OK)
     goto fail;
   if (s->mode == SL_PG_MODE_UPSERT) {
     uint32_t n = 16;
@@ -996,8 +1037,8 @@ static int writer_open_impl(void *ctx, const sl_sink_init_t *init,
   char app[64];
   snprintf(app, sizeof(app), "sluice/%u", init->subtask);
   if ((rc = pg_connect(s, who, app, &w->conn, out_err)) != SL_OK ||
-      (rc = check_table(w->conn, s, who, init->schema, w->cols, out_err)) !=
-          SL_OK)
+      (rc = config_error(out_err, check_table(w->conn, s, who, init->schema,
+                                              w->cols, out_err))) != SL_OK)
     goto fail;
   sl_bytes_init(&w->rows);
   *out_writer = w;
@@ -1009,6 +1050,56 @@ fail:
   writer_free(w);
   sl_free(who);
   return rc;
+}
+
+/*
+ * How many transactions this writer's subtask has prepared that are not
+ * committed yet (1 or more), 0, or an error.  Their row locks block any
+ * statement of the open epoch that touches the same rows, and they are
+ * committed on this very thread (commit() after the checkpoint completes):
+ * a statement that waited for them would wait forever.  So while some are
+ * prepared, the writer keeps its batch (send_or_defer), and prepare waits
+ * for locks at most lock_timeout_ms.
+ */
+static char *make_gid(const char *job, const char *uid, uint32_t subtask,
+                      uint64_t epoch);
+
+static int own_prepared(pgwriter_t *w, sl_error_t **out_err) {
+  char *prefix = make_gid(w->job, w->uid, w->subtask, 0);
+  if (prefix == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  prefix[strlen(prefix) - 1] = '\0'; /* "sl/<job>/<uid>/<s>/" */
+  char n[24];
+  snprintf(n, sizeof(n), "%u", (unsigned)strlen(prefix));
+  const char *params[2] = {prefix, n};
+  PGresult *res = PQexecParams(w->conn, "SELECT count(*) FROM "
+                               "pg_prepared_xacts WHERE left(gid, $2::int) = "
+                               "$1 AND database = current_database()",
+                               2, NULL, params, NULL, NULL, 0);
+  int rc;
+  if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+    char *who = who_name(w->uid, w->subtask);
+    rc = res_error(out_err, w->conn, res, who ? who : "postgres sink",
+                   "reading pg_prepared_xacts");
+    sl_free(who);
+    w->is_failed = true;
+  } else {
+    rc = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
+  }
+  PQclear(res);
+  sl_free(prefix);
+  return rc;
+}
+
+static int send_or_defer(pgwriter_t *w, sl_error_t **out_err) {
+  if (w->s->delivery == SL_PG_EXACTLY_ONCE) {
+    int n = own_prepared(w, out_err);
+    if (n < 0) return n;
+    if (n > 0) { /* keep the rows; try again when the batch doubled */
+      w->send_at = w->n_ents * 2;
+      return SL_OK;
+    }
+  }
+  return send_batch(w, out_err);
 }
 
 static int write_impl(void *writer, const sl_row_t *row, sl_error_t **out_err) {
@@ -1027,7 +1118,7 @@ static int write_impl(void *writer, const sl_row_t *row, sl_error_t **out_err) {
   if (rc != SL_OK)
     return sl_error_set(out_err, rc, "postgres sink '%s' subtask %u: %s",
                         w->uid, w->subtask, sl_strerror(rc));
-  if (w->n_ents >= w->s->batch_size) return send_batch(w, out_err);
+  if (w->n_ents >= w->send_at) return send_or_defer(w, out_err);
   return SL_OK;
 }
 
@@ -1048,9 +1139,10 @@ static int flush_impl(void *writer, sl_error_t **out_err) {
   if (w->is_failed)
     return sl_error_set(out_err, SL_EFAILED, "postgres sink '%s' subtask %u: "
                         "the writer failed earlier", w->uid, w->subtask);
+  if (w->s->delivery == SL_PG_EXACTLY_ONCE)
+    return SL_OK; /* prepare sends the batch, right after flush */
   int rc = send_batch(w, out_err);
-  if (rc == SL_OK && w->s->delivery == SL_PG_AT_LEAST_ONCE)
-    rc = writer_commit_plain(w, out_err);
+  if (rc == SL_OK) rc = writer_commit_plain(w, out_err);
   return rc;
 }
 
@@ -1079,12 +1171,37 @@ static char *make_gid(const char *job, const char *uid, uint32_t subtask,
 static int prepare_impl(void *writer, uint64_t checkpoint_id,
                       sl_bytes_t *out_committable, sl_error_t **out_err) {
   pgwriter_t *w = writer;
-  if (w->is_failed)
+  /* After a failed statement the transaction is aborted on the server.
+   * The engine fails the task before it prepares; should a prepare come
+   * anyway, the server decides: it answers PREPARE TRANSACTION with the
+   * tag ROLLBACK, and invariant P2 fails the prepare. */
+  bool is_aborted = w->is_failed && w->is_open && w->conn &&
+                    PQstatus(w->conn) == CONNECTION_OK;
+  if (w->is_failed && !is_aborted)
     return sl_error_set(out_err, SL_EFAILED, "postgres sink '%s' subtask %u: "
                         "cannot prepare checkpoint %" PRIu64 ": the writer "
                         "failed earlier", w->uid, w->subtask, checkpoint_id);
-  int rc = send_batch(w, out_err);
-  if (rc != SL_OK) return rc;
+  int rc = SL_OK;
+  if (!is_aborted && w->n_live > 0) {
+    int n = own_prepared(w, out_err);
+    if (n < 0) return n;
+    char q[64];
+    snprintf(q, sizeof(q), "SET LOCAL lock_timeout = %u", w->s->lock_timeout_ms);
+    if (n > 0 && ((rc = writer_begin(w, "postgres sink", out_err)) != SL_OK ||
+                  (rc = exec_cmd(w->conn, q, "postgres sink", "SET LOCAL",
+                                 out_err)) != SL_OK)) {
+      w->is_failed = true;
+      return rc;
+    }
+    rc = send_batch(w, out_err);
+    if (rc != SL_OK && n > 0 && strstr(sl_error_message(*out_err), "55P03"))
+      sl_error_prefix(*out_err, "epoch %" PRIu64 " changes rows that a "
+                      "prepared transaction of this subtask still locks (its "
+                      "checkpoint has not completed, or was aborted); waited "
+                      "lock_timeout_ms = %u; the restore commits or rolls it "
+                      "back", w->epoch, w->s->lock_timeout_ms);
+    if (rc != SL_OK) return rc;
+  }
   if (!w->is_open) { /* an empty epoch: nothing to commit */
     w->epoch = checkpoint_id;
     return SL_OK;
@@ -1104,6 +1221,7 @@ static int prepare_impl(void *writer, uint64_t checkpoint_id,
   snprintf(ep, sizeof(ep), "%" PRIu64, w->epoch);
   snprintf(ck, sizeof(ck), "%" PRIu64, checkpoint_id);
   const char *params[6] = {w->job, w->uid, sub, ep, ck, gid};
+  if (is_aborted) goto prepare;
   if ((rc = sl_bytes_printf(&q, "INSERT INTO %s (job, sink_uid, subtask, "
                             "epoch, checkpoint, gid) VALUES ($1, $2, $3, $4, "
                             "$5, $6)", qt)) != SL_OK) {
@@ -1119,6 +1237,7 @@ static int prepare_impl(void *writer, uint64_t checkpoint_id,
     goto done;
   }
   PQclear(res);
+prepare:
   sl_bytes_clear(&q);
   if ((rc = sl_bytes_printf(&q, "PREPARE TRANSACTION %s", lit)) != SL_OK) {
     rc = sl_error_set(out_err, rc, "postgres sink: out of memory");
@@ -1133,7 +1252,7 @@ static int prepare_impl(void *writer, uint64_t checkpoint_id,
       sl_error_prefix(*out_err, "the server's limit of prepared transactions "
                       "(max_prepared_transactions) is reached; raise it or "
                       "commit or roll back the prepared transactions that "
-                      "hold it (pg_prepared_xacts): ");
+                      "hold it (pg_prepared_xacts)");
     PQclear(res);
     goto done;
   }
@@ -1224,10 +1343,12 @@ static int committer_open_impl(void *ctx, const sl_committer_init_t *init,
     memcpy(c->owned, init->owned_subtasks, c->n_owned * sizeof(uint32_t));
   char app[64];
   snprintf(app, sizeof(app), "sluice/%u/committer", init->subtask);
-  if ((rc = check_gid(job, init->uid, who, out_err)) != SL_OK ||
-      (rc = pg_connect(s, who, app, &c->conn, out_err)) != SL_OK ||
-      (rc = check_prepared(c->conn, s, who, init->parallelism, out_err)) !=
+  if ((rc = config_error(out_err, check_gid(job, init->uid, who, out_err))) !=
           SL_OK ||
+      (rc = pg_connect(s, who, app, &c->conn, out_err)) != SL_OK ||
+      (rc = config_error(out_err, check_prepared(c->conn, s, who,
+                                                 init->parallelism,
+                                                 out_err))) != SL_OK ||
       (rc = ensure_commit_table(c->conn, s, who, out_err)) != SL_OK)
     goto fail;
   *out_committer = c;
@@ -1365,7 +1486,7 @@ static int commit_impl(void *committer, uint64_t checkpoint_id,
   }
   if (strcmp(st, "42704") != 0) {
     rc = res_error(out_err, c->conn, res, who, "COMMIT PREPARED");
-    sl_error_prefix(*out_err, "checkpoint %" PRIu64 ", gid '%s': ",
+    sl_error_prefix(*out_err, "checkpoint %" PRIu64 ", gid '%s'",
                     checkpoint_id, gid);
     PQclear(res);
     *out_status = SL_COMMIT_FATAL;
@@ -1490,7 +1611,7 @@ static int recover_impl(void *committer, sl_error_t **out_err) {
                "transaction '%s'", who, gid);
       } else if (strcmp(sqlstate(rr), "42704") != 0) {
         rc = res_error(out_err, c->conn, rr, who, "ROLLBACK PREPARED");
-        sl_error_prefix(*out_err, "gid '%s': ", gid);
+        sl_error_prefix(*out_err, "gid '%s'", gid);
       }
       PQclear(rr);
     }
@@ -1644,6 +1765,7 @@ int sl_pg_sink_create(const sl_pg_sink_config_t *cfg,
   s->max_concurrent =
       cfg->max_concurrent_checkpoints ? cfg->max_concurrent_checkpoints : 1;
   s->connect_timeout_s = cfg->connect_timeout_s ? cfg->connect_timeout_s : 10;
+  s->lock_timeout_ms = cfg->lock_timeout_ms ? cfg->lock_timeout_ms : 5000;
   s->conninfo = sl_strdup(cfg->conninfo);
   s->table = sl_strdup(cfg->table);
   s->commit_table =
