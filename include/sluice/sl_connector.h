@@ -514,11 +514,6 @@ typedef enum sl_pg_mode_e {
   SL_PG_MODE_UPSERT = 1
 } sl_pg_mode_t;
 
-typedef enum sl_pg_delivery_e {
-  SL_PG_EXACTLY_ONCE = 0,
-  SL_PG_AT_LEAST_ONCE = 1
-} sl_pg_delivery_t;
-
 /* Longest gid PostgreSQL accepts (its buffer is 200 bytes with the NUL). */
 #define SL_PG_MAX_GID 199
 
@@ -531,7 +526,7 @@ typedef struct sl_pg_sink_config_s {
                                sink schema with a unique index on them */
   uint32_t n_key;
   sl_pg_mode_t mode;
-  sl_pg_delivery_t delivery;
+  sl_delivery_t delivery;   /* sl_pg_sink_config_init selects exactly-once */
   uint32_t batch_size;      /* rows per statement; 0 selects 1000 */
   const char *commit_table; /* exactly-once marker table; NULL selects
                                "sluice_sink_commits" (created if absent) */
@@ -549,7 +544,8 @@ typedef struct sl_pg_sink_config_s {
                                selects 5000 */
 } sl_pg_sink_config_t;
 
-/** @brief Defaults: insert, exactly-once, everything else 0/NULL. */
+/** @brief Defaults: mode insert, SL_DELIVERY_EXACTLY_ONCE, everything else
+ * 0/NULL. */
 SL_API void sl_pg_sink_config_init(sl_pg_sink_config_t *cfg);
 /**
  * @brief Create a PostgreSQL sink.  Checks the configuration only (no

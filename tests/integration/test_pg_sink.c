@@ -196,6 +196,9 @@ static sl_commit_status_t commit(fx_t *fx, void *c, uint64_t ckpt,
   SL_ASSERT_OK_E(fx->vt->commit(c, ckpt, 0, cm->data, cm->len, attempt, &st,
                                 &err),
                  err);
+  if (st == SL_COMMIT_LOST)
+    SL_ASSERT_TRUE(err != NULL && strstr(sl_error_message(err), "42704"));
+  sl_error_destroy(err);
   return st;
 }
 
@@ -582,7 +585,7 @@ SL_TEST(alo_never_goes_back) {
   sl_pg_sink_config_t cfg;
   sl_pg_sink_config_init(&cfg);
   cfg.mode = SL_PG_MODE_UPSERT;
-  cfg.delivery = SL_PG_AT_LEAST_ONCE;
+  cfg.delivery = SL_DELIVERY_AT_LEAST_ONCE;
   cfg.key = key_account;
   cfg.n_key = 1;
   fx_sink(&fx, &cfg);
@@ -640,7 +643,7 @@ SL_TEST(alo_version_field) {
   cfg.conninfo = sl_server_conninfo(srv);
   cfg.table = "v";
   cfg.mode = SL_PG_MODE_UPSERT;
-  cfg.delivery = SL_PG_AT_LEAST_ONCE;
+  cfg.delivery = SL_DELIVERY_AT_LEAST_ONCE;
   cfg.key = key;
   cfg.n_key = 1;
   cfg.epoch_column = "ver";
@@ -704,14 +707,14 @@ SL_TEST(bad_config) {
   sl_error_destroy(err);
   err = NULL;
   cfg.mode = SL_PG_MODE_INSERT;
-  cfg.delivery = SL_PG_AT_LEAST_ONCE;
+  cfg.delivery = SL_DELIVERY_AT_LEAST_ONCE;
   SL_ASSERT_EQ_INT(sl_pg_sink_create(&cfg, &vt, &ctx, &err), SL_EINVAL);
   SL_ASSERT_EQ_STR(sl_error_message(err),
                    "postgres sink: delivery at-least-once needs mode upsert "
                    "with a key: replayed inserts would duplicate rows");
   sl_error_destroy(err);
   err = NULL;
-  cfg.delivery = SL_PG_EXACTLY_ONCE;
+  cfg.delivery = SL_DELIVERY_EXACTLY_ONCE;
   cfg.key = key_account;
   cfg.n_key = 1;
   SL_ASSERT_EQ_INT(sl_pg_sink_create(&cfg, &vt, &ctx, &err), SL_EINVAL);
@@ -917,7 +920,7 @@ SL_TEST(bad_table_and_columns) {
   /* At-least-once without the version column. */
   sl_pg_sink_config_init(&cfg);
   cfg.mode = SL_PG_MODE_UPSERT;
-  cfg.delivery = SL_PG_AT_LEAST_ONCE;
+  cfg.delivery = SL_DELIVERY_AT_LEAST_ONCE;
   cfg.key = key_account;
   cfg.n_key = 1;
   fx_sink(&fx, &cfg);

@@ -61,7 +61,7 @@ typedef struct pgsink_s {
   char **key;
   uint32_t n_key;
   sl_pg_mode_t mode;
-  sl_pg_delivery_t delivery;
+  sl_delivery_t delivery;
   uint32_t batch_size;
   char *commit_table;
   char *epoch_column;
@@ -384,7 +384,7 @@ static int check_table(PGconn *conn, const pgsink_t *s, const char *who,
       if (!cols[i].qname || !cols[i].pgtype) rc = SL_ENOMEM;
     }
   }
-  if (rc == SL_OK && s->delivery == SL_PG_AT_LEAST_ONCE) {
+  if (rc == SL_OK && s->delivery == SL_DELIVERY_AT_LEAST_ONCE) {
     int row = -1;
     for (int r = 0; r < n; r++)
       if (strcmp(PQgetvalue(res, r, 0), s->epoch_column) == 0) row = r;
@@ -750,7 +750,7 @@ static int run_params(pgwriter_t *w, params_t *p, const char *who,
 static int send_upserts(pgwriter_t *w, bool is_delete, const char *who,
                         const char *qtable, sl_error_t **out_err) {
   const pgsink_t *s = w->s;
-  bool is_alo = s->delivery == SL_PG_AT_LEAST_ONCE;
+  bool is_alo = s->delivery == SL_DELIVERY_AT_LEAST_ONCE;
   uint32_t per_row = is_delete ? s->n_key + (is_alo ? 1 : 0)
                                : w->n_fields + (is_alo ? 1 : 0);
   uint32_t max_rows = MAX_PARAMS / per_row;
@@ -1023,7 +1023,7 @@ static int writer_open_impl(void *ctx, const sl_sink_init_t *init,
                                                  w->key_idx, &w->version_idx,
                                                  out_err))) != SL_OK)
     goto fail;
-  if (s->delivery == SL_PG_EXACTLY_ONCE &&
+  if (s->delivery == SL_DELIVERY_EXACTLY_ONCE &&
       (rc = config_error(out_err, check_gid(job, init->uid, who, out_err))) !=
           SL_OK)
     goto fail;
@@ -1091,7 +1091,7 @@ static int own_prepared(pgwriter_t *w, sl_error_t **out_err) {
 }
 
 static int send_or_defer(pgwriter_t *w, sl_error_t **out_err) {
-  if (w->s->delivery == SL_PG_EXACTLY_ONCE) {
+  if (w->s->delivery == SL_DELIVERY_EXACTLY_ONCE) {
     int n = own_prepared(w, out_err);
     if (n < 0) return n;
     if (n > 0) { /* keep the rows; try again when the batch doubled */
@@ -1139,7 +1139,7 @@ static int flush_impl(void *writer, sl_error_t **out_err) {
   if (w->is_failed)
     return sl_error_set(out_err, SL_EFAILED, "postgres sink '%s' subtask %u: "
                         "the writer failed earlier", w->uid, w->subtask);
-  if (w->s->delivery == SL_PG_EXACTLY_ONCE)
+  if (w->s->delivery == SL_DELIVERY_EXACTLY_ONCE)
     return SL_OK; /* prepare sends the batch, right after flush */
   int rc = send_batch(w, out_err);
   if (rc == SL_OK) rc = writer_commit_plain(w, out_err);
@@ -1289,14 +1289,14 @@ static int writer_close_impl(void *writer, bool is_success,
                            sl_error_t **out_err) {
   pgwriter_t *w = writer;
   int rc = SL_OK;
-  if (w->s->delivery == SL_PG_AT_LEAST_ONCE && is_success && !w->is_failed) {
+  if (w->s->delivery == SL_DELIVERY_AT_LEAST_ONCE && is_success && !w->is_failed) {
     rc = send_batch(w, out_err);
     if (rc == SL_OK) rc = writer_commit_plain(w, out_err);
   }
   if (w->is_open || w->is_failed) {
     /* Rows after the last prepare (or a failed epoch) are never committed:
      * a restore replays them.  Closing the connection rolls back too. */
-    if (w->s->delivery == SL_PG_EXACTLY_ONCE && is_success &&
+    if (w->s->delivery == SL_DELIVERY_EXACTLY_ONCE && is_success &&
         (w->has_rows || w->n_live))
       sl_log(SL_LOG_WARN, "postgres sink '%s' subtask %u: rows written after "
              "the last checkpoint were rolled back at close", w->uid,
@@ -1447,9 +1447,9 @@ static int commit_impl(void *committer, uint64_t checkpoint_id,
     goto done;
   }
   if (!committer_ensure_conn(c, who)) {
-    sl_log(SL_LOG_WARN, "%s: commit of '%s' (checkpoint %" PRIu64 ", attempt "
-           "%u) will be retried: no connection", who, gid, checkpoint_id,
-           attempt);
+    (void)sl_error_set(out_err, SL_EIO, "%s: COMMIT PREPARED '%s' "
+                       "(checkpoint %" PRIu64 ", attempt %u): no connection",
+                       who, gid, checkpoint_id, attempt);
     *out_status = SL_COMMIT_RETRY;
     goto done;
   }
@@ -1472,14 +1472,16 @@ static int commit_impl(void *committer, uint64_t checkpoint_id,
   if (is_connection_error(c->conn, st)) {
     char m[512];
     one_line(emsg && emsg[0] ? emsg : PQerrorMessage(c->conn), m, sizeof(m));
-    sl_log(SL_LOG_WARN, "%s: COMMIT PREPARED '%s' (checkpoint %" PRIu64
-           ", attempt %u) lost its connection (%s); the next attempt "
-           "resolves the outcome", who, gid, checkpoint_id, attempt, m);
+    (void)sl_error_set(out_err, SL_EIO, "%s: COMMIT PREPARED '%s' "
+                       "(checkpoint %" PRIu64 ", attempt %u) lost its "
+                       "connection (%s); the next attempt resolves the "
+                       "outcome", who, gid, checkpoint_id, attempt, m);
     PQclear(res);
     *out_status = SL_COMMIT_RETRY;
     goto done;
   }
   if (strcmp(st, "55000") == 0 && emsg && strstr(emsg, "is busy")) {
+    (void)res_error(out_err, c->conn, res, who, "COMMIT PREPARED");
     PQclear(res);
     *out_status = SL_COMMIT_RETRY;
     goto done;
@@ -1515,23 +1517,24 @@ static int commit_impl(void *committer, uint64_t checkpoint_id,
                          1, gp, who, "reading pg_prepared_xacts", &is_conn,
                          out_err);
     if (found == 1) {
+      (void)sl_error_set(out_err, SL_EAGAIN, "%s: COMMIT PREPARED '%s' "
+                         "answered 42704 while pg_prepared_xacts lists it "
+                         "(another session is finishing it)", who, gid);
       *out_status = SL_COMMIT_RETRY;
     } else if (found == 0) {
-      sl_log(SL_LOG_ERROR, "%s: checkpoint %" PRIu64 " of subtask %u is "
-             "LOST: COMMIT PREPARED '%s' answered SQLSTATE 42704 (no such "
-             "prepared transaction) and the commit-log table '%s' has no "
-             "marker for epoch %s; the transaction was rolled back outside "
-             "sluice", who, checkpoint_id, origin_subtask, gid,
-             c->s->commit_table, ep);
+      (void)sl_error_set(out_err, SL_ENOTFOUND,
+                         "%s: COMMIT PREPARED '%s' answered SQLSTATE 42704 "
+                         "(no such prepared transaction) and the commit-log "
+                         "table '%s' has no marker for epoch %s: the "
+                         "transaction was rolled back outside sluice",
+                         who, gid, c->s->commit_table, ep);
       *out_status = SL_COMMIT_LOST;
     }
   } else if (found == 1) {
     *out_status = SL_COMMIT_ALREADY;
   }
   if (found < 0) {
-    if (is_conn) {
-      sl_error_destroy(*out_err);
-      *out_err = NULL;
+    if (is_conn) { /* *out_err says what failed */
       *out_status = SL_COMMIT_RETRY;
     } else {
       rc = found;
@@ -1717,7 +1720,7 @@ static const sl_sink_vt_t pg_vt_plain = {
 void sl_pg_sink_config_init(sl_pg_sink_config_t *cfg) {
   memset(cfg, 0, sizeof(*cfg));
   cfg->mode = SL_PG_MODE_INSERT;
-  cfg->delivery = SL_PG_EXACTLY_ONCE;
+  cfg->delivery = SL_DELIVERY_EXACTLY_ONCE;
 }
 
 int sl_pg_sink_create(const sl_pg_sink_config_t *cfg,
@@ -1732,8 +1735,8 @@ int sl_pg_sink_create(const sl_pg_sink_config_t *cfg,
   if (cfg->mode != SL_PG_MODE_INSERT && cfg->mode != SL_PG_MODE_UPSERT)
     return sl_error_set(out_err, SL_EINVAL, "postgres sink: unknown mode %d",
                         (int)cfg->mode);
-  if (cfg->delivery != SL_PG_EXACTLY_ONCE &&
-      cfg->delivery != SL_PG_AT_LEAST_ONCE)
+  if (cfg->delivery != SL_DELIVERY_EXACTLY_ONCE &&
+      cfg->delivery != SL_DELIVERY_AT_LEAST_ONCE)
     return sl_error_set(out_err, SL_EINVAL, "postgres sink: unknown "
                         "delivery %d", (int)cfg->delivery);
   if (cfg->mode == SL_PG_MODE_UPSERT && cfg->n_key == 0)
@@ -1743,11 +1746,11 @@ int sl_pg_sink_create(const sl_pg_sink_config_t *cfg,
   if (cfg->mode == SL_PG_MODE_INSERT && cfg->n_key > 0)
     return sl_error_set(out_err, SL_EINVAL, "postgres sink: 'key' is for mode "
                         "upsert; mode insert appends rows");
-  if (cfg->delivery == SL_PG_AT_LEAST_ONCE && cfg->mode != SL_PG_MODE_UPSERT)
+  if (cfg->delivery == SL_DELIVERY_AT_LEAST_ONCE && cfg->mode != SL_PG_MODE_UPSERT)
     return sl_error_set(out_err, SL_EINVAL, "postgres sink: delivery "
                         "at-least-once needs mode upsert with a key: replayed "
                         "inserts would duplicate rows");
-  if (cfg->version_field && cfg->delivery != SL_PG_AT_LEAST_ONCE)
+  if (cfg->version_field && cfg->delivery != SL_DELIVERY_AT_LEAST_ONCE)
     return sl_error_set(out_err, SL_EINVAL, "postgres sink: 'version_field' "
                         "is for delivery at-least-once");
   if (cfg->batch_size > 1000000)
@@ -1791,7 +1794,7 @@ int sl_pg_sink_create(const sl_pg_sink_config_t *cfg,
       if (s->key[k] == NULL) goto oom;
     }
   }
-  *out_vt = s->delivery == SL_PG_EXACTLY_ONCE ? &pg_vt_2pc : &pg_vt_plain;
+  *out_vt = s->delivery == SL_DELIVERY_EXACTLY_ONCE ? &pg_vt_2pc : &pg_vt_plain;
   *out_ctx = s;
   return SL_OK;
 oom:
@@ -1811,11 +1814,11 @@ static int check_impl(pgsink_t *s, const char *job, const char *uid,
   int version_idx;
   PGconn *conn = NULL;
   int rc = resolve_fields(s, schema, who, NULL, &version_idx, out_err);
-  if (rc == SL_OK && s->delivery == SL_PG_EXACTLY_ONCE)
+  if (rc == SL_OK && s->delivery == SL_DELIVERY_EXACTLY_ONCE)
     rc = check_gid(job, uid, who, out_err);
   if (rc == SL_OK) rc = pg_connect(s, who, "sluice/check", &conn, out_err);
   if (rc == SL_OK) rc = check_table(conn, s, who, schema, NULL, out_err);
-  if (rc == SL_OK && s->delivery == SL_PG_EXACTLY_ONCE)
+  if (rc == SL_OK && s->delivery == SL_DELIVERY_EXACTLY_ONCE)
     rc = check_prepared(conn, s, who, parallelism ? parallelism : 1, out_err);
   if (conn) PQfinish(conn);
   sl_free(who);
