@@ -1038,3 +1038,133 @@ SL_TEST(eo_conflict_with_own_prepared) {
   sl_bytes_close(&b);
   fx_stop(&fx);
 }
+
+/* ------------------------------------------------------------------ */
+/* Pipeline files: sluice validate, with and without --connect           */
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+extern char **environ;
+
+/* Run bin/sluice with args; its exit code, and stdout+stderr in *out. */
+static int run_sluice(const char *const *args, char **out) {
+  char bin[4300], outp[4300];
+  snprintf(bin, sizeof(bin), "%s/sluice", sl_test_bin_dir());
+  snprintf(outp, sizeof(outp), "%s/sluice-out.txt", sl_test_dir());
+  const char *argv[16];
+  int n = 0;
+  argv[n++] = bin;
+  for (int i = 0; args[i] && n < 15; i++) argv[n++] = args[i];
+  argv[n] = NULL;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, outp, O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid;
+  int rc = posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) SL_TEST_FAIL("cannot run %s: %s", bin, strerror(rc));
+  int st;
+  SL_ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
+  *out = sl_test_read_file(outp, NULL);
+  SL_ASSERT_TRUE(WIFEXITED(st));
+  return WEXITSTATUS(st);
+}
+
+static const char *pipeline_file(const char *sink, bool with_ckpt) {
+  static char path[4300];
+  char text[4096];
+  snprintf(path, sizeof(path), "%s/p.yaml", sl_test_dir());
+  snprintf(text, sizeof(text),
+           "name: pgjob\n%s"
+           "source: {type: generator, count: 10, keys: 5,\n"
+           "         columns: [key, amount]}\n"
+           "transforms:\n"
+           "  - project: {account: key, amount: amount}\n"
+           "  - aggregate:\n      key: [account]\n"
+           "      values: {balance: sum(amount)}\n"
+           "      emit: updates\n"
+           "sink: %s\n",
+           with_ckpt ? "checkpoint: {dir: ckpt-not-created}\n" : "", sink);
+  sl_test_write_file(path, text);
+  return path;
+}
+
+static void expect_validate(const char *sink, bool with_ckpt, bool connect,
+                            int code, const char *want) {
+  const char *p = pipeline_file(sink, with_ckpt);
+  const char *args[] = {"validate", p, connect ? "--connect" : NULL, NULL};
+  char *out = NULL;
+  int rc = run_sluice(args, &out);
+  if (rc != code || out == NULL || strstr(out, want) == NULL)
+    SL_TEST_FAIL("sink %s: exit %d (want %d), expected '%s' in:\n%s", sink,
+                 rc, code, want, out ? out : "");
+  free(out);
+}
+
+SL_TEST(pipeline_validate_offline) {
+  expect_validate("{type: postgres, conninfo: 'host=127.0.0.1 port=1', "
+                  "table: balances, mode: upsert, key: [account]}",
+                  true, false, 0, "p.yaml: valid\n");
+  expect_validate("{type: postgres, conninfo: 'host=x', table: balances}",
+                  false, false, 2,
+                  ":7: sink: a postgres sink with 'delivery: exactly-once' "
+                  "(the default) commits when a checkpoint completes, and "
+                  "this pipeline has no 'checkpoint: {dir: ...}'");
+  expect_validate("{type: postgres, conninfo: 'host=x', table: balances, "
+                  "mode: upsert, key: [acount]}",
+                  true, false, 2,
+                  "sink.key: no column 'acount' in the rows the sink gets");
+  expect_validate("{type: postgres, conninfo: 'host=x', host: y, "
+                  "table: balances}",
+                  true, false, 2,
+                  "sink.conninfo: give either 'conninfo' or host/port/"
+                  "dbname/user/password/sslmode, not both");
+  expect_validate("{type: postgres, table: balances}", true, false, 2,
+                  "sink: missing required field 'conninfo'");
+  expect_validate("{type: postgres, host: x, port: '99999', "
+                  "table: balances}",
+                  true, false, 2,
+                  "sink.port: expected a port number from 1 to 65535, got "
+                  "'99999'");
+  expect_validate("{type: postgres, conninfo: 'host=x', table: balances, "
+                  "delivery: at-least-once}",
+                  false, false, 2,
+                  "delivery at-least-once needs mode upsert with a key");
+  expect_validate("{type: postgres, conninfo: 'host=x', table: balances, "
+                  "path: x}",
+                  true, false, 2, "sink.path");
+}
+
+SL_TEST(pipeline_validate_connect) {
+  sl_server_t *srv = start_pg(0, NULL);
+  PGconn *db = direct(srv);
+  char sink[600];
+  snprintf(sink, sizeof(sink),
+           "{type: postgres, uid: snk, host: 127.0.0.1, port: %d, "
+           "dbname: postgres, user: postgres, sslmode: disable, "
+           "table: balances, mode: upsert, key: [account]}",
+           sl_server_port(srv));
+  expect_validate(sink, true, true, 2,
+                  "sluice: sink: postgres sink 'snk': table 'balances' does "
+                  "not exist (create it before starting the job; "
+                  "docs/connectors.md)");
+  sql_ok(db, "CREATE TABLE balances (account bigint PRIMARY KEY, "
+             "balance integer)");
+  expect_validate(sink, true, true, 2,
+                  "sluice: sink: postgres sink 'snk': column 'balance' of "
+                  "table 'balances' is integer, but field 'balance' is "
+                  "int64, which needs bigint or numeric");
+  sql_ok(db, "ALTER TABLE balances ALTER COLUMN balance TYPE bigint");
+  expect_validate(sink, true, true, 0, "p.yaml: valid (connected)\n");
+  /* Without --connect nothing is checked against the server, and
+   * --connect writes nothing: no commit-log table. */
+  SL_ASSERT_EQ_INT(sql_int(db, "SELECT count(*) FROM pg_class WHERE relname "
+                               "= 'sluice_sink_commits'"),
+                   0);
+  PQfinish(db);
+  sl_server_destroy(srv);
+}
