@@ -641,6 +641,95 @@ SL_API int sl_stdout_sink_create(sl_format_t format, bool changelog,
 SL_API int sl_stdout_sink_create_cfg(const sl_file_sink_config_t *cfg,
                                      const sl_sink_vt_t **out_vt,
                                      void **out_ctx, sl_error_t **out_err);
+/*
+ * PostgreSQL sink (libpq).  Writes changelog rows into a table: mode
+ * insert appends +I rows (COPY); mode upsert inserts or updates +I/+U rows
+ * by the key columns (INSERT ... ON CONFLICT (key) DO UPDATE) and deletes
+ * -D rows by key (-U rows are skipped: the +U that follows replaces the
+ * row).  Rows are batched; within a batch, the last change of each key
+ * wins (the batch is one transaction, so the result is the same).
+ *
+ * delivery exactly-once: one transaction per sink subtask and epoch,
+ * PREPARE TRANSACTION at the barrier with the gid
+ * "sl/<job>/<sink uid>/<subtask>/<epoch id>" and a marker row in the
+ * commit-log table inside it; COMMIT PREPARED when the checkpoint
+ * completes; "not found" on commit resolves through the marker row
+ * (present: already committed; absent: lost, the job fails).  Needs the
+ * server's max_prepared_transactions >= parallelism x
+ * (max_concurrent_checkpoints + 1).
+ *
+ * delivery at-least-once: a plain sink; mode upsert only.  Each row
+ * carries a version in epoch_column (the writer's epoch id, or the value of
+ * version_field), and an update or delete applies only when the stored
+ * version is not newer (ON CONFLICT ... DO UPDATE ... WHERE
+ * t.epoch <= EXCLUDED.epoch), so a late replay never goes back in version.
+ *
+ * Column types must match the sink schema by name (docs/connectors.md has
+ * the mapping); the checks run when a writer opens (and with
+ * sl_pg_sink_check), with messages that name the sink, table and column.
+ */
+typedef enum sl_pg_mode_e {
+  SL_PG_MODE_INSERT = 0,
+  SL_PG_MODE_UPSERT = 1
+} sl_pg_mode_t;
+
+/* Longest gid PostgreSQL accepts (its buffer is 200 bytes with the NUL). */
+#define SL_PG_MAX_GID 199
+
+typedef struct sl_pg_sink_config_s {
+  const char *conninfo;     /* libpq "host=... port=... dbname=..." or a
+                               postgresql:// URI; required */
+  const char *table;        /* target table, optionally "schema.table";
+                               required */
+  const char *const *key;   /* key columns (mode upsert), fields of the
+                               sink schema with a unique index on them */
+  uint32_t n_key;
+  sl_pg_mode_t mode;
+  sl_delivery_t delivery;   /* sl_pg_sink_config_init selects exactly-once */
+  uint32_t batch_size;      /* rows per statement; 0 selects 1000 */
+  const char *commit_table; /* exactly-once marker table; NULL selects
+                               "sluice_sink_commits" (created if absent) */
+  const char *epoch_column; /* at-least-once version column (bigint);
+                               NULL selects "sluice_epoch" */
+  const char *version_field; /* at-least-once: a field (int32, int64 or
+                                timestamp) whose value is the version;
+                                NULL: the writer's epoch id */
+  uint32_t max_concurrent_checkpoints; /* for the prepared-transactions
+                                          check; 0 selects 1 */
+  uint32_t connect_timeout_s; /* 0 selects 10 */
+  uint32_t lock_timeout_ms; /* exactly-once: how long prepare waits for
+                               rows still locked by this subtask's own
+                               prepared, uncommitted transactions; 0
+                               selects 5000 */
+} sl_pg_sink_config_t;
+
+/** @brief Defaults: mode insert, SL_DELIVERY_EXACTLY_ONCE, everything else
+ * 0/NULL. */
+SL_API void sl_pg_sink_config_init(sl_pg_sink_config_t *cfg);
+/**
+ * @brief Create a PostgreSQL sink.  Checks the configuration only (no
+ * connection): missing conninfo or table, a key in mode insert or none in
+ * mode upsert, at-least-once without upsert.
+ * @return SL_OK, SL_EINVAL with *out_err naming the option, SL_ENOMEM.
+ * @ownership the caller owns *out_ctx until it hands it to
+ * sl_stream_sink(); the config's strings are copied.
+ * @thread any.
+ */
+SL_API int sl_pg_sink_create(const sl_pg_sink_config_t *cfg,
+                             const sl_sink_vt_t **out_vt, void **out_ctx,
+                             sl_error_t **out_err);
+/**
+ * @brief Connect and run the start checks a writer and a committer would
+ * run (reachability, login, table and column types against schema, key
+ * index, prepared transactions for parallelism, gid length for job and
+ * uid), without writing anything.  For "sluice validate --connect".
+ * @return SL_OK or an error with *out_err (the message of the start check).
+ * @thread any.
+ */
+SL_API int sl_pg_sink_check(void *ctx, const char *job, const char *uid,
+                            const sl_schema_t *schema, uint32_t parallelism,
+                            sl_error_t **out_err);
+
 /** @brief Discards rows, counting them (benchmarks). */
 SL_API int sl_null_sink_create(const sl_sink_vt_t **out_vt, void **out_ctx);
 

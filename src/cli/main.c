@@ -29,7 +29,8 @@ enum {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: sluice run PIPELINE.yaml [options]\n"
-          "       sluice validate PIPELINE.yaml [--set KEY=VALUE ...]\n"
+          "       sluice validate PIPELINE.yaml [--set KEY=VALUE ...] "
+          "[--connect]\n"
           "       sluice --help | --version\n"
           "\n"
           "options of run:\n"
@@ -44,6 +45,11 @@ static void usage(FILE *f) {
           "  --progress-interval S  seconds between progress reports\n"
           "                         (default 1 on a terminal, else 5; 0 = off)\n"
           "  --quiet                no progress and no summary\n"
+          "\n"
+          "options of validate:\n"
+          "  --connect              also connect to the sink's database and\n"
+          "                         run its start checks (table, column\n"
+          "                         types, server settings)\n"
           "\n"
           "exit codes:\n"
           "  0    the job finished (or the pipeline is valid)\n"
@@ -125,7 +131,7 @@ int main(int argc, char **argv) {
   const char **sets = calloc((size_t)argc, sizeof(char *));
   uint32_t n_sets = 0, parallelism = 0;
   double interval = -1;
-  bool is_quiet = false, is_resume = false;
+  bool is_quiet = false, is_resume = false, is_connect = false;
   const char *restore_from = NULL;
   int exit_code = EXIT_USAGE;
   for (int i = 2; i < argc; i++) {
@@ -178,6 +184,8 @@ int main(int argc, char **argv) {
       is_resume = true;
     } else if (strcmp(a, "--quiet") == 0) {
       is_quiet = true;
+    } else if (strcmp(a, "--connect") == 0) {
+      is_connect = true;
     } else if (a[0] == '-' && a[1] != '\0') {
       fprintf(stderr, "sluice: unknown option '%s' (see sluice --help)\n", a);
       goto out;
@@ -199,7 +207,11 @@ int main(int argc, char **argv) {
   }
   if (!is_run && (parallelism || metrics_json || interval >= 0 || is_quiet ||
                   restore_from || is_resume)) {
-    fprintf(stderr, "sluice: validate takes only --set\n");
+    fprintf(stderr, "sluice: validate takes only --set and --connect\n");
+    goto out;
+  }
+  if (is_run && is_connect) {
+    fprintf(stderr, "sluice: --connect is an option of validate\n");
     goto out;
   }
 
@@ -218,8 +230,15 @@ int main(int argc, char **argv) {
     sl_pipeline_destroy(pl);
     goto out;
   }
+  if (!is_run && is_connect && sl_pipeline_check_connect(pl, &msg) != SL_OK) {
+    fprintf(stderr, "sluice: %s\n", msg ? msg : "the sink check failed");
+    sl_free(msg);
+    sl_job_destroy(job);
+    sl_pipeline_destroy(pl);
+    goto out;
+  }
   if (!is_run) {
-    printf("%s: valid\n", file);
+    printf("%s: valid%s\n", file, is_connect ? " (connected)" : "");
     sl_job_destroy(job);
     sl_pipeline_destroy(pl);
     exit_code = EXIT_OK;

@@ -43,6 +43,12 @@ struct sl_pipeline_s {
   char *msg;                /* first error */
   char *name;
   bool is_unbounded;
+  /* The postgres sink, for sluice validate --connect: its context (owned
+   * by the job once built), uid, schema (a reference) and parallelism. */
+  void *pg_ctx;
+  char *pg_uid;
+  sl_schema_t *pg_schema;
+  uint32_t pg_par;
 };
 
 /* ------------------------------------------------------------------ */
@@ -990,6 +996,8 @@ void sl_pipeline_destroy(sl_pipeline_t *pl) {
   sl_free(pl->file);
   sl_free(pl->msg);
   sl_free(pl->name);
+  sl_free(pl->pg_uid);
+  sl_schema_unref(pl->pg_schema);
   sl_free(pl);
 }
 
@@ -1012,6 +1020,8 @@ typedef struct build_s {
   bool has_watermarks; /* the source has a watermarks section */
   int src_paths;       /* the file source's path node, or 0 */
   bool has_ckpt_dir;   /* checkpoint.dir is set (even under validate) */
+  uint32_t parallelism;    /* the job's */
+  uint32_t max_concurrent; /* checkpoint.max_concurrent */
 } build_t;
 
 /* Schema of a file source: a list of {name, type, nullable}. */
@@ -1825,6 +1835,172 @@ static int get_delivery(build_t *b, int snk, const char *path, int type,
   return SL_OK;
 }
 
+/* Append "key='value'" to a libpq conninfo, quoting as libpq wants. */
+static int conninfo_add(sl_bytes_t *ci, const char *key, const char *val) {
+  int rc = sl_bytes_printf(ci, "%s%s='", ci->len ? " " : "", key);
+  for (const char *p = val; rc == SL_OK && *p; p++) {
+    if (*p == '\\' || *p == '\'') rc = sl_bytes_append(ci, "\\", 1);
+    if (rc == SL_OK) rc = sl_bytes_append(ci, p, 1);
+  }
+  if (rc == SL_OK) rc = sl_bytes_append(ci, "'", 1);
+  return rc;
+}
+
+/*
+ * sink: {type: postgres, ...} (docs/pipeline.md).  Checked without
+ * connecting: the options, the key and version fields against the rows
+ * the sink gets, a checkpoint dir for exactly-once.  The connection, the
+ * table and the server settings are checked when the job starts, or by
+ * sluice validate --connect (sl_pipeline_check_connect).
+ */
+static int build_pg_sink(build_t *b, int snk, const char *path,
+                         const char *uid, sl_stream_t *in) {
+  sl_pipeline_t *pl = b->pl;
+  static const char *keys[] = {
+      "type", "uid", "parallelism", "conninfo", "host", "port", "dbname",
+      "user", "password", "sslmode", "table", "key", "mode", "delivery",
+      "batch_size", "commit_table", "epoch_column", "version_field",
+      "connect_timeout_s", "lock_timeout_ms", NULL};
+  int rc = check_keys(pl, snk, path, keys);
+  if (rc != SL_OK) return rc;
+  static const char *modes[] = {"insert", "upsert", NULL};
+  static const char *deliveries[] = {"exactly-once", "at-least-once", NULL};
+  const char *conninfo = NULL, *table = NULL;
+  const char *parts[6] = {NULL};
+  static const char *part_keys[] = {"host", "port", "dbname", "user",
+                                    "password", "sslmode"};
+  uint32_t par = 0;
+  int mode = 0, delivery = 0;
+  sl_pg_sink_config_t cfg;
+  sl_pg_sink_config_init(&cfg);
+  const char *key_list[32];
+  uint32_t n_key = 0;
+  char f[300];
+  if ((rc = get_str(pl, snk, path, "uid", false, &uid)) ||
+      (rc = get_u32(pl, snk, path, "parallelism", 1, SL_MAX_PARALLELISM_LIMIT,
+                    &par)) ||
+      (rc = get_str(pl, snk, path, "conninfo", false, &conninfo)) ||
+      (rc = get_str(pl, snk, path, "table", true, &table)) ||
+      (rc = get_enum(pl, snk, path, "mode", modes, &mode)) ||
+      (rc = get_enum(pl, snk, path, "delivery", deliveries, &delivery)) ||
+      (rc = get_u32(pl, snk, path, "batch_size", 1, 1000000,
+                    &cfg.batch_size)) ||
+      (rc = get_str(pl, snk, path, "commit_table", false,
+                    &cfg.commit_table)) ||
+      (rc = get_str(pl, snk, path, "epoch_column", false,
+                    &cfg.epoch_column)) ||
+      (rc = get_str(pl, snk, path, "version_field", false,
+                    &cfg.version_field)) ||
+      (rc = get_u32(pl, snk, path, "connect_timeout_s", 1, 3600,
+                    &cfg.connect_timeout_s)) ||
+      (rc = get_u32(pl, snk, path, "lock_timeout_ms", 1, 3600000,
+                    &cfg.lock_timeout_ms)))
+    return rc;
+  for (int i = 0; i < 6; i++)
+    if ((rc = get_str(pl, snk, path, part_keys[i], false, &parts[i])))
+      return rc;
+  int kv = map_get(pl, snk, "key", NULL);
+  if (kv && (rc = str_list(pl, kv, "sink.key", key_list, 32, &n_key)))
+    return rc;
+  join_path(f, sizeof(f), path, "conninfo");
+  bool has_parts = false;
+  for (int i = 0; i < 6; i++) has_parts |= parts[i] != NULL;
+  if (conninfo && has_parts)
+    return FAIL(pl, map_get(pl, snk, "conninfo", NULL), f,
+                "give either 'conninfo' or host/port/dbname/user/password/"
+                "sslmode, not both");
+  if (!conninfo && !has_parts)
+    return FAIL(pl, snk, path, "missing required field 'conninfo' (a libpq "
+                "connection string such as 'host=db port=5432 dbname=app "
+                "user=sluice') or 'host'");
+  if (parts[1]) {
+    char *end;
+    long port = strtol(parts[1], &end, 10);
+    if (*end != '\0' || port < 1 || port > 65535) {
+      join_path(f, sizeof(f), path, "port");
+      return FAIL(pl, map_get(pl, snk, "port", NULL), f,
+                  "expected a port number from 1 to 65535, got '%s'",
+                  parts[1]);
+    }
+  }
+  cfg.mode = mode ? SL_PG_MODE_UPSERT : SL_PG_MODE_INSERT;
+  cfg.delivery = delivery ? SL_DELIVERY_AT_LEAST_ONCE
+                          : SL_DELIVERY_EXACTLY_ONCE;
+  cfg.key = key_list;
+  cfg.n_key = n_key;
+  cfg.max_concurrent_checkpoints = b->max_concurrent;
+  if (cfg.delivery == SL_DELIVERY_EXACTLY_ONCE && !b->has_ckpt_dir) {
+    int dv = map_get(pl, snk, "delivery", NULL);
+    join_path(f, sizeof(f), path, dv ? "delivery" : "type");
+    return FAIL(pl, dv ? dv : snk, dv ? f : path,
+                "a postgres sink with 'delivery: exactly-once' (the "
+                "default) commits when a checkpoint completes, and this "
+                "pipeline has no 'checkpoint: {dir: ...}', so nothing would "
+                "ever be committed; add a checkpoint section or use "
+                "'delivery: at-least-once' with 'mode: upsert'");
+  }
+  for (uint32_t k = 0; k < n_key; k++)
+    if (sl_schema_index(b->schema, key_list[k]) < 0)
+      return FAIL(pl, kv, "sink.key", "no column '%s' in the rows the sink "
+                  "gets", key_list[k]);
+  if (cfg.version_field && sl_schema_index(b->schema, cfg.version_field) < 0) {
+    join_path(f, sizeof(f), path, "version_field");
+    return FAIL(pl, map_get(pl, snk, "version_field", NULL), f,
+                "no column '%s' in the rows the sink gets", cfg.version_field);
+  }
+  sl_bytes_t ci;
+  sl_bytes_init(&ci);
+  if (conninfo) {
+    rc = sl_bytes_append_str(&ci, conninfo);
+  } else {
+    for (int i = 0; i < 6 && rc == SL_OK; i++)
+      if (parts[i]) rc = conninfo_add(&ci, part_keys[i], parts[i]);
+  }
+  if (rc == SL_OK) rc = sl_bytes_append(&ci, "", 1);
+  if (rc != SL_OK) {
+    sl_bytes_close(&ci);
+    return FAIL(pl, snk, path, "out of memory");
+  }
+  cfg.conninfo = (const char *)ci.data;
+  cfg.table = table;
+  const sl_sink_vt_t *vt;
+  void *ctx;
+  sl_error_t *err = NULL;
+  rc = sl_pg_sink_create(&cfg, &vt, &ctx, &err);
+  sl_bytes_close(&ci);
+  if (rc != SL_OK) {
+    FAIL(pl, snk, path, "%s", err ? sl_error_message(err) : sl_strerror(rc));
+    sl_error_destroy(err);
+    return rc;
+  }
+  rc = sl_stream_sink(in, uid, vt, ctx);
+  if (rc != SL_OK) return job_error(b, snk, path);
+  if (par) sl_stream_set_sink_parallelism(in, par);
+  sl_free(pl->pg_uid);
+  sl_schema_unref(pl->pg_schema);
+  pl->pg_ctx = ctx;
+  pl->pg_uid = sl_strdup(uid);
+  pl->pg_schema = sl_schema_ref((sl_schema_t *)b->schema);
+  pl->pg_par = par ? par : b->parallelism;
+  return SL_OK;
+}
+
+int sl_pipeline_check_connect(sl_pipeline_t *pl, char **out_msg) {
+  *out_msg = NULL;
+  if (pl->pg_ctx == NULL) return SL_OK;
+  sl_error_t *err = NULL;
+  int rc = sl_pg_sink_check(pl->pg_ctx, pl->name, pl->pg_uid, pl->pg_schema,
+                            pl->pg_par, &err);
+  if (rc != SL_OK) {
+    const char *m = err ? sl_error_message(err) : sl_strerror(rc);
+    size_t n = strlen(m) + 64;
+    *out_msg = sl_malloc(n);
+    if (*out_msg) snprintf(*out_msg, n, "sink: %s", m);
+  }
+  sl_error_destroy(err);
+  return rc;
+}
+
 /* The sink at path ("sink", or a window's late_sink) on stream in. */
 static int build_sink(build_t *b, int snk, const char *path, const char *uid,
                       sl_stream_t *in) {
@@ -1832,11 +2008,12 @@ static int build_sink(build_t *b, int snk, const char *path, const char *uid,
   if (!node(pl, snk) || node(pl, snk)->type != YAML_MAPPING_NODE)
     return FAIL(pl, snk, path, "expected a mapping such as '{type: file, "
                 "path: out.csv}', got %s", type_word(pl, snk));
-  static const char *types[] = {"file", "stdout", "null", NULL};
+  static const char *types[] = {"file", "stdout", "null", "postgres", NULL};
   int type = -1;
   int rc = get_enum(pl, snk, path, "type", types, &type);
   if (rc != SL_OK) return rc;
   if (type < 0) return FAIL(pl, snk, path, "missing required field 'type'");
+  if (type == 3) return build_pg_sink(b, snk, path, uid, in);
   static const char *keys[] = {"type", "uid", "parallelism", "path", "format",
                                "header", "delimiter", "changelog",
                                "delivery", "roll_size", "roll_interval_ms",
@@ -1991,6 +2168,8 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
     rc = get_u32(pl, root, "", "channel_buffers", 1, 1024, &cfg.channel_buffers);
   if (rc == SL_OK) rc = build_recovery(pl, root, &cfg);
   b.has_ckpt_dir = cfg.checkpoint.dir != NULL;
+  b.parallelism = cfg.parallelism;
+  b.max_concurrent = cfg.checkpoint.max_concurrent;
   /* Checkpoints are kept in <dir>/<name>: without a name of its own, every
    * pipeline would be 'pipeline', and one would restore another's. */
   int ckpt_v = map_get(pl, root, "checkpoint", NULL);

@@ -42,6 +42,13 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
                       sl_job_t **out_job, char **out_msg);
 /** @brief True when the source is unbounded (a generator without count). */
 bool sl_pipeline_is_unbounded(const sl_pipeline_t *pl);
+/**
+ * @brief sluice validate --connect: connect to the external systems of the
+ * built pipeline's sinks (a postgres sink) and run their start checks.
+ * Call after sl_pipeline_build, while the job lives.
+ * @return SL_OK, or an error with *out_msg (caller frees with sl_free).
+ */
+int sl_pipeline_check_connect(sl_pipeline_t *pl, char **out_msg);
 const char *sl_pipeline_name(const sl_pipeline_t *pl);
 void sl_pipeline_destroy(sl_pipeline_t *pl);
 
