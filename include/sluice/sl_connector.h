@@ -314,8 +314,10 @@ struct sl_sink_vt_s {
    * can be committed again after a restore or a lost reply, and must then
    * answer SL_COMMIT_ALREADY, never SL_COMMIT_OK twice for one logical
    * commit, and never a silent skip when the outcome is unknown.
-   * attempt counts the attempts for this committable, starting at 1 and
-   * surviving restores.
+   * attempt counts the attempts for this committable, starting at 1; the
+   * count is kept in checkpoints, so after a restore it continues from
+   * the attempts the restored checkpoint recorded (attempts made after
+   * that checkpoint was taken are counted again).
    * @return SL_OK with *out_status set.  Any other return code means
    * SL_COMMIT_FATAL, with *out_err.
    * @thread the sink's task (the committer's owner).

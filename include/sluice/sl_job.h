@@ -56,6 +56,14 @@ typedef struct sl_checkpoint_config_s {
    * unaligned.  0: never. */
   int64_t alignment_timeout_ms;
   uint32_t retain;            /* completed checkpoints kept; default 3 */
+  /* Two-phase-commit sinks (sl_connector.h): a commit answering RETRY is
+   * tried again after a backoff doubling from sink_commit_backoff_ms
+   * (default 100) up to sink_commit_max_backoff_ms (default 30000), at
+   * most sink_commit_max_attempts times in all (default 10), then the
+   * task fails and the job restarts per its restart strategy. */
+  uint32_t sink_commit_max_attempts;
+  int64_t sink_commit_backoff_ms;
+  int64_t sink_commit_max_backoff_ms;
 } sl_checkpoint_config_t;
 
 typedef enum sl_restart_kind_e {

@@ -297,6 +297,22 @@ void sl__coord_io_begin(sl_coord_t *c, uint64_t id);
  * in this attempt (K4).
  */
 void sl__coord_task_finished(sl_coord_t *c, uint64_t last_snapshot);
+/**
+ * @brief A source task read all its splits and waits for the final
+ * checkpoint; once every source of the attempt did, the coordinator
+ * triggers it (runtime/task.c, "Final checkpoint").
+ * @thread any (the source's task).  @locks none.
+ */
+void sl__coord_source_ended(sl_coord_t *c);
+/**
+ * @brief Reserve a checkpoint id that no checkpoint will use (recorded in
+ * the high-water mark first, so it is never reused): the first epoch id of
+ * an attempt's two-phase-commit sinks.
+ * @return SL_OK, SL_EOVERFLOW, or an I/O error with *out_err.
+ * @thread the job's thread, between attempts.  @locks none.
+ */
+int sl__coord_reserve_id(sl_coord_t *c, uint64_t *out_id,
+                         sl_error_t **out_err);
 int sl__coord_wait(sl_coord_t *c, uint64_t id, int64_t timeout_ms,
                    sl_checkpoint_stats_t *out);
 int sl__coord_last(sl_coord_t *c, sl_checkpoint_stats_t *out);

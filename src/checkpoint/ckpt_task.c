@@ -212,6 +212,12 @@ int sl__ckpt_snapshot_sync(void *ctx, sl_task_t *t, uint64_t id,
       return sl__op_fail(op, rc, "cannot read the source positions: %s",
                          sl_strerror(rc));
     }
+    if (op->vt->snapshot_opstate &&
+        (rc = op->vt->snapshot_opstate(op, id, s)) != SL_OK) {
+      sl_free(ckdir);
+      job_free(j);
+      return rc; /* the operator recorded its error */
+    }
     if (op->kstate == NULL) continue;
     keyed_snap_t *k = &j->keyed[j->n_keyed++];
     k->sub = i;
@@ -314,6 +320,12 @@ void sl__ckpt_snapshot_drop(void *ctx, void *snap) {
 void sl__ckpt_task_finished(void *ctx, sl_task_t *t) {
   hooks_ctx_t *h = ctx;
   sl__coord_task_finished(h->coord, sl__task_last_snapshot(t));
+}
+
+static void ckpt_source_ended(void *ctx, sl_task_t *t) {
+  SL_UNUSED(t);
+  hooks_ctx_t *h = ctx;
+  sl__coord_source_ended(h->coord);
 }
 
 /* ------------------------------------------------------------------ */
@@ -525,6 +537,7 @@ int sl__ckpt_hooks_create(sl_coord_t *coord, sl_io_pool_t *io, int mode,
   hk->snapshot_submit = sl__ckpt_snapshot_submit;
   hk->snapshot_drop = sl__ckpt_snapshot_drop;
   hk->task_finished = sl__ckpt_task_finished;
+  hk->source_ended = ckpt_source_ended;
   hk->mode = mode;
   hk->alignment_timeout_ns = alignment_timeout_ms * 1000000ll;
   *out = hk;

@@ -147,6 +147,12 @@ struct sl_coord_s {
   bool is_attached;
   bool is_stopping;
   bool has_finished_task;
+  /* Final checkpoint (two-phase-commit sinks, runtime/task.c): source
+   * tasks of the attempt, those that read all their splits, and the id
+   * of the final checkpoint once triggered (0: none). */
+  uint32_t n_sources;
+  uint32_t n_sources_ended;
+  uint64_t final_id;
   sl_checkpoint_stats_t history[MAX_HISTORY];
   sl_checkpoint_task_stats_t *history_tasks[MAX_HISTORY]; /* owned */
   uint32_t history_n_tasks[MAX_HISTORY];
@@ -320,6 +326,7 @@ static void abort_locked(sl_coord_t *c, pending_t *p, int rc,
    * would also cancel their older ones (they treat it as "<= id"). */
   for (uint32_t i = 0; was_published && i < c->n_tasks; i++)
     sl__task_checkpoint_aborted(c->tasks[i], p->id);
+  if (p->id == c->final_id) c->final_id = 0; /* may be triggered again */
   c->last_end_ns = now_ns();
   reap_locked(c, p);
 }
@@ -397,6 +404,9 @@ static int trigger_locked(sl_coord_t *c, uint64_t *out_id,
   if (c->has_finished_task)
     return sl_error_set(out_err, SL_ESTATE,
                         "a task has finished; no checkpoint can complete");
+  if (c->final_id != 0)
+    return sl_error_set(out_err, SL_EAGAIN, "the final checkpoint %llu is "
+                        "in flight", (unsigned long long)c->final_id);
   if (n_active_locked(c) >= c->cfg.max_concurrent)
     return sl_error_set(out_err, SL_EAGAIN,
                         "%u checkpoint(s) already in flight",
@@ -445,6 +455,13 @@ static int trigger_locked(sl_coord_t *c, uint64_t *out_id,
   }
   p->state = P_PENDING;
   pthread_cond_signal(&c->cond); /* its timeout is the next deadline */
+  if (c->n_sources > 0 && c->n_sources_ended == c->n_sources) {
+    /* Every source ended: this is the final checkpoint.  Tasks learn it
+     * before the sources see the trigger. */
+    c->final_id = p->id;
+    for (uint32_t i = 0; i < c->n_tasks; i++)
+      sl__task_set_final_checkpoint(c->tasks[i], p->id);
+  }
   for (uint32_t i = 0; i < c->n_tasks; i++)
     sl__task_trigger_checkpoint(c->tasks[i], p->id);
   if (out_id) *out_id = p->id;
@@ -540,6 +557,42 @@ void sl__coord_decline(sl_coord_t *c, uint64_t id, sl_error_t *err,
   }
   coord_unlock(c);
   sl_error_destroy(err);
+}
+
+void sl__coord_source_ended(sl_coord_t *c) {
+  coord_lock(c);
+  if (c->n_sources_ended < c->n_sources) c->n_sources_ended++;
+  pthread_cond_signal(&c->cond); /* may trigger the final checkpoint */
+  coord_unlock(c);
+}
+
+int sl__coord_reserve_id(sl_coord_t *c, uint64_t *out_id,
+                         sl_error_t **out_err) {
+  coord_lock(c);
+  while (c->is_triggering) coord_wait(c, &c->trigger_cond);
+  if (c->next_id > SL_CKPT_MAX_ID) {
+    coord_unlock(c);
+    return sl_error_set(out_err, SL_EOVERFLOW, "checkpoint ids of '%s' are "
+                        "exhausted", c->jobdir);
+  }
+  uint64_t id = c->next_id++;
+  c->is_triggering = true; /* owns reserved_id */
+  coord_unlock(c);
+  int rc = SL_OK;
+  if (id > c->reserved_id) { /* K2: durable before use */
+    rc = sl__ckpt_write_high_water(c->jobdir, id, !c->is_jobdir_durable,
+                                   out_err);
+    if (rc == SL_OK) {
+      c->reserved_id = id;
+      c->is_jobdir_durable = true;
+    }
+  }
+  coord_lock(c);
+  c->is_triggering = false;
+  pthread_cond_broadcast(&c->trigger_cond);
+  coord_unlock(c);
+  if (rc == SL_OK) *out_id = id;
+  return rc;
 }
 
 void sl__coord_task_finished(sl_coord_t *c, uint64_t last_snapshot) {
@@ -720,6 +773,24 @@ static void *coord_main(void *arg) {
       commit_locked(c, ready);
       continue;
     }
+    if (c->n_sources > 0 && c->n_sources_ended == c->n_sources &&
+        c->final_id == 0 && !c->has_finished_task) {
+      /* Every source ended: trigger the final checkpoint now (task.c),
+       * once no other checkpoint is in flight. */
+      if (n_active_locked(c) < c->cfg.max_concurrent) {
+        sl_error_t *err = NULL;
+        if (trigger_locked(c, NULL, &err) != SL_OK) {
+          if (sl_error_code(err) != SL_EAGAIN)
+            sl_log(SL_LOG_WARN, "cannot trigger the final checkpoint: %s",
+                   sl_error_message(err));
+          int64_t retry = now_ns() + 100000000ll; /* 100 ms */
+          if (retry < wake) wake = retry;
+          sl_error_destroy(err);
+        } else {
+          continue;
+        }
+      }
+    }
     if (c->cfg.interval_ms > 0 && !c->has_finished_task) {
       int64_t at = c->next_trigger_ns;
       int64_t pause_at = c->last_end_ns + c->cfg.min_pause_ms * 1000000ll;
@@ -761,6 +832,11 @@ int sl__coord_attach(sl_coord_t *c, sl_task_t **tasks, uint32_t n_tasks,
   c->is_attached = true;
   c->is_stopping = false;
   c->has_finished_task = false;
+  c->n_sources = 0;
+  for (uint32_t i = 0; i < n_tasks; i++)
+    if (sl__task_is_source(tasks[i])) c->n_sources++;
+  c->n_sources_ended = 0;
+  c->final_id = 0;
   c->next_trigger_ns = now_ns() + c->cfg.interval_ms * 1000000ll;
   coord_unlock(c);
   if (pthread_create(&c->thread, NULL, coord_main, c) != 0) {

@@ -465,13 +465,30 @@ int sl_stream_sink(sl_stream_t *in, const char *uid, const sl_sink_vt_t *vt,
     sl__job_set_error(in->job, SL_EINVAL, "sl_stream_sink: no sink");
     return SL_EINVAL;
   }
-  sl_node_t *n = one_input(in, SL_NODE_SINK, uid, NULL, &sl__op_sink_vt);
+  bool is_2pc = sl_sink_is_transactional(vt);
+  if (!is_2pc && (vt->prepare || vt->commit || vt->committer_open)) {
+    sl__job_set_error(in->job, SL_EINVAL, "sink '%s': a two-phase-commit "
+                      "sink sets prepare, committer_open and commit "
+                      "together", uid ? uid : vt->type_name);
+    if (vt->destroy) vt->destroy(ctx);
+    return SL_EINVAL;
+  }
+  sl_node_t *n = one_input(in, SL_NODE_SINK, uid, NULL,
+                           is_2pc ? &sl__op_sink2pc_vt : &sl__op_sink_vt);
   if (n == NULL) {
     if (vt->destroy) vt->destroy(ctx);
     return sl_error_code(in->job->err);
   }
   n->cfg.sink_vt = vt;
   n->cfg.sink_ctx = ctx;
+  if (is_2pc) {
+    const sl_checkpoint_config_t *cc = &in->job->cfg.checkpoint;
+    n->cfg.impl_create = sl__sink2pc_impl_create;
+    n->cfg.impl_destroy = sl__sink2pc_impl_destroy;
+    n->cfg.commit_max_attempts = cc->sink_commit_max_attempts;
+    n->cfg.commit_backoff_ms = cc->sink_commit_backoff_ms;
+    n->cfg.commit_max_backoff_ms = cc->sink_commit_max_backoff_ms;
+  }
   return SL_OK;
 }
 

@@ -404,11 +404,25 @@ int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
   if (job->n_nodes == 0)
     return plan_error(out_err, SL_EINVAL, "the job has no operators");
   bool has_sink = false;
+  const sl_node_t *tx_sink = NULL;
   for (uint32_t i = 0; i < job->n_nodes; i++)
-    if (job->nodes[i]->kind == SL_NODE_SINK) has_sink = true;
+    if (job->nodes[i]->kind == SL_NODE_SINK) {
+      has_sink = true;
+      if (job->nodes[i]->vt == &sl__op_sink2pc_vt) tx_sink = job->nodes[i];
+    }
   if (!has_sink)
     return plan_error(out_err, SL_EINVAL,
                       "the job has no sink, so it would produce nothing");
+  if (tx_sink && job->coord == NULL)
+    return plan_error(out_err, SL_EINVAL,
+                      "sink '%s' is transactional (two-phase commit): it "
+                      "commits its output only when a checkpoint completes, "
+                      "and the job has no checkpoint directory, so nothing "
+                      "would ever be committed; set checkpoint.dir",
+                      tx_sink->uid);
+  /* Two-phase-commit sinks need the final checkpoint (runtime/task.c). */
+  job->rt.needs_final_ckpt = tx_sink != NULL;
+  job->rt.job_name = job->name;
   int rc = resolve_parallelism(job, out_err);
   if (rc != SL_OK) return rc;
   if ((rc = build_chains(job)) != SL_OK) goto fail;

@@ -72,6 +72,8 @@ int sl__restore_plan(sl_job_t *job, const sl_ckpt_meta_t *m,
                                       op->subtask == 0, out_err);
     if (rc == SL_OK && op->task->ops[0] == op)
       rc = sl__ckpt_restore_channels(m, mop, op->task, out_err);
+    if (rc == SL_OK && op->vt == &sl__op_sink2pc_vt)
+      rc = sl__sink2pc_restore(m, mop, op, out_err);
     if (rc != SL_OK) return rc;
   }
   return SL_OK;

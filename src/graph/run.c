@@ -64,6 +64,19 @@ static int run_attempt(sl_job_t *job, const sl_ckpt_meta_t *meta,
       ops[i].uid = job->nodes[i]->uid;
       ops[i].parallelism = job->nodes[i]->par;
     }
+    /* Two-phase-commit sinks: the attempt's first epoch id, an id no
+     * checkpoint will use (sl_sink_init_t.epoch_id). */
+    sl_error_t *rerr = NULL;
+    if (rc == SL_OK && job->rt.needs_final_ckpt &&
+        (rc = sl__coord_reserve_id(job->coord, &job->rt.epoch_id, &rerr)) !=
+            SL_OK) {
+      sl_free(ops);
+      sl__io_pool_destroy(io);
+      sched->ops->destroy(sched);
+      if (out_err && *out_err == NULL) *out_err = rerr;
+      else sl_error_destroy(rerr);
+      return rc;
+    }
     if (rc == SL_OK)
       rc = sl__coord_attach(job->coord, job->rt.tasks, job->rt.n_tasks, ops,
                             job->n_nodes, io);

@@ -22,6 +22,10 @@ typedef struct sl_op_cfg_s {
   void (*impl_destroy)(void *impl);
   void *impl_cfg;
   void (*cfg_destroy)(void *impl_cfg);
+  /* Two-phase-commit sinks: commit retries (sl_checkpoint_config_t). */
+  uint32_t commit_max_attempts;
+  int64_t commit_backoff_ms;
+  int64_t commit_max_backoff_ms;
 } sl_op_cfg_t;
 
 extern const sl_op_vt_t sl__op_source_vt;
@@ -31,6 +35,22 @@ extern const sl_op_vt_t sl__op_flat_map_vt;
 extern const sl_op_vt_t sl__op_process_vt;
 extern const sl_op_vt_t sl__op_union_vt;
 extern const sl_op_vt_t sl__op_sink_vt;
+/* Two-phase-commit sinks (sink_2pc.c): the operator and its per-subtask
+ * data (cfg.impl_create / impl_destroy). */
+extern const sl_op_vt_t sl__op_sink2pc_vt;
+int sl__sink2pc_impl_create(const sl_op_cfg_t *cfg, void **out_impl);
+void sl__sink2pc_impl_destroy(void *impl);
+struct sl_ckpt_meta_s;
+struct sl_ckpt_op_s;
+/**
+ * @brief Give sink subtask op the committables of the checkpoint's old
+ * subtasks it now owns (old i goes to new i % p') and the largest
+ * parallelism recorded.  @return SL_OK, SL_ENOMEM, SL_ECORRUPT.
+ * @thread the planner, before the run.
+ */
+int sl__sink2pc_restore(const struct sl_ckpt_meta_s *m,
+                        const struct sl_ckpt_op_s *mop, sl_op_t *op,
+                        sl_error_t **out_err);
 
 /* The keyed aggregate (aggregate.c): config for sl__agg_fns. */
 #include "sluice/sl_ops.h"

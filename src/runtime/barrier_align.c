@@ -170,9 +170,13 @@ static int take_checkpoint(sl_task_t *t, uint64_t id, int64_t ts,
                            const sl_ckpt_timing_t *timing, bool is_priority,
                            bool keep_pending) {
   const sl_ckpt_hooks_t *h = t->job->ckpt;
+  const bool is_final =
+      id == atomic_load_explicit(&t->ckpt_final, memory_order_acquire);
   t->ckpt_last = id;
   void *snap = NULL;
   int rc;
+  /* The final checkpoint covers everything the job emits (task.c). */
+  if (is_final && (rc = sl__task_end_work(t)) != SL_OK) return rc;
   for (uint32_t i = 0; i < t->n_ops; i++)
     if (t->ops[i]->vt->pre_snapshot &&
         (rc = t->ops[i]->vt->pre_snapshot(t->ops[i], id)) != SL_OK)
@@ -199,7 +203,7 @@ static int take_checkpoint(sl_task_t *t, uint64_t id, int64_t ts,
     t->uc_snap = snap;
     return SL_OK;
   }
-  if (!is_priority && h->mode == SL_CKPT_ALIGNED &&
+  if (!is_priority && !is_final && h->mode == SL_CKPT_ALIGNED &&
       h->alignment_timeout_ns > 0 && has_pending_barrier(t, id)) {
     /* The barrier waits behind backpressured output: hold the snapshot
      * until it leaves, or convert it when the alignment timeout passes. */
@@ -434,8 +438,10 @@ int sl__align_on_barrier(sl_task_t *t, sl_channel_t *ch, uint64_t id,
 int sl__align_check_timeout(sl_task_t *t) {
   const sl_ckpt_hooks_t *h = t->job->ckpt;
   if (t->align_id == 0 || h->mode != SL_CKPT_ALIGNED ||
-      h->alignment_timeout_ns <= 0)
-    return SL_OK;
+      h->alignment_timeout_ns <= 0 ||
+      t->align_id == atomic_load_explicit(&t->ckpt_final,
+                                          memory_order_acquire))
+    return SL_OK; /* the final checkpoint stays aligned (task.c) */
   /* Measured from the trigger: the checkpoint has been running that long. */
   if (sl__task_now(t) - t->align_ts < h->alignment_timeout_ns) return SL_OK;
   return uc_begin(t, t->align_id);
@@ -449,7 +455,10 @@ int sl__align_source_trigger(sl_task_t *t) {
   if (h == NULL) return SL_OK;
   uint64_t trig = atomic_load_explicit(&t->ckpt_trigger, memory_order_acquire);
   if (trig <= t->ckpt_last) return SL_OK;
-  bool is_unaligned = h->mode == SL_CKPT_UNALIGNED;
+  /* The final checkpoint is always in band (task.c). */
+  bool is_unaligned =
+      h->mode == SL_CKPT_UNALIGNED &&
+      trig != atomic_load_explicit(&t->ckpt_final, memory_order_acquire);
   int64_t now = sl__task_now(t);
   sl_ckpt_timing_t timing = {now, 0, is_unaligned};
   return take_checkpoint(t, trig, now, &timing, is_unaligned, false);
@@ -481,6 +490,20 @@ void sl__task_checkpoint_complete(sl_task_t *t, uint64_t id) {
   if (id > cur) atomic_store(&t->ckpt_complete, id);
   t->sched->ops->wake(t->sched, t);
 }
+
+void sl__task_set_final_checkpoint(sl_task_t *t, uint64_t id) {
+  /* release: pairs with the acquire loads in take_checkpoint and the
+   * source trigger, which follow the trigger's publication. */
+  atomic_store_explicit(&t->ckpt_final, id, memory_order_release);
+}
+
+bool sl__task_is_source(const sl_task_t *t) { return t->source != NULL; }
+
+void sl__task_wake_at(sl_task_t *t, int64_t t_ns) {
+  t->sched->ops->wake_at(t->sched, t, t_ns);
+}
+
+const sl_job_rt_t *sl__task_job(const sl_task_t *t) { return t->job; }
 
 void sl__task_checkpoint_aborted(sl_task_t *t, uint64_t id) {
   uint64_t cur = atomic_load(&t->ckpt_abort);

@@ -187,6 +187,8 @@ int sl__sched_pool_create(uint32_t n_workers, sl_task_t **tasks,
 /* ------------------------------------------------------------------ */
 /* Operators. */
 
+struct sl_ckpt_subtask_s;
+
 typedef struct sl_op_vt_s {
   const char *name;
   int (*open)(sl_op_t *op);
@@ -208,6 +210,26 @@ typedef struct sl_op_vt_s {
    * output lacks.
    */
   int (*pre_snapshot)(sl_op_t *op, uint64_t id);
+  /**
+   * Optional: add the operator's operator state (named entry lists) to
+   * sub during the sync phase of checkpoint id (two-phase-commit sinks:
+   * "sink.committables").  An error fails the task.
+   */
+  int (*snapshot_opstate)(sl_op_t *op, uint64_t id,
+                          struct sl_ckpt_subtask_s *sub);
+  /**
+   * Optional: called at the start of every run of the task (after
+   * checkpoint notices), so that the operator can do deferred work (a
+   * commit to retry); it asks for wake-ups with the scheduler's wake_at.
+   * A negative return fails the task.
+   */
+  int (*poll)(sl_op_t *op);
+  /**
+   * Optional: may the task finish now that its input ended?  1 yes, 0 not
+   * yet (the task waits, e.g. for its last epoch to commit, and is woken
+   * by a checkpoint notice or a wake-up), negative: fail the task.
+   */
+  int (*may_finish)(sl_op_t *op);
 } sl_op_vt_t;
 
 /* Where an operator's output goes: chained operators or writers. */
@@ -399,6 +421,9 @@ typedef struct sl_ckpt_hooks_s {
   void (*snapshot_drop)(void *ctx, void *snap);
   /* t finished its input: no later checkpoint can complete. */
   void (*task_finished)(void *ctx, sl_task_t *t);
+  /* Source task t read all its splits and waits for the final checkpoint
+   * (jobs with a two-phase-commit sink; see task.c "Final checkpoint"). */
+  void (*source_ended)(void *ctx, sl_task_t *t);
   void *ctx;
   int mode;                /* sl_ckpt_mode_t */
   int64_t alignment_timeout_ns;
@@ -420,6 +445,12 @@ struct sl_job_rt_s {
   bool has_event_time;      /* some source generates watermarks */
   uint64_t restored_ckpt;   /* checkpoint this attempt restored, 0: none;
                                set by the plan before any task runs */
+  /* Two-phase-commit sinks (set by the plan and run.c before any task
+   * runs, read-only after): the job takes a final checkpoint at the end of
+   * input, and the first epoch id of this attempt (sl_sink_init_t). */
+  bool needs_final_ckpt;
+  uint64_t epoch_id;
+  const char *job_name;
 };
 
 /*
@@ -452,6 +483,21 @@ void sl__task_checkpoint_complete(sl_task_t *task, uint64_t id);
 /** @brief Checkpoint id (and every older one) aborted: the task drops
  * its work for it.  @thread the coordinator. */
 void sl__task_checkpoint_aborted(sl_task_t *task, uint64_t id);
+/**
+ * @brief Checkpoint id is the job's final checkpoint (every source read
+ * all its splits): each task runs its end of input before its snapshot
+ * for id, so that everything the job will ever emit lies before barrier
+ * id.  Called for every task before the sources are triggered.
+ * @thread the coordinator.
+ */
+void sl__task_set_final_checkpoint(sl_task_t *task, uint64_t id);
+/** @brief Run the task at or after t_ns (scheduler clock).
+ * @thread the task. */
+void sl__task_wake_at(sl_task_t *task, int64_t t_ns);
+/** @brief The job the task belongs to.  @thread any. */
+const sl_job_rt_t *sl__task_job(const sl_task_t *task);
+/** @brief Whether the task's chain is a source.  @thread any. */
+bool sl__task_is_source(const sl_task_t *task);
 
 /** @brief Run a task for one quantum.  @thread one worker at a time. */
 sl_run_result_t sl__task_run(sl_task_t *task);

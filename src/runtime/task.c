@@ -99,6 +99,14 @@ static sl_run_result_t task_fail(sl_task_t *t) {
 static sl_run_result_t task_done(sl_task_t *t) {
   /* Every output is flushed: a held snapshot can be submitted now. */
   if (t->ob_id && sl__align_check_output(t) != SL_OK) return task_fail(t);
+  /* An operator may hold the end (a sink waiting for its last commit). */
+  for (uint32_t i = 0; i < t->n_ops; i++) {
+    sl_op_t *op = t->ops[i];
+    if (!op->is_open || op->vt->may_finish == NULL) continue;
+    int r = op->vt->may_finish(op);
+    if (r < 0) return task_fail(t);
+    if (r == 0) return SL_RUN_WAIT_INPUT;
+  }
   task_finish(t, true);
   if (t->err) report_error(t);
   return SL_RUN_DONE;
@@ -288,22 +296,41 @@ int sl__task_wmgen_emit(sl_task_t *t) {
   return apply_wm_min(t, &m);
 }
 
-static sl_run_result_t task_end_input(sl_task_t *t) {
-  if (t->job->ckpt) t->job->ckpt->task_finished(t->job->ckpt->ctx, t);
+/*
+ * Final checkpoint (jobs with a two-phase-commit sink).  A sink commits an
+ * epoch only when a checkpoint after it completes, so the job's last epoch
+ * needs a checkpoint taken after the last row.  A source task that read
+ * all its splits does not end: it tells the coordinator (source_ended) and
+ * waits, still taking checkpoints at its end position.  When every source
+ * has ended, the coordinator marks the next checkpoint F final on every
+ * task and triggers it.  Each task runs its end of input (watermark to the
+ * end, end_input of every operator: what it emits lies before barrier F)
+ * before its snapshot for F; F is always aligned and in band.  Sources
+ * send EOP right after barrier F; a task whose operator still waits for a
+ * commit (may_finish) stays in ENDING until F completes and the commit is
+ * done.  If F aborts, such a sink fails the task and the job restarts from
+ * its latest completed checkpoint.
+ */
+int sl__task_end_work(sl_task_t *t) {
+  if (t->is_end_done) return SL_OK;
+  t->is_end_done = true;
   /* End of input: every pending event-time timer is due. */
-  if (sl__task_set_wm_idle(t, false) != SL_OK ||
-      sl__task_advance_wm(t, SL_WATERMARK_MAX) != SL_OK)
-    return task_fail(t);
+  int rc = sl__task_set_wm_idle(t, false);
+  if (rc == SL_OK) rc = sl__task_advance_wm(t, SL_WATERMARK_MAX);
+  if (rc != SL_OK) return rc;
   for (uint32_t i = 0; i < t->n_ops; i++) {
     sl_op_t *op = t->ops[i];
     if (op->vt->end_input) {
-      int rc = op->vt->end_input(op);
-      if (rc != SL_OK) {
-        sl__op_fail_err(op, NULL, rc);
-        return task_fail(t);
-      }
+      rc = op->vt->end_input(op);
+      if (rc != SL_OK) return sl__op_fail_err(op, NULL, rc);
     }
   }
+  return SL_OK;
+}
+
+static sl_run_result_t task_end_input(sl_task_t *t) {
+  if (t->job->ckpt) t->job->ckpt->task_finished(t->job->ckpt->ctx, t);
+  if (sl__task_end_work(t) != SL_OK) return task_fail(t);
   for (uint32_t i = 0; i < t->n_writers; i++) {
     if (sl__writer_send_event(t->writers[i], SL_BUF_EOP, 0, 0) != SL_OK) {
       sl__op_fail(t->ops[0], SL_ENOMEM, "out of memory ending the stream");
@@ -321,6 +348,10 @@ static sl_run_result_t run_source(sl_task_t *t) {
   out->budget = QUANTUM_RECORDS;
   for (uint32_t empty = 0;;) {
     if (sl__align_source_trigger(t) != SL_OK) return task_fail(t);
+    if (t->is_source_ended) { /* waiting for the final checkpoint */
+      if (t->is_end_done) return task_end_input(t);
+      return t->n_blocked ? SL_RUN_WAIT_OUTPUT : SL_RUN_WAIT_INPUT;
+    }
     if (t->n_blocked) return SL_RUN_WAIT_OUTPUT;
     out->wait_until = 0;
     uint32_t before = out->budget;
@@ -331,7 +362,14 @@ static sl_run_result_t run_source(sl_task_t *t) {
       return task_fail(t);
     }
     if (t->n_blocked) return SL_RUN_WAIT_OUTPUT;
-    if (rc == SL_POLL_END) return task_end_input(t);
+    if (rc == SL_POLL_END) {
+      if (!t->job->needs_final_ckpt || t->job->ckpt == NULL)
+        return task_end_input(t);
+      t->is_source_ended = true;
+      flush_writers(t);
+      t->job->ckpt->source_ended(t->job->ckpt->ctx, t);
+      continue; /* the final trigger may be there already */
+    }
     if (src->wm && sl__wmgen_tick(src->wm, src->n_splits, sl__task_now(t)) &&
         sl__task_wmgen_emit(t) != SL_OK)
       return task_fail(t);
@@ -500,6 +538,11 @@ static sl_run_result_t task_run_quantum(sl_task_t *t) {
   }
   if (t->job->ckpt) {
     sl__align_notify(t);
+    for (uint32_t i = 0; i < t->n_ops; i++) {
+      sl_op_t *op = t->ops[i];
+      if (op->is_open && op->vt->poll && op->vt->poll(op) != SL_OK)
+        return task_fail(t);
+    }
     if (!t->source && (sl__align_poll_priority(t) != SL_OK ||
                        sl__align_check_timeout(t) != SL_OK))
       return task_fail(t);

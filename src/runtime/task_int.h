@@ -98,6 +98,9 @@ struct sl_task_s {
   uint64_t ckpt_last;             /* newest id snapshotted or aligning */
   uint64_t ckpt_notified;         /* newest completion given to operators */
   uint64_t ckpt_abort_seen;
+  _Atomic uint64_t ckpt_final;    /* the final checkpoint's id, 0: none */
+  bool is_source_ended;           /* sources: waiting for the final one */
+  bool is_end_done;              /* end of input ran (sl__task_end_work) */
   uint64_t align_id;              /* checkpoint being aligned, 0 if none */
   uint32_t n_aligned;             /* inputs that delivered align_id */
   int64_t align_first_ns;         /* first barrier of align_id */
@@ -132,6 +135,14 @@ struct sl_task_s {
 static inline bool sl__idx_before(uint32_t a, uint32_t b) {
   return (int32_t)(a - b) < 0;
 }
+
+/**
+ * @brief End of input of the chain without EOP (watermark to the end,
+ * end_input of every operator), run once: before the snapshot of the final
+ * checkpoint, or when every input ended.  @return SL_OK or a negative code
+ * (the task's error is recorded).
+ */
+int sl__task_end_work(sl_task_t *t);
 
 /** @brief Deliver checkpoint completion and abort notices to the chain. */
 void sl__align_notify(sl_task_t *t);
