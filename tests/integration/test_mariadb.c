@@ -300,6 +300,39 @@ SL_TEST(eo_prepare_commit) {
   fx_close(&fx);
 }
 
+/* The next epoch touches the rows of the epoch prepared before it, whose
+ * branch holds their locks until its commit, which runs on the writer's
+ * thread: the writer keeps the next epoch's statements until that commit
+ * instead of waiting for the locks (a lock wait timeout). */
+SL_TEST(eo_next_epoch_waits_for_commit) {
+  fx_t fx;
+  fx_init(&fx, TABLE_DDL, SL_MARIADB_EXACTLY_ONCE);
+  my_ok(fx.m, "SET GLOBAL innodb_lock_wait_timeout = 2");
+  uint32_t owned[] = {0};
+  void *c = c_open(&fx, 0, 1, owned, 1, 40);
+  void *w = w_open(&fx, 0, 1, 40);
+  w_row(&fx, w, SL_ROW_INSERT, 1, 10);
+  sl_bytes_t a, b;
+  w_prepare(&fx, w, 41, &a);
+  /* Three rows: a full batch (batch_rows 3) on key 1. */
+  w_row(&fx, w, SL_ROW_UPDATE_AFTER, 1, 11);
+  w_row(&fx, w, SL_ROW_UPDATE_AFTER, 1, 12);
+  w_row(&fx, w, SL_ROW_UPDATE_AFTER, 1, 13);
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(fx.vt->flush(w, &err), err);
+  SL_ASSERT_EQ_INT(c_commit(&fx, c, 41, 0, &a, 1, NULL, 0), SL_COMMIT_OK);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT v FROM t WHERE id = 1"), 10);
+  w_row(&fx, w, SL_ROW_UPDATE_AFTER, 1, 14);
+  w_prepare(&fx, w, 42, &b);
+  SL_ASSERT_EQ_INT(c_commit(&fx, c, 42, 0, &b, 1, NULL, 0), SL_COMMIT_OK);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT v FROM t WHERE id = 1"), 14);
+  w_close(&fx, w);
+  fx.vt->committer_close(c);
+  sl_bytes_close(&a);
+  sl_bytes_close(&b);
+  fx_close(&fx);
+}
+
 /* A prepared branch still attached to a live connection (the writer's
  * connection half-open behind the proxy after the writer closed it): XA
  * COMMIT answers 1397 while XA RECOVER lists the xid; the committer kills

@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,37 @@ typedef struct msink_s {
   sl_mariadb_delivery_t delivery;
   uint32_t batch_rows;
   uint32_t connect_timeout_ms;
+  /* The newest epoch committed per origin subtask (committers write it,
+   * writers read it), under mu. */
+  pthread_mutex_t mu;
+  uint64_t *committed;
+  uint32_t n_committed;
 } msink_t;
+
+/* Record that the epoch of origin subtask `subtask` is committed. */
+static void mark_committed(msink_t *s, uint32_t subtask, uint64_t epoch) {
+  pthread_mutex_lock(&s->mu);
+  if (subtask >= s->n_committed) {
+    uint32_t n = subtask + 1u;
+    uint64_t *p = sl_realloc(s->committed, n * sizeof(uint64_t));
+    if (p != NULL) {
+      memset(p + s->n_committed, 0,
+             (n - s->n_committed) * sizeof(uint64_t));
+      s->committed = p;
+      s->n_committed = n;
+    }
+  }
+  if (subtask < s->n_committed && s->committed[subtask] < epoch)
+    s->committed[subtask] = epoch;
+  pthread_mutex_unlock(&s->mu);
+}
+
+static bool is_committed(msink_t *s, uint32_t subtask, uint64_t epoch) {
+  pthread_mutex_lock(&s->mu);
+  bool yes = subtask < s->n_committed && s->committed[subtask] >= epoch;
+  pthread_mutex_unlock(&s->mu);
+  return yes;
+}
 
 /* ------------------------------------------------------------------ */
 /* Small helpers. */
@@ -193,9 +224,15 @@ static int my_connect(const msink_t *s, const char *pfx, MYSQL **out,
   if (to == 0) to = 1;
   mysql_options(c, MYSQL_OPT_CONNECT_TIMEOUT, &to);
   mysql_options(c, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+  /* READ COMMITTED: the sink only writes (blind upserts and deletes by
+   * key), and under REPEATABLE READ the gap locks of one subtask's
+   * prepared branch block another subtask's inserts until the checkpoint
+   * completes, which waits for that other subtask: a lock wait timeout. */
   mysql_options(c, MYSQL_INIT_COMMAND,
                 "SET SESSION time_zone = '+00:00', "
                 "sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES')");
+  mysql_options(c, MYSQL_INIT_COMMAND,
+                "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
   if (mysql_real_connect(c, s->host, s->user, s->password, s->database,
                          (unsigned)s->port, NULL, 0) == NULL) {
     unsigned e = mysql_errno(c);
@@ -218,10 +255,14 @@ static int my_connect(const msink_t *s, const char *pfx, MYSQL **out,
           e == CR_UNKNOWN_HOST)
         os = probe_os_error(s->host, s->port, s->connect_timeout_ms, osb,
                             sizeof(osb));
-      rc = sl_error_set(out_err, SL_EIO,
-                        "%s: cannot connect to %s:%d: %s (error %u: %s)",
-                        pfx, s->host, s->port,
-                        os != NULL ? os : "no usable answer", e, m);
+      if (os != NULL)
+        rc = sl_error_set(out_err, SL_EIO,
+                          "%s: cannot connect to %s:%d: %s (error %u: %s)",
+                          pfx, s->host, s->port, os, e, m);
+      else
+        rc = sl_error_set(out_err, SL_EIO,
+                          "%s: cannot connect to %s:%d (error %u: %s)", pfx,
+                          s->host, s->port, e, m);
     }
     mysql_close(c);
     return rc;
@@ -282,6 +323,25 @@ static bool type_fits(sl_type_t t, const colinfo_t *ci, char *need,
   return false;
 }
 
+/* The sink's sessions write in READ COMMITTED, which cannot be logged as
+ * statements. */
+static int check_binlog(MYSQL *c, const msink_t *s, const char *pfx,
+                        sl_error_t **out_err) {
+  char v[64];
+  bool found;
+  unsigned e;
+  if (query_text(c, "SELECT IF(@@log_bin = 1, @@binlog_format, 'OFF')", v,
+                 sizeof(v), &found, &e) == SL_OK &&
+      found && strcmp(v, "STATEMENT") == 0)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "%s: %s:%d logs the binlog as statements "
+                        "(binlog_format=STATEMENT); the sink writes in READ "
+                        "COMMITTED transactions, which need binlog_format="
+                        "ROW or MIXED",
+                        pfx, s->host, s->port);
+  return SL_OK;
+}
+
 static int check_server_xa(MYSQL *c, const msink_t *s, const char *pfx,
                            sl_error_t **out_err) {
   char v[128];
@@ -318,9 +378,11 @@ static int check_server_xa(MYSQL *c, const msink_t *s, const char *pfx,
 
 static int check_table(MYSQL *c, const msink_t *s, const sl_schema_t *schema,
                        const char *pfx, sl_error_t **out_err) {
+  int rc = check_binlog(c, s, pfx, out_err);
+  if (rc != SL_OK) return rc;
   sl_bytes_t q;
   sl_bytes_init(&q);
-  int rc = sl_bytes_append_str(&q, "SELECT ENGINE FROM information_schema."
+  rc = sl_bytes_append_str(&q, "SELECT ENGINE FROM information_schema."
                                    "TABLES WHERE TABLE_SCHEMA = DATABASE() "
                                    "AND TABLE_NAME = ");
   if (rc == SL_OK) rc = append_hex(&q, s->table, strlen(s->table));
@@ -550,6 +612,16 @@ typedef struct mwriter_s {
   sl_bytes_t stmt;
   int batch;
   uint32_t n_batched;
+  /*
+   * Finished statements not yet sent: {u32 rows, u32 len, text}.  While
+   * the epoch this writer prepared last (wait_epoch) is not committed,
+   * its branch holds the locks of the rows it wrote, and a statement of
+   * the next epoch touching one of them would wait for that commit, which
+   * runs on this same thread: the writer keeps the statements until the
+   * commit (or until prepare, which must send them).
+   */
+  sl_bytes_t queue;
+  uint64_t wait_epoch;
   char lock[40];
   char job[XID_PART_MAX + 1], uid[XID_PART_MAX + 1];
 } mwriter_t;
@@ -721,20 +793,50 @@ static int flush_batch(mwriter_t *w, sl_error_t **out_err) {
         rc = sl_bytes_printf(b, " <= %" PRId64, w->alo_epoch);
     }
   }
+  uint32_t hdr[2] = {w->n_batched, (uint32_t)b->len};
+  if (rc == SL_OK) rc = sl_bytes_append(&w->queue, hdr, sizeof(hdr));
+  if (rc == SL_OK) rc = sl_bytes_append(&w->queue, b->data, b->len);
   if (rc != SL_OK) return sl_error_set(out_err, rc, "out of memory");
-  unsigned e;
-  rc = run(w->conn, (const char *)b->data, b->len, &e);
-  uint32_t n = w->n_batched;
   b->len = 0;
   w->n_batched = 0;
   w->batch = BATCH_NONE;
-  if (rc != SL_OK)
-    return sl_error_set(out_err, SL_EIO,
+  return SL_OK;
+}
+
+/* Send the queued statements: always when force, else once the epoch
+ * prepared last is committed. */
+static int send_queue(mwriter_t *w, bool force, sl_error_t **out_err) {
+  if (w->queue.len == 0) return SL_OK;
+  if (!force && w->wait_epoch != 0 &&
+      !is_committed(w->s, w->subtask, w->wait_epoch))
+    return SL_OK;
+  w->wait_epoch = 0;
+  size_t off = 0;
+  int rc = SL_OK;
+  while (off < w->queue.len) {
+    uint32_t hdr[2];
+    memcpy(hdr, w->queue.data + off, sizeof(hdr));
+    off += sizeof(hdr);
+    unsigned e;
+    if (run(w->conn, (const char *)w->queue.data + off, hdr[1], &e) !=
+        SL_OK) {
+      rc = sl_error_set(out_err, SL_EIO,
                         "%s: writing %u rows to table %s.%s failed: error "
                         "%u (%s): %s",
-                        w->pfx, n, s->database, s->table, e,
+                        w->pfx, hdr[0], w->s->database, w->s->table, e,
                         mysql_sqlstate(w->conn), mysql_error(w->conn));
-  return SL_OK;
+      break;
+    }
+    off += hdr[1];
+  }
+  w->queue.len = 0;
+  return rc;
+}
+
+/* Finish the statement being built and send what may be sent. */
+static int flush_rows(mwriter_t *w, bool force, sl_error_t **out_err) {
+  int rc = flush_batch(w, out_err);
+  return rc == SL_OK ? send_queue(w, force || !is_eo(w->s), out_err) : rc;
 }
 
 static int begin_batch(mwriter_t *w, int kind) {
@@ -795,7 +897,7 @@ static int mw_write(void *writer, const sl_row_t *row, sl_error_t **out_err) {
   int rc = writer_start(w, out_err);
   if (rc != SL_OK) return rc;
   if (w->batch != want && w->n_batched > 0 &&
-      (rc = flush_batch(w, out_err)) != SL_OK)
+      (rc = flush_rows(w, false, out_err)) != SL_OK)
     return rc;
   if (w->n_batched == 0) {
     w->stmt.len = 0;
@@ -822,13 +924,13 @@ static int mw_write(void *writer, const sl_row_t *row, sl_error_t **out_err) {
   if (rc != SL_OK) return sl_error_set(out_err, rc, "out of memory");
   w->n_batched++;
   if (w->n_batched >= s->batch_rows || b->len >= MAX_STMT_BYTES)
-    return flush_batch(w, out_err);
+    return flush_rows(w, false, out_err);
   return SL_OK;
 }
 
 static int mw_flush(void *writer, sl_error_t **out_err) {
   mwriter_t *w = writer;
-  return flush_batch(w, out_err);
+  return flush_rows(w, false, out_err);
 }
 
 static void writer_free(mwriter_t *w) {
@@ -842,6 +944,7 @@ static void writer_free(mwriter_t *w) {
     mysql_close(w->conn);
   }
   sl_bytes_close(&w->stmt);
+  sl_bytes_close(&w->queue);
   sl_free(w->key_idx);
   sl_free(w->is_key);
   sl_free(w);
@@ -852,7 +955,7 @@ static int mw_close(void *writer, bool is_success, sl_error_t **out_err) {
   int rc = SL_OK;
   /* At-least-once: what was written is kept; the rest of an exactly-once
    * epoch after its last prepare is never committed. */
-  if (is_success && !is_eo(w->s)) rc = flush_batch(w, out_err);
+  if (is_success && !is_eo(w->s)) rc = flush_rows(w, true, out_err);
   writer_free(w);
   return rc;
 }
@@ -867,6 +970,7 @@ static int mw_open(void *ctx, const sl_sink_init_t *init, void **out_writer,
   w->subtask = init->subtask;
   w->epoch = init->epoch_id;
   sl_bytes_init(&w->stmt);
+  sl_bytes_init(&w->queue);
   const char *uid = init->uid != NULL ? init->uid : "";
   const char *job = init->job != NULL ? init->job : "";
   snprintf(w->pfx, sizeof(w->pfx), "mariadb sink '%s' subtask %" PRIu32,
@@ -1028,7 +1132,7 @@ static int mw_prepare(void *writer, uint64_t checkpoint_id,
     w->epoch = checkpoint_id;
     return SL_OK;
   }
-  if ((rc = flush_batch(w, out_err)) != SL_OK) return rc;
+  if ((rc = flush_rows(w, true, out_err)) != SL_OK) return rc;
   if ((rc = insert_marker(w, checkpoint_id, out_err)) != SL_OK) return rc;
   unsigned e;
   if (run_xa(w->conn, "XA END ", &w->xid, "", &e) != SL_OK ||
@@ -1039,6 +1143,7 @@ static int mw_prepare(void *writer, uint64_t checkpoint_id,
                         w->pfx, w->xid.gtrid, w->xid.bqual, checkpoint_id, e,
                         mysql_sqlstate(w->conn), mysql_error(w->conn));
   w->is_xa_open = false;
+  w->wait_epoch = w->epoch;
   rc = encode_committable(w, out_committable);
   /* Another connection can commit the branch only once this one is gone;
    * the next epoch starts on a new connection. */
@@ -1289,6 +1394,7 @@ static int mc_commit(void *committer, uint64_t checkpoint_id,
   unsigned e = 0;
   for (int round = 0; round < 2; round++) {
     if (run_xa(m->conn, "XA COMMIT ", &c.xid, "", &e) == SL_OK) {
+      mark_committed(m->s, c.subtask, c.epoch);
       *out_status = SL_COMMIT_OK;
       return SL_OK;
     }
@@ -1314,6 +1420,7 @@ static int mc_commit(void *committer, uint64_t checkpoint_id,
     unsigned qe = 0;
     int present = marker_present(m, c.subtask, c.epoch, &qe);
     if (present == 1) {
+      mark_committed(m->s, c.subtask, c.epoch);
       *out_status = SL_COMMIT_ALREADY;
       return SL_OK;
     }
@@ -1441,6 +1548,8 @@ static void ms_destroy(void *ctx) {
   sl_free(s->epoch_column);
   for (uint32_t i = 0; i < s->n_key; i++) sl_free(s->key[i]);
   sl_free(s->key);
+  sl_free(s->committed);
+  pthread_mutex_destroy(&s->mu);
   sl_free(s);
 }
 
@@ -1519,6 +1628,7 @@ int sl_mariadb_sink_create(const sl_mariadb_sink_config_t *cfg,
   }
   msink_t *s = sl_calloc(1, sizeof(*s));
   if (s == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  pthread_mutex_init(&s->mu, NULL);
   s->port = cfg->port == 0 ? SL_MARIADB_DEFAULT_PORT : cfg->port;
   s->mode = cfg->mode;
   s->delivery = cfg->delivery;
