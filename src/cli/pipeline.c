@@ -1824,6 +1824,15 @@ static int build_mariadb_sink(build_t *b, int snk, const char *path,
   cfg.mode = mode == 0 ? SL_MARIADB_INSERT : SL_MARIADB_UPSERT;
   cfg.delivery =
       delivery == 0 ? SL_MARIADB_EXACTLY_ONCE : SL_MARIADB_AT_LEAST_ONCE;
+  /* Exactly-once commits at completed checkpoints: the job needs them
+   * (the root mapping is node 1). */
+  if (cfg.delivery == SL_MARIADB_EXACTLY_ONCE &&
+      map_get(pl, 1, "checkpoint", NULL) == 0) {
+    join_path(f, sizeof(f), path, "delivery");
+    return FAIL(pl, snk, f, "exactly-once commits at completed checkpoints "
+                "and the pipeline has no checkpoint section; add one (dir, "
+                "interval_ms) or use delivery: at-least-once");
+  }
   /* The xid's gtrid: "sl/" + job name + "/" + uid. */
   size_t gl = 3 + strlen(sl_pipeline_name(pl)) + 1 + strlen(uid);
   if (cfg.delivery == SL_MARIADB_EXACTLY_ONCE && gl > 64) {

@@ -9,7 +9,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -689,4 +692,89 @@ SL_TEST(bad_server_side) {
                    "the job name or the sink uid");
   sl_error_destroy(err);
   fx_close(&fx);
+}
+
+/* ------------------------------------------------------------------ */
+/* Pipeline files: `sluice validate` checks the sink without connecting. */
+
+extern char **environ;
+
+/* Validate text; expect exit 2 and stderr "sluice: <path>:<want>\n". */
+static void expect_invalid(const char *text, const char *want) {
+  char path[4200], bin[4096], errp[4200];
+  snprintf(path, sizeof(path), "%s/p.yaml", sl_test_dir());
+  snprintf(bin, sizeof(bin), "%s/sluice", sl_test_bin_dir());
+  snprintf(errp, sizeof(errp), "%s/stderr.txt", sl_test_dir());
+  sl_test_write_file(path, text);
+  const char *argv[] = {bin, "validate", path, NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  pid_t pid;
+  SL_ASSERT_EQ_INT(posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv,
+                               environ),
+                   0);
+  posix_spawn_file_actions_destroy(&fa);
+  int st;
+  SL_ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
+  char *err = sl_test_read_file(errp, NULL);
+  char expect[8400];
+  snprintf(expect, sizeof(expect), "sluice: %s:%s\n", path, want);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 2)
+    SL_TEST_FAIL("expected exit 2, got status %d; stderr: %s", st,
+                 err ? err : "");
+  SL_ASSERT_EQ_STR(err, expect);
+  free(err);
+}
+
+#define PL_HEAD                                                          \
+  "name: balances\ncheckpoint: {dir: /nonexistent/ck}\n"               \
+  "source: {type: generator, count: 10, columns: [key, amount]}\n"
+
+SL_TEST(pipeline_validate) {
+  expect_invalid(PL_HEAD "sink: {type: mariadb, user: u, database: d, "
+                         "table: t, key: key}\n",
+                 "4:7: sink: missing required field 'host'");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t}\n",
+                 "4:7: sink: mariadb sink: mode upsert needs key columns "
+                 "(the table's primary or unique key)");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, mode: insert, "
+                         "delivery: at-least-once}\n",
+                 "4:7: sink: mariadb sink: delivery at-least-once needs "
+                 "mode upsert (an insert replayed after a restore would be "
+                 "written twice)");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, mode: merge}\n",
+                 "4:80: sink.mode: expected one of insert, upsert, got "
+                 "'merge'");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, path: x}\n",
+                 "4:74: sink.path: unknown field; expected one of: type, "
+                 "uid, parallelism, host, port, user, password, "
+                 "password_env, database, table, key, mode, delivery, "
+                 "batch_size, commit_table, epoch_column, "
+                 "connect_timeout_ms");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, password_env: "
+                         "SL_NO_SUCH_VARIABLE}\n",
+                 "4:88: sink.password_env: environment variable "
+                 "SL_NO_SUCH_VARIABLE is not set");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, uid: "
+                         "an-identifier-of-the-sink-that-is-much-too-long-"
+                         "for-an-xa-id}\n",
+                 "4:7: sink.uid: the XA transaction id \"sl/balances/an-"
+                 "identifier-of-the-sink-that-is-much-too-long-for-an-xa-"
+                 "id\" is 72 bytes; MariaDB allows 64: shorten the pipeline's name "
+                 "or the sink uid");
+  expect_invalid("name: balances\nsource: {type: generator, count: 10, "
+                 "columns: [key, amount]}\nsink: {type: mariadb, host: h, "
+                 "user: u, database: d, table: t, key: key}\n",
+                 "3:7: sink.delivery: exactly-once commits at completed "
+                 "checkpoints and the pipeline has no checkpoint section; "
+                 "add one (dir, interval_ms) or use delivery: "
+                 "at-least-once");
 }
