@@ -385,3 +385,40 @@ SL_TEST(commit_reply_held) {
   mysql_close(m);
   sl_server_destroy(srv);
 }
+
+/* examples/pipelines/balances-mariadb.yaml, against the test server: every
+ * delta is counted once (the sum of n over the accounts is the count). */
+SL_TEST(example_pipeline) {
+  sl_server_t *srv = start_maria();
+  MYSQL *m = direct(srv);
+  SL_ASSERT_OK(sl_my_exec(m, DDL, NULL, NULL));
+  char example[4400], port[64], dir[4400], bin[4096], errp[4300];
+  snprintf(example, sizeof(example),
+           "%s/examples/pipelines/balances-mariadb.yaml", sl_test_src_dir());
+  snprintf(port, sizeof(port), "sink.port=%d", sl_server_port(srv));
+  snprintf(dir, sizeof(dir), "checkpoint.dir=%s/ckpt", sl_test_dir());
+  snprintf(bin, sizeof(bin), "%s/sluice", sl_test_bin_dir());
+  snprintf(errp, sizeof(errp), "%s/stderr.txt", sl_test_dir());
+  const char *argv[] = {bin, "run", example, "--quiet",
+                        "--set", port, "--set", "sink.user=root",
+                        "--set", dir, "--set", "source.count=30000",
+                        "--set", "checkpoint.interval_ms=50", NULL};
+  SL_ASSERT_EQ_INT(setenv("SLUICE_DB_PASSWORD", "", 1), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_APPEND,
+                                   0644);
+  pid_t pid;
+  SL_ASSERT_EQ_INT(posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv,
+                               environ),
+                   0);
+  posix_spawn_file_actions_destroy(&fa);
+  int st = wait_sluice(pid);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fail_with_log("example", st);
+  SL_ASSERT_EQ_INT(my_int(m, "SELECT SUM(n) FROM balances"), 30000);
+  SL_ASSERT_TRUE(my_int(m, "SELECT COUNT(*) FROM balances") <= 10000);
+  SL_ASSERT_TRUE(my_int(m, "SELECT COUNT(*) FROM sluice_xa_commits") > 0);
+  SL_ASSERT_EQ_INT(job_branches(m, NULL), 0);
+  mysql_close(m);
+  sl_server_destroy(srv);
+}

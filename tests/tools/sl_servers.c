@@ -777,6 +777,10 @@ static int init_data_dir(sl_server_t *srv, sl_error_t **out_err) {
     av_add(&a, "/usr/bin/mariadb-install-db");
     av_add(&a, "--no-defaults");
     av_add(&a, "--datadir=%s", srv->data_dir);
+    /* Its own temporary directory: bootstraps running at the same time
+     * in /tmp removed each other's temporary tables (1051 on
+     * mysql.tmp_user_sys, "Error on delete of /tmp/#sql-temptable-..."). */
+    av_add(&a, "--tmpdir=%s", srv->dir);
     av_add(&a, "--auth-root-authentication-method=normal");
     av_add(&a, "--skip-test-db");
     av_add(&a, "--skip-name-resolve");
