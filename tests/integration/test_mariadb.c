@@ -778,3 +778,60 @@ SL_TEST(pipeline_validate) {
                  "add one (dir, interval_ms) or use delivery: "
                  "at-least-once");
 }
+
+/* The privileges docs/connectors.md lists are enough on MariaDB: a user
+ * with SELECT, INSERT, UPDATE, DELETE and CREATE on the database only (no
+ * SUPER, no PROCESS) passes the start checks (XA RECOVER needs nothing),
+ * creates the marker table, prepares and commits, and recover kills its
+ * own writer of an earlier attempt and rolls back its branch. */
+SL_TEST(minimal_privileges) {
+  fx_t fx;
+  memset(&fx, 0, sizeof(fx));
+  fx.srv = start_maria();
+  fx.m = direct(fx.srv);
+  my_ok(fx.m, TABLE_DDL);
+  my_ok(fx.m, "CREATE USER 'p'@'%' IDENTIFIED BY 'pw'");
+  my_ok(fx.m, "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE ON sluice.* TO "
+              "'p'@'%'");
+  fx.schema = make_schema();
+  SL_ASSERT_OK(sl_row_builder_init(&fx.b, fx.schema));
+  fx.port = sl_server_port(fx.srv);
+  sl_mariadb_sink_config_t c;
+  sl_mariadb_sink_config_init(&c);
+  c.host = "127.0.0.1";
+  c.port = fx.port;
+  c.user = "p";
+  c.password = "pw";
+  c.database = "sluice";
+  c.table = "t";
+  c.key = KEY;
+  c.n_key = 1;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_mariadb_sink_check(&c, fx.schema, &err), err);
+  SL_ASSERT_OK_E(sl_mariadb_sink_create(&c, &fx.vt, &fx.ctx, &err), err);
+  uint32_t owned[] = {0};
+  void *c0 = c_open(&fx, 0, 1, owned, 1, 50);
+  void *w = w_open(&fx, 0, 1, 50);
+  w_row(&fx, w, SL_ROW_INSERT, 1, 10);
+  sl_bytes_t a;
+  w_prepare(&fx, w, 51, &a);
+  SL_ASSERT_EQ_INT(c_commit(&fx, c0, 51, 0, &a, 1, NULL, 0), SL_COMMIT_OK);
+  /* An open branch of this writer (epoch 51), then a restore. */
+  w_row(&fx, w, SL_ROW_INSERT, 2, 20);
+  sl_bytes_t b;
+  w_prepare(&fx, w, 52, &b); /* prepared, never committed */
+  w_row(&fx, w, SL_ROW_INSERT, 3, 30); /* open: a zombie */
+  fx.vt->committer_close(c0);
+  void *c1 = c_open(&fx, 0, 1, owned, 1, 60);
+  SL_ASSERT_OK_E(fx.vt->recover(c1, &err), err);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 0);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t"), 1);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM information_schema."
+                                "PROCESSLIST WHERE USER = 'p'"),
+                   1); /* the committer only */
+  SL_ASSERT_OK(fx.vt->writer_close(w, false, NULL));
+  fx.vt->committer_close(c1);
+  sl_bytes_close(&a);
+  sl_bytes_close(&b);
+  fx_close(&fx);
+}
