@@ -29,7 +29,8 @@ enum {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: sluice run PIPELINE.yaml [options]\n"
-          "       sluice validate PIPELINE.yaml [--set KEY=VALUE ...]\n"
+          "       sluice validate PIPELINE.yaml [--connect] "
+          "[--set KEY=VALUE ...]\n"
           "       sluice --help | --version\n"
           "\n"
           "options of run:\n"
@@ -44,6 +45,12 @@ static void usage(FILE *f) {
           "  --progress-interval S  seconds between progress reports\n"
           "                         (default 1 on a terminal, else 5; 0 = off)\n"
           "  --quiet                no progress and no summary\n"
+          "\n"
+          "options of validate:\n"
+          "  --set KEY=VALUE        as for run\n"
+          "  --connect              also connect to the sink's server: host,\n"
+          "                         credentials, table, column types and\n"
+          "                         server settings\n"
           "\n"
           "exit codes:\n"
           "  0    the job finished (or the pipeline is valid)\n"
@@ -125,7 +132,7 @@ int main(int argc, char **argv) {
   const char **sets = calloc((size_t)argc, sizeof(char *));
   uint32_t n_sets = 0, parallelism = 0;
   double interval = -1;
-  bool is_quiet = false, is_resume = false;
+  bool is_quiet = false, is_resume = false, is_connect = false;
   const char *restore_from = NULL;
   int exit_code = EXIT_USAGE;
   for (int i = 2; i < argc; i++) {
@@ -176,6 +183,8 @@ int main(int argc, char **argv) {
       restore_from = val;
     } else if (strcmp(a, "--resume") == 0) {
       is_resume = true;
+    } else if (strcmp(a, "--connect") == 0) {
+      is_connect = true;
     } else if (strcmp(a, "--quiet") == 0) {
       is_quiet = true;
     } else if (a[0] == '-' && a[1] != '\0') {
@@ -199,7 +208,11 @@ int main(int argc, char **argv) {
   }
   if (!is_run && (parallelism || metrics_json || interval >= 0 || is_quiet ||
                   restore_from || is_resume)) {
-    fprintf(stderr, "sluice: validate takes only --set\n");
+    fprintf(stderr, "sluice: validate takes only --set and --connect\n");
+    goto out;
+  }
+  if (is_run && is_connect) {
+    fprintf(stderr, "sluice: --connect is an option of validate\n");
     goto out;
   }
 
@@ -211,7 +224,8 @@ int main(int argc, char **argv) {
     goto out;
   }
   sl_job_t *job = NULL;
-  sl_pipeline_run_t run = {parallelism, restore_from, is_resume, !is_run};
+  sl_pipeline_run_t run = {parallelism, restore_from, is_resume, !is_run,
+                           is_connect};
   if (sl_pipeline_build(pl, &run, &job, &msg) != SL_OK) {
     fprintf(stderr, "sluice: %s\n", msg ? msg : "invalid pipeline");
     sl_free(msg);

@@ -1012,6 +1012,7 @@ typedef struct build_s {
   bool is_bounded;
   bool has_watermarks; /* the source has a watermarks section */
   int src_paths;       /* the file source's path node, or 0 */
+  bool is_connect;     /* validate --connect: sinks check their servers */
 } build_t;
 
 /* Schema of a file source: a list of {name, type, nullable}. */
@@ -1844,6 +1845,13 @@ static int build_mariadb_sink(build_t *b, int snk, const char *path,
   const sl_sink_vt_t *vt;
   void *ctx;
   sl_error_t *err = NULL;
+  if (b->is_connect &&
+      (rc = sl_mariadb_sink_check(&cfg, sl_stream_schema(in), &err)) !=
+          SL_OK) {
+    FAIL(pl, snk, path, "%s", err ? sl_error_message(err) : sl_strerror(rc));
+    sl_error_destroy(err);
+    return rc;
+  }
   rc = sl_mariadb_sink_create(&cfg, &vt, &ctx, &err);
   if (rc != SL_OK) {
     FAIL(pl, snk, path, "%s", err ? sl_error_message(err) : sl_strerror(rc));
@@ -1994,6 +2002,7 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
                                "restart", "source", "transforms", "sink",
                                NULL};
   build_t b = {pl, NULL, NULL, NULL, false};
+  b.is_connect = run != NULL && run->is_validate && run->is_connect;
   int rc = check_keys(pl, root, "", keys);
   sl_job_config_t cfg;
   sl_job_config_init(&cfg);

@@ -835,3 +835,70 @@ SL_TEST(minimal_privileges) {
   sl_bytes_close(&b);
   fx_close(&fx);
 }
+
+/* `sluice validate --connect` on text; returns the exit code, *out_err
+ * the standard error (caller frees). */
+static int validate_connect(const char *text, char **out_err) {
+  char path[4200], bin[4096], errp[4200];
+  snprintf(path, sizeof(path), "%s/p.yaml", sl_test_dir());
+  snprintf(bin, sizeof(bin), "%s/sluice", sl_test_bin_dir());
+  snprintf(errp, sizeof(errp), "%s/stderr.txt", sl_test_dir());
+  sl_test_write_file(path, text);
+  const char *argv[] = {bin, "validate", path, "--connect", NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  pid_t pid;
+  SL_ASSERT_EQ_INT(posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv,
+                               environ),
+                   0);
+  posix_spawn_file_actions_destroy(&fa);
+  int st;
+  SL_ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
+  *out_err = sl_test_read_file(errp, NULL);
+  printf("stderr: %s", *out_err ? *out_err : "");
+  SL_ASSERT_TRUE(WIFEXITED(st));
+  return WEXITSTATUS(st);
+}
+
+/* validate --connect reaches the server: a column type mismatch and a
+ * missing table are errors naming the sink and the column; a right table
+ * is valid; without --connect the same file is valid. */
+SL_TEST(pipeline_validate_connect) {
+  sl_server_t *srv = start_maria();
+  MYSQL *m = direct(srv);
+  my_ok(m, "CREATE TABLE b (account BIGINT PRIMARY KEY, balance INT) "
+           "ENGINE=InnoDB");
+  char text[1024];
+  snprintf(text, sizeof(text),
+           "name: balances\ncheckpoint: {dir: /nonexistent/ck}\n"
+           "source: {type: generator, count: 10, columns: [key, amount]}\n"
+           "transforms:\n  - aggregate:\n      key: [key]\n"
+           "      values: {balance: sum(amount)}\n"
+           "sink: {type: mariadb, host: 127.0.0.1, port: %d, user: root, "
+           "database: sluice, table: b, key: key}\n",
+           sl_server_port(srv));
+  char *err = NULL;
+  SL_ASSERT_EQ_INT(validate_connect(text, &err), 2);
+  SL_ASSERT_TRUE(strstr(err, "sink: mariadb sink 127.0.0.1:") != NULL);
+  SL_ASSERT_TRUE(strstr(err, "/sluice.b: table sluice.b has no column `key` "
+                             "(a field of the sink's rows)") != NULL);
+  free(err);
+  my_ok(m, "ALTER TABLE b CHANGE account `key` BIGINT");
+  SL_ASSERT_EQ_INT(validate_connect(text, &err), 2);
+  SL_ASSERT_TRUE(strstr(err, "column `balance` of table sluice.b is int(11),"
+                             " but the sink writes int64 there (needs bigint"
+                             " (signed))") != NULL);
+  free(err);
+  my_ok(m, "ALTER TABLE b MODIFY balance BIGINT");
+  SL_ASSERT_EQ_INT(validate_connect(text, &err), 0);
+  free(err);
+  my_ok(m, "DROP TABLE b");
+  SL_ASSERT_EQ_INT(validate_connect(text, &err), 2);
+  SL_ASSERT_TRUE(strstr(err, "table sluice.b does not exist at 127.0.0.1:") !=
+                 NULL);
+  free(err);
+  mysql_close(m);
+  sl_server_destroy(srv);
+}
