@@ -902,3 +902,53 @@ SL_TEST(pipeline_validate_connect) {
   mysql_close(m);
   sl_server_destroy(srv);
 }
+
+/* The server is killed and restarted in the middle of an epoch: the open
+ * branch is gone and the writer's prepare fails the task with the
+ * connection error (the restart replays the epoch); the committed epoch
+ * stays, and the prepared one survives the crash and commits after a
+ * RETRY for the lost committer connection. */
+SL_TEST(eo_server_restarted_mid_epoch) {
+  fx_t fx;
+  fx_init(&fx, TABLE_DDL, SL_MARIADB_EXACTLY_ONCE);
+  uint32_t owned[] = {0};
+  void *c = c_open(&fx, 0, 1, owned, 1, 70);
+  void *w = w_open(&fx, 0, 1, 70);
+  sl_bytes_t a, b;
+  w_row(&fx, w, SL_ROW_INSERT, 1, 10);
+  w_prepare(&fx, w, 71, &a);
+  SL_ASSERT_EQ_INT(c_commit(&fx, c, 71, 0, &a, 1, NULL, 0), SL_COMMIT_OK);
+  w_row(&fx, w, SL_ROW_INSERT, 2, 20);
+  w_prepare(&fx, w, 72, &b); /* prepared, not committed */
+  w_row(&fx, w, SL_ROW_INSERT, 3, 30);
+  w_row(&fx, w, SL_ROW_INSERT, 4, 40);
+  w_row(&fx, w, SL_ROW_INSERT, 5, 50); /* a batch, kept: 72 not committed */
+  mysql_close(fx.m);
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_server_restart(fx.srv, SL_SERVER_STOP_CRASH, &err), err);
+  fx.m = direct(fx.srv);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, "0/71/"), 1); /* epoch 71 (ckpt 72) */
+  sl_bytes_t x;
+  sl_bytes_init(&x);
+  SL_ASSERT_EQ_INT(fx.vt->prepare(w, 73, &x, &err), SL_EIO);
+  printf("prepare: %s\n", sl_error_message(err));
+  SL_ASSERT_TRUE(strstr(sl_error_message(err),
+                        "mariadb sink 'snk' subtask 0: writing 3 rows to "
+                        "table sluice.t failed: error 20") != NULL);
+  sl_error_destroy(err);
+  err = NULL;
+  SL_ASSERT_OK(fx.vt->writer_close(w, false, NULL));
+  char msg[512];
+  sl_commit_status_t st = c_commit(&fx, c, 72, 0, &b, 1, msg, sizeof(msg));
+  if (st == SL_COMMIT_RETRY)
+    st = c_commit(&fx, c, 72, 0, &b, 2, msg, sizeof(msg));
+  SL_ASSERT_EQ_INT(st, SL_COMMIT_OK);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t"), 2);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT SUM(v) FROM t"), 30);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 0);
+  fx.vt->committer_close(c);
+  sl_bytes_close(&a);
+  sl_bytes_close(&b);
+  sl_bytes_close(&x);
+  fx_close(&fx);
+}
