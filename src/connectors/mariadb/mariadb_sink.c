@@ -1347,18 +1347,34 @@ static int xa_recover(mcommitter_t *m, recovered_t **out, size_t *out_n,
   return SL_OK;
 }
 
-/* Kill connection id when it is still there under our user. */
+/*
+ * Kill connection conn_id, and wait (at most KILL_WAIT_MS) until the
+ * server has ended it: KILL only marks the connection, and until its
+ * thread is gone it still holds its branch (1397) and its locks.
+ */
+#define KILL_WAIT_MS 5000
 static int kill_holder(mcommitter_t *m, uint64_t conn_id,
                        unsigned *out_errno) {
   char sql[160];
   snprintf(sql, sizeof(sql), "KILL CONNECTION %" PRIu64, conn_id);
   int rc = run(m->conn, sql, strlen(sql), out_errno);
   if (rc != SL_OK && *out_errno == ER_NO_SUCH_THREAD) return SL_OK;
-  if (rc == SL_OK)
-    sl_log(SL_LOG_WARN, "%s: killed connection %" PRIu64 ", which held a "
-           "prepared branch or the writer lock of this sink", m->pfx,
-           conn_id);
-  return rc;
+  if (rc != SL_OK) return rc;
+  sl_log(SL_LOG_WARN, "%s: killed connection %" PRIu64 ", which held a "
+         "prepared branch or the writer lock of this sink", m->pfx,
+         conn_id);
+  snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM information_schema."
+           "PROCESSLIST WHERE ID = %" PRIu64, conn_id);
+  for (int waited = 0; waited < KILL_WAIT_MS; waited += 10) {
+    char v[32];
+    bool found;
+    if (query_text(m->conn, sql, v, sizeof(v), &found, out_errno) != SL_OK)
+      return SL_EIO;
+    if (!found || strcmp(v, "0") == 0) return SL_OK;
+    struct timespec ts = {0, 10 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  return SL_OK; /* still ending: the caller's next step says what to do */
 }
 
 static bool xid_equal(const xid_t *a, const xid_t *b) {
