@@ -53,11 +53,8 @@ static int64_t my_int(MYSQL *m, const char *sql) {
   return v;
 }
 
-/* Branches of job "job" and sink "snk" that XA RECOVER lists. */
-static int64_t n_branches(MYSQL *m) {
-  return my_int(m, "SELECT 0");
-}
-
+/* Branches of job "job" and sink "snk" that XA RECOVER lists whose bqual
+ * starts with bqual_prefix (NULL: all). */
 static int count_xa(MYSQL *m, const char *bqual_prefix) {
   SL_ASSERT_EQ_INT(mysql_query(m, "XA RECOVER"), 0);
   MYSQL_RES *r = mysql_store_result(m);
@@ -294,7 +291,6 @@ SL_TEST(eo_prepare_commit) {
   SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM sluice_xa_commits"),
                    2);
   SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 0);
-  (void)n_branches;
   w_close(&fx, w);
   fx.vt->committer_close(c);
   sl_bytes_close(&cm);
@@ -772,7 +768,8 @@ SL_TEST(pipeline_validate) {
                          "for-an-xa-id}\n",
                  "4:7: sink.uid: the XA transaction id \"sl/balances/an-"
                  "identifier-of-the-sink-that-is-much-too-long-for-an-xa-"
-                 "id\" is 72 bytes; MariaDB allows 64: shorten the pipeline's name "
+                 "id\" is 72 bytes; MariaDB allows 64: shorten the "
+                 "pipeline's name "
                  "or the sink uid");
   expect_invalid("name: balances\nsource: {type: generator, count: 10, "
                  "columns: [key, amount]}\nsink: {type: mariadb, host: h, "

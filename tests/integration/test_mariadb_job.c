@@ -242,7 +242,7 @@ static const char *points[] = {
 
 SL_TEST(sigkill_soak) {
   const char *env = getenv("SL_MARIADB_KILL_ROUNDS");
-  int rounds = env ? atoi(env) : 50;
+  int rounds = env ? (int)strtol(env, NULL, 10) : 50;
   sl_server_t *srv = start_maria();
   MYSQL *m = direct(srv);
   SL_ASSERT_OK(sl_my_exec(m, DDL, NULL, NULL));
@@ -327,8 +327,8 @@ SL_TEST(commit_reply_held) {
     fail_with_log("no XA COMMIT held within 30 s", wait_sluice(pid));
   }
   /* One sink subtask: its committer waits for the held reply, so no
-   * other commit happens.  The commit is durable (its marker is visible, its branch no longer
-   * prepared) and its reply held. */
+   * other commit happens.  The commit is durable (its marker is visible,
+   * its branch no longer prepared) and its reply held. */
   SL_ASSERT_EQ_INT(my_int(m, "SELECT COUNT(*) FROM sluice_xa_commits"), 1);
   int64_t sub = my_int(m, "SELECT subtask FROM sluice_xa_commits");
   int64_t ep = my_int(m, "SELECT epoch FROM sluice_xa_commits");
