@@ -422,3 +422,46 @@ SL_TEST(example_pipeline) {
   mysql_close(m);
   sl_server_destroy(srv);
 }
+
+/* The reply to the first XA COMMIT is dropped and the connection closed
+ * after the server committed; the process lives on: the committer answers
+ * RETRY, reconnects, gets 1397 and resolves it through the marker as
+ * already committed, and the job finishes with the table exact. */
+SL_TEST(commit_reply_dropped) {
+  sl_server_t *srv = start_maria();
+  MYSQL *m = direct(srv);
+  SL_ASSERT_OK(sl_my_exec(m, DDL, NULL, NULL));
+  sl_proxy_t *p = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_proxy_start(SL_PROXY_MYSQL, sl_server_port(srv), 0, &p,
+                                &err),
+                 err);
+  sl_proxy_rule_t rule;
+  memset(&rule, 0, sizeof(rule));
+  rule.match = "XA COMMIT";
+  rule.action = SL_PROXY_DROP;
+  rule.times = 1;
+  int drop = -1;
+  SL_ASSERT_OK_E(sl_proxy_arm(p, &rule, &drop, &err), err);
+  char in[2][4400], pipeline[4400];
+  write_inputs(in);
+  snprintf(pipeline, sizeof(pipeline), "%s/balances.yaml", sl_test_dir());
+  write_pipeline(pipeline, in, sl_proxy_port(p), 50, 1);
+  int st = wait_sluice(spawn_sluice(pipeline, NULL));
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fail_with_log("run", st);
+  sl_proxy_counts_t c;
+  SL_ASSERT_OK(sl_proxy_count(p, drop, &c));
+  SL_ASSERT_EQ_INT(c.dropped, 1);
+  check_table(m);
+  SL_ASSERT_EQ_INT(job_branches(m, NULL), 0);
+  check_markers(m);
+  char ep[4300];
+  snprintf(ep, sizeof(ep), "%s/stderr.txt", sl_test_dir());
+  char *log = sl_test_read_file(ep, NULL);
+  SL_ASSERT_TRUE(log != NULL && strstr(log, "will be retried: error 2013") !=
+                                    NULL);
+  free(log);
+  sl_proxy_stop(p);
+  mysql_close(m);
+  sl_server_destroy(srv);
+}
