@@ -953,3 +953,38 @@ SL_TEST(eo_server_restarted_mid_epoch) {
   sl_bytes_close(&x);
   fx_close(&fx);
 }
+
+/* A server that logs statements cannot log the sink's READ COMMITTED
+ * writes: refused at start with the setting named. */
+SL_TEST(bad_binlog_statement) {
+  sl_server_opts_t o;
+  sl_server_opts_init(&o, SL_SERVER_MARIADB);
+  const char *const extra[] = {"binlog-format=STATEMENT", NULL};
+  o.extra_settings = extra;
+  sl_server_t *srv = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_server_start(&o, &srv, &err), err);
+  MYSQL *m = direct(srv);
+  my_ok(m, TABLE_DDL);
+  sl_mariadb_sink_config_t c;
+  sl_mariadb_sink_config_init(&c);
+  c.host = "127.0.0.1";
+  c.port = sl_server_port(srv);
+  c.user = "root";
+  c.database = "sluice";
+  c.table = "t";
+  c.key = KEY;
+  c.n_key = 1;
+  SL_ASSERT_EQ_INT(sl_mariadb_sink_check(&c, NULL, &err), SL_EINVAL);
+  printf("message: %s\n", sl_error_message(err));
+  char want[400];
+  snprintf(want, sizeof(want),
+           "mariadb sink 127.0.0.1:%d/sluice.t: 127.0.0.1:%d logs the "
+           "binlog as statements (binlog_format=STATEMENT); the sink writes "
+           "in READ COMMITTED transactions, which need binlog_format=ROW or "
+           "MIXED", c.port, c.port);
+  SL_ASSERT_EQ_STR(sl_error_message(err), want);
+  sl_error_destroy(err);
+  mysql_close(m);
+  sl_server_destroy(srv);
+}
