@@ -219,8 +219,7 @@ typedef struct sl_sink_init_s {
    * beginning of the input (restored_checkpoint_id is 0). */
   bool is_restored;
   uint64_t restored_checkpoint_id;
-  /* Appended for transactional sinks (zero in a plain sink's view when the
-   * engine has no checkpoint storage). */
+  /* Appended (for transactional sinks above all). */
   const char *job;    /* the job's name (sl_job_config_t.name); borrowed,
                          valid until writer_close */
   uint64_t epoch_id;  /* transactional sinks: the id of the first epoch
@@ -406,21 +405,65 @@ SL_API int sl_file_source_create(const sl_file_source_config_t *cfg,
                                  const sl_source_vt_t **out_vt, void **out_ctx,
                                  sl_error_t **out_err);
 
+/** @brief The delivery guarantee a sink is asked for. */
+typedef enum sl_delivery_e {
+  SL_DELIVERY_AT_LEAST_ONCE = 0, /* rows after the restored checkpoint are
+                                    written again after a failure */
+  SL_DELIVERY_EXACTLY_ONCE = 1   /* two-phase commit: each row once */
+} sl_delivery_t;
+
+/** @brief How an exactly-once file sink groups rows into directories. */
+typedef enum sl_file_bucket_e {
+  SL_FILE_BUCKET_NONE = 0,  /* every part file in path */
+  SL_FILE_BUCKET_FIELD = 1, /* path/<field>=<value>/ by bucket_field */
+  SL_FILE_BUCKET_DATE = 2,  /* path/<YYYY-MM-DD>/ by the UTC date of the
+                               timestamp field bucket_field */
+  SL_FILE_BUCKET_HOUR = 3   /* path/<YYYY-MM-DD--HH>/, likewise */
+} sl_file_bucket_t;
+
 /*
- * A fresh start truncates each output file; an attempt that restored a
- * checkpoint (sl_sink_init_t.is_restored) appends to it instead, after
- * cutting a partly written last row, so rows written after the checkpoint
- * appear twice (at-least-once).  See docs/connectors.md.
+ * At-least-once (the default): a fresh start truncates each output file;
+ * an attempt that restored a checkpoint (sl_sink_init_t.is_restored)
+ * appends to it instead, after cutting a partly written last row, so rows
+ * written after the checkpoint appear twice.
+ *
+ * Exactly-once (delivery = SL_DELIVERY_EXACTLY_ONCE, needs checkpoints):
+ * path is a directory.  Each subtask writes part files, hidden while in
+ * progress (".part-<uid>-<subtask>-<epoch>-<n><ext>.inprogress"); at each
+ * barrier, and when a part rolls by size or time, the part is synced and
+ * renamed to ".part-...<ext>.pending"; when the checkpoint completes it is
+ * renamed to "part-<uid>-<subtask>-<epoch>-<n><ext>" (finished, visible).
+ * Readers take the files whose names do not start with '.'.  See
+ * docs/connectors.md.
  */
 typedef struct sl_file_sink_config_s {
   const char *path;      /* parallelism 1: this file; else one file per
-                            subtask i, "<stem>-<i><ext>" (out-0.csv) */
+                            subtask i, "<stem>-<i><ext>" (out-0.csv);
+                            exactly-once: the output directory */
   sl_format_t format;
-  bool csv_header;
+  bool csv_header;       /* exactly-once: a header in every part file */
   char csv_delimiter;
   bool changelog;        /* add an "op" column (+I/-U/+U/-D) first */
+  /* Appended; zero keeps the behaviour above. */
+  sl_delivery_t delivery;
+  uint64_t roll_size;       /* exactly-once: roll a part at this many bytes
+                               (0: only at checkpoints) */
+  int64_t roll_interval_ms; /* exactly-once: roll a part open this long
+                               (processing time; 0: only at checkpoints) */
+  sl_file_bucket_t bucket;  /* exactly-once: bucket directories */
+  const char *bucket_field; /* the field buckets are made from */
 } sl_file_sink_config_t;
 
+/**
+ * @brief Create a file sink: plain (at-least-once) or, with
+ * cfg->delivery = SL_DELIVERY_EXACTLY_ONCE, transactional.
+ * @return SL_OK, SL_EINVAL (no path, a bucket without bucket_field),
+ * SL_ENOMEM.  The bucket field is checked against the schema when a
+ * writer opens (a missing field or a date bucket of a field that is not a
+ * timestamp is an error naming it).
+ * @thread any.  @ownership the caller owns *out_ctx until it hands it to
+ * sl_stream_sink().
+ */
 SL_API int sl_file_sink_create(const sl_file_sink_config_t *cfg,
                                const sl_sink_vt_t **out_vt, void **out_ctx,
                                sl_error_t **out_err);

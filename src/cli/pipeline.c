@@ -1013,6 +1013,7 @@ typedef struct build_s {
   bool has_watermarks; /* the source has a watermarks section */
   int src_paths;       /* the file source's path node, or 0 */
   bool is_connect;     /* validate --connect: sinks check their servers */
+  bool has_ckpt_dir;   /* checkpoint.dir is set (even under validate) */
 } build_t;
 
 /* Schema of a file source: a list of {name, type, nullable}. */
@@ -1825,14 +1826,17 @@ static int build_mariadb_sink(build_t *b, int snk, const char *path,
   cfg.mode = mode == 0 ? SL_MARIADB_INSERT : SL_MARIADB_UPSERT;
   cfg.delivery =
       delivery == 0 ? SL_MARIADB_EXACTLY_ONCE : SL_MARIADB_AT_LEAST_ONCE;
-  /* Exactly-once commits at completed checkpoints: the job needs them
-   * (the root mapping is node 1). */
-  if (cfg.delivery == SL_MARIADB_EXACTLY_ONCE &&
-      map_get(pl, 1, "checkpoint", NULL) == 0) {
+  /* Exactly-once commits at completed checkpoints: the job needs them.
+   * delivery defaults to exactly-once here, so the message says what to
+   * set either way. */
+  if (cfg.delivery == SL_MARIADB_EXACTLY_ONCE && !b->has_ckpt_dir) {
     join_path(f, sizeof(f), path, "delivery");
-    return FAIL(pl, snk, f, "exactly-once commits at completed checkpoints "
-                "and the pipeline has no checkpoint section; add one (dir, "
-                "interval_ms) or use delivery: at-least-once");
+    int dv = map_get(pl, snk, "delivery", NULL);
+    return FAIL(pl, dv ? dv : snk, f, "exactly-once (the default of a "
+                "mariadb sink) commits when a checkpoint completes, and "
+                "this pipeline has no 'checkpoint: {dir: ...}', so nothing "
+                "would ever be committed; add one or set 'delivery: "
+                "at-least-once'");
   }
   /* The xid's gtrid: "sl/" + job name + "/" + uid. */
   size_t gl = 3 + strlen(sl_pipeline_name(pl)) + 1 + strlen(uid);
@@ -1864,6 +1868,75 @@ static int build_mariadb_sink(build_t *b, int snk, const char *path,
   return SL_OK;
 }
 
+static int get_i64_ms(sl_pipeline_t *pl, int map, const char *path,
+                      const char *key, int64_t *out);
+
+/*
+ * delivery, and the options of an exactly-once file sink (docs/pipeline.md):
+ * roll_size, roll_interval_ms, bucket_by (field, date, hour), bucket_field.
+ * Exactly-once commits when checkpoints complete, so it needs a checkpoint
+ * directory; the options of exactly-once are refused without it.
+ */
+static int get_delivery(build_t *b, int snk, const char *path, int type,
+                        sl_file_sink_config_t *cfg) {
+  sl_pipeline_t *pl = b->pl;
+  static const char *deliveries[] = {"at-least-once", "exactly-once", NULL};
+  static const char *buckets[] = {"field", "date", "hour", NULL};
+  int d = 0, by = -1;
+  char f[300];
+  int rc = get_enum(pl, snk, path, "delivery", deliveries, &d);
+  if (rc != SL_OK) return rc;
+  int dv = map_get(pl, snk, "delivery", NULL);
+  join_path(f, sizeof(f), path, "delivery");
+  if (dv && type != 0)
+    return FAIL(pl, dv, f, "only a file sink has a 'delivery' (stdout and "
+                "null sinks cannot take back what they wrote)");
+  static const char *eo_only[] = {"roll_size", "roll_interval_ms", "bucket_by",
+                                  "bucket_field", NULL};
+  for (uint32_t i = 0; d == 0 && eo_only[i]; i++) {
+    int v = map_get(pl, snk, eo_only[i], NULL);
+    if (v == 0) continue;
+    join_path(f, sizeof(f), path, eo_only[i]);
+    return FAIL(pl, v, f, "'%s' is an option of 'delivery: exactly-once'",
+                eo_only[i]);
+  }
+  if (d == 0) return SL_OK;
+  if (!b->has_ckpt_dir)
+    return FAIL(pl, dv, f, "'delivery: exactly-once' commits the output "
+                "when a checkpoint completes, and this pipeline has no "
+                "'checkpoint: {dir: ...}', so nothing would ever be "
+                "committed; add a checkpoint section or use "
+                "'delivery: at-least-once'");
+  cfg->delivery = SL_DELIVERY_EXACTLY_ONCE;
+  const char *field = NULL;
+  if ((rc = get_u64(pl, snk, path, "roll_size", UINT64_MAX, &cfg->roll_size)) ||
+      (rc = get_i64_ms(pl, snk, path, "roll_interval_ms",
+                       &cfg->roll_interval_ms)) ||
+      (rc = get_enum(pl, snk, path, "bucket_by", buckets, &by)) ||
+      (rc = get_str(pl, snk, path, "bucket_field", by >= 0, &field)))
+    return rc;
+  if (field && by < 0) {
+    join_path(f, sizeof(f), path, "bucket_field");
+    return FAIL(pl, map_get(pl, snk, "bucket_field", NULL), f,
+                "'bucket_field' needs 'bucket_by: field|date|hour'");
+  }
+  if (by >= 0) {
+    int idx = sl_schema_index(b->schema, field);
+    join_path(f, sizeof(f), path, "bucket_field");
+    int fv = map_get(pl, snk, "bucket_field", NULL);
+    if (idx < 0)
+      return FAIL(pl, fv, f, "no column '%s' in the rows the sink gets",
+                  field);
+    if (by > 0 && sl_schema_field(b->schema, (uint32_t)idx)->type.id !=
+                      SL_TYPE_TIMESTAMP)
+      return FAIL(pl, fv, f, "'bucket_by: %s' needs a timestamp column; "
+                  "'%s' is not one", buckets[by], field);
+    cfg->bucket = (sl_file_bucket_t)(by + 1);
+    cfg->bucket_field = field;
+  }
+  return SL_OK;
+}
+
 /* The sink at path ("sink", or a window's late_sink) on stream in. */
 static int build_sink(build_t *b, int snk, const char *path, const char *uid,
                       sl_stream_t *in) {
@@ -1878,7 +1951,9 @@ static int build_sink(build_t *b, int snk, const char *path, const char *uid,
   if (type < 0) return FAIL(pl, snk, path, "missing required field 'type'");
   if (type == 3) return build_mariadb_sink(b, snk, path, uid, in);
   static const char *keys[] = {"type", "uid", "parallelism", "path", "format",
-                               "header", "delimiter", "changelog", NULL};
+                               "header", "delimiter", "changelog",
+                               "delivery", "roll_size", "roll_interval_ms",
+                               "bucket_by", "bucket_field", NULL};
   if ((rc = check_keys(pl, snk, path, keys)) != SL_OK) return rc;
   const char *out_path = NULL;
   uint32_t par = 0;
@@ -1900,8 +1975,12 @@ static int build_sink(build_t *b, int snk, const char *path, const char *uid,
     return FAIL(pl, map_get(pl, snk, "path", NULL), pf,
                 "only a file sink has a path");
   }
-  if (type == 0 &&
+  if ((rc = get_delivery(b, snk, path, type, &cfg)) != SL_OK) return rc;
+  if (type == 0 && cfg.delivery == SL_DELIVERY_AT_LEAST_ONCE &&
       (rc = check_sink_path(b, snk, path, out_path, par ? par : 1)) != SL_OK)
+    return rc;
+  if (type == 0 && cfg.delivery == SL_DELIVERY_EXACTLY_ONCE &&
+      (rc = check_sink_path(b, snk, path, out_path, 1)) != SL_OK)
     return rc;
   const sl_sink_vt_t *vt;
   void *ctx;
@@ -2025,6 +2104,7 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
   if (rc == SL_OK)
     rc = get_u32(pl, root, "", "channel_buffers", 1, 1024, &cfg.channel_buffers);
   if (rc == SL_OK) rc = build_recovery(pl, root, &cfg);
+  b.has_ckpt_dir = cfg.checkpoint.dir != NULL;
   /* Checkpoints are kept in <dir>/<name>: without a name of its own, every
    * pipeline would be 'pipeline', and one would restore another's. */
   int ckpt_v = map_get(pl, root, "checkpoint", NULL);

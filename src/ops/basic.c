@@ -131,7 +131,8 @@ static int sink_open(sl_op_t *op) {
   const sl_op_cfg_t *c = cfg_of(op);
   uint64_t restored = sl__task_restored_checkpoint(op->task);
   sl_sink_init_t init = {op->subtask,     op->parallelism, op->in_schema[0],
-                         op->uid,         restored != 0,   restored};
+                         op->uid,         restored != 0,   restored,
+                         sl__task_job(op->task)->job_name, 0};
   sl_error_t *err = NULL;
   int rc = c->sink_vt->writer_open(c->sink_ctx, &init, &op->impl, &err);
   if (rc != SL_OK) {

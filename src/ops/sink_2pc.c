@@ -349,6 +349,9 @@ static int sink_open(sl_op_t *op) {
   const sl_sink_vt_t *vt = c->sink_vt;
   sink2pc_t *s = op->impl;
   const sl_job_rt_t *rt = sl__task_job(op->task);
+  /* The attempt's restored checkpoint, also when it held nothing of this
+   * sink (sl__sink2pc_restore did not run). */
+  if (s->restored_id == 0) s->restored_id = sl__task_restored_checkpoint(op->task);
   uint32_t span = SL_MAX(s->max_par, op->parallelism);
   uint32_t *owned = sl_calloc(span + 1, sizeof(uint32_t));
   if (owned == NULL) return sl__op_fail(op, SL_ENOMEM, "out of memory");

@@ -28,6 +28,8 @@ typedef struct opts_s {
   bool is_resume;
   double rate;
   uint32_t max_attempts;
+  sl_ckpt_mode_t mode;
+  int64_t alignment_timeout_ms;
 } opts_t;
 
 static sl_job_t *make_job(const opts_t *o) {
@@ -40,6 +42,8 @@ static sl_job_t *make_job(const opts_t *o) {
   cfg.checkpoint.interval_ms = o->interval_ms;
   cfg.checkpoint.sink_commit_backoff_ms = 5;
   cfg.checkpoint.sink_commit_max_attempts = o->max_attempts;
+  cfg.checkpoint.mode = o->mode;
+  cfg.checkpoint.alignment_timeout_ms = o->alignment_timeout_ms;
   cfg.resume_latest = o->is_resume;
   if (o->is_restarting) {
     cfg.restart.kind = SL_RESTART_FIXED_DELAY;
@@ -93,6 +97,25 @@ SL_TEST(final_checkpoint_commits_bounded_job) {
   SL_ASSERT_TRUE(txs.ok >= 1);
   SL_ASSERT_EQ_INT(txs.already, 0);
   SL_ASSERT_EQ_INT(txs.retry, 0);
+}
+
+/* The final checkpoint stays aligned and in band in unaligned mode and
+ * with an alignment timeout: rows in flight would otherwise miss it. */
+SL_TEST(final_checkpoint_in_unaligned_modes) {
+  for (int m = 0; m < 2; m++) {
+    setup();
+    /* A store and checkpoints of their own per mode. */
+    snprintf(store, sizeof(store), "%s/store-%d", sl_test_dir(), m);
+    snprintf(ckdir, sizeof(ckdir), "%s/ck-%d", sl_test_dir(), m);
+    txs_reset(store);
+    opts_t o = {3, 10, false, false, 0, 0, SL_CKPT_ALIGNED, 0};
+    if (m == 0) o.mode = SL_CKPT_UNALIGNED;
+    else o.alignment_timeout_ms = 1;
+    sl_error_t *err = NULL;
+    if (run(&o, &err) != SL_OK)
+      SL_TEST_FAIL("mode %d: %s", m, sl_error_message(err));
+    expect_exactly_once();
+  }
 }
 
 /* Periodic checkpoints and the final one: every epoch commits once. */

@@ -774,10 +774,11 @@ SL_TEST(pipeline_validate) {
   expect_invalid("name: balances\nsource: {type: generator, count: 10, "
                  "columns: [key, amount]}\nsink: {type: mariadb, host: h, "
                  "user: u, database: d, table: t, key: key}\n",
-                 "3:7: sink.delivery: exactly-once commits at completed "
-                 "checkpoints and the pipeline has no checkpoint section; "
-                 "add one (dir, interval_ms) or use delivery: "
-                 "at-least-once");
+                 "3:7: sink.delivery: exactly-once (the default of a "
+                 "mariadb sink) commits when a checkpoint completes, and "
+                 "this pipeline has no 'checkpoint: {dir: ...}', so nothing "
+                 "would ever be committed; add one or set 'delivery: "
+                 "at-least-once'");
 }
 
 /* The privileges docs/connectors.md lists are enough on MariaDB: a user

@@ -316,11 +316,25 @@ static const sl_sink_vt_t stdout_vt = {"stdout", writer_open, writer_write,
                                        writer_flush, writer_close,
                                        fsink_destroy};
 
+/* The exactly-once file sink (file_sink_2pc.c). */
+int sl__file_sink_tx_create(const sl_file_sink_config_t *cfg,
+                            const sl_sink_vt_t **out_vt, void **out_ctx,
+                            sl_error_t **out_err);
+
 int sl_file_sink_create(const sl_file_sink_config_t *cfg,
                         const sl_sink_vt_t **out_vt, void **out_ctx,
                         sl_error_t **out_err) {
   if (cfg->path == NULL || cfg->path[0] == '\0')
     return sl_error_set(out_err, SL_EINVAL, "file sink: no path");
+  if (cfg->delivery == SL_DELIVERY_EXACTLY_ONCE)
+    return sl__file_sink_tx_create(cfg, out_vt, out_ctx, out_err);
+  if (cfg->delivery != SL_DELIVERY_AT_LEAST_ONCE)
+    return sl_error_set(out_err, SL_EINVAL, "file sink: unknown delivery "
+                        "%d", (int)cfg->delivery);
+  if (cfg->roll_size || cfg->roll_interval_ms ||
+      cfg->bucket != SL_FILE_BUCKET_NONE)
+    return sl_error_set(out_err, SL_EINVAL, "file sink: rolling and buckets "
+                        "are options of delivery exactly-once");
   fsink_t *s = sl_calloc(1, sizeof(*s));
   if (s == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   s->cfg = *cfg;
