@@ -800,7 +800,7 @@ int sl_proxy_rule_parse(const char *text, sl_proxy_rule_t *out_rule,
   size_t tlen = strlen(text);
   char *st = sl_malloc(tlen + 2);
   if (st == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
-  strcpy(st, m + 6);
+  memcpy(st, m + 6, strlen(m + 6) + 1);
   char *tag_store = st + strlen(st) + 1;
   tag_store[0] = '\0';
   r.match = st;
