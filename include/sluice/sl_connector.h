@@ -733,6 +733,89 @@ SL_API int sl_pg_sink_check(void *ctx, const char *job, const char *uid,
 /** @brief Discards rows, counting them (benchmarks). */
 SL_API int sl_null_sink_create(const sl_sink_vt_t **out_vt, void **out_ctx);
 
+/*
+ * The MariaDB sink (MariaDB >= 10.5.2, and MySQL >= 5.7.7 untested,
+ * through Connector/C).  Exactly-once (the default): one XA transaction
+ * per sink subtask and epoch, named by the xid
+ *   gtrid "sl/<job>/<sink uid>" (at most 64 bytes),
+ *   bqual "<subtask>/<epoch id>/<connection id>", formatID 21324,
+ * and a marker row in the commit-log table written inside it; prepare
+ * ends and prepares the branch and closes the connection (a prepared
+ * branch cannot be committed by another connection while its own lives),
+ * the committer commits it with XA COMMIT from its own connection and
+ * resolves an unknown xid through the marker.  At-least-once: rows are
+ * written and committed at every flush, and an upsert never replaces a row
+ * whose epoch column is newer.  Row kinds: +I inserts (mode insert) or
+ * upserts (mode upsert, INSERT ... ON DUPLICATE KEY UPDATE), +U upserts,
+ * -U is skipped (its +U follows), -D deletes by key (mode upsert).  See
+ * docs/connectors.md for the type mapping, server settings and privileges.
+ */
+typedef enum sl_mariadb_mode_e {
+  SL_MARIADB_INSERT = 0, /* +I rows only; anything else fails the task */
+  SL_MARIADB_UPSERT = 1  /* needs key columns */
+} sl_mariadb_mode_t;
+
+typedef enum sl_mariadb_delivery_e {
+  SL_MARIADB_EXACTLY_ONCE = 0,
+  SL_MARIADB_AT_LEAST_ONCE = 1
+} sl_mariadb_delivery_t;
+
+#define SL_MARIADB_DEFAULT_PORT 3306
+#define SL_MARIADB_DEFAULT_BATCH 500u
+#define SL_MARIADB_DEFAULT_COMMIT_TABLE "sluice_xa_commits"
+#define SL_MARIADB_DEFAULT_EPOCH_COLUMN "sluice_epoch"
+/* The XA formatID of sluice's xids ("SL"). */
+#define SL_MARIADB_XA_FORMAT 21324
+
+typedef struct sl_mariadb_sink_config_s {
+  const char *host;       /* required */
+  int port;               /* 0: SL_MARIADB_DEFAULT_PORT */
+  const char *user;       /* required */
+  const char *password;   /* NULL: none */
+  const char *database;   /* required */
+  const char *table;      /* required: the target table */
+  const char *const *key; /* key columns (upsert, -D); copied */
+  uint32_t n_key;
+  sl_mariadb_mode_t mode;
+  sl_mariadb_delivery_t delivery;
+  uint32_t batch_rows;      /* rows per statement; 0: default 500 */
+  const char *commit_table; /* exactly-once marker table; NULL: default,
+                               created when absent */
+  const char *epoch_column; /* at-least-once version column of the
+                               target table; NULL: default */
+  uint32_t connect_timeout_ms; /* 0: 10000; bounds connect and handshake */
+} sl_mariadb_sink_config_t;
+
+/** @brief Defaults: port 3306, mode upsert, exactly-once.  @thread any */
+SL_API void sl_mariadb_sink_config_init(sl_mariadb_sink_config_t *cfg);
+
+/**
+ * @brief Create a MariaDB sink.  Checks the configuration without
+ * connecting; the server is checked when the committer and the writers
+ * open (reachability, credentials, the table and its column types,
+ * XA RECOVER, the server version).
+ * @return SL_OK; SL_EINVAL with a message naming the setting; SL_ENOMEM.
+ * @ownership the strings of cfg are copied; the caller owns *out_ctx until
+ * it hands it to sl_stream_sink().
+ */
+SL_API int sl_mariadb_sink_create(const sl_mariadb_sink_config_t *cfg,
+                                  const sl_sink_vt_t **out_vt, void **out_ctx,
+                                  sl_error_t **out_err);
+
+/**
+ * @brief Connect once and run the start checks of a writer for rows of
+ * schema (NULL: skip the column checks): reachability, credentials, the
+ * table and its column types, XA RECOVER and the server version (exactly-
+ * once), the epoch column (at-least-once).  For `sluice validate
+ * --connect`.
+ * @return SL_OK; SL_EIO (connection), SL_EINVAL (table, types, settings)
+ * with a message naming host:port, table and column.
+ * @thread any.
+ */
+SL_API int sl_mariadb_sink_check(const sl_mariadb_sink_config_t *cfg,
+                                 const sl_schema_t *schema,
+                                 sl_error_t **out_err);
+
 #ifdef __cplusplus
 }
 #endif

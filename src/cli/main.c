@@ -29,8 +29,8 @@ enum {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: sluice run PIPELINE.yaml [options]\n"
-          "       sluice validate PIPELINE.yaml [--set KEY=VALUE ...] "
-          "[--connect]\n"
+          "       sluice validate PIPELINE.yaml [--connect] "
+          "[--set KEY=VALUE ...]\n"
           "       sluice --help | --version\n"
           "\n"
           "options of run:\n"
@@ -47,9 +47,10 @@ static void usage(FILE *f) {
           "  --quiet                no progress and no summary\n"
           "\n"
           "options of validate:\n"
-          "  --connect              also connect to the sink's database and\n"
-          "                         run its start checks (table, column\n"
-          "                         types, server settings)\n"
+          "  --set KEY=VALUE        as for run\n"
+          "  --connect              also connect to the sink's server: host,\n"
+          "                         credentials, table, column types and\n"
+          "                         server settings\n"
           "\n"
           "exit codes:\n"
           "  0    the job finished (or the pipeline is valid)\n"
@@ -182,10 +183,10 @@ int main(int argc, char **argv) {
       restore_from = val;
     } else if (strcmp(a, "--resume") == 0) {
       is_resume = true;
-    } else if (strcmp(a, "--quiet") == 0) {
-      is_quiet = true;
     } else if (strcmp(a, "--connect") == 0) {
       is_connect = true;
+    } else if (strcmp(a, "--quiet") == 0) {
+      is_quiet = true;
     } else if (a[0] == '-' && a[1] != '\0') {
       fprintf(stderr, "sluice: unknown option '%s' (see sluice --help)\n", a);
       goto out;
@@ -223,7 +224,8 @@ int main(int argc, char **argv) {
     goto out;
   }
   sl_job_t *job = NULL;
-  sl_pipeline_run_t run = {parallelism, restore_from, is_resume, !is_run};
+  sl_pipeline_run_t run = {parallelism, restore_from, is_resume, !is_run,
+                           is_connect};
   if (sl_pipeline_build(pl, &run, &job, &msg) != SL_OK) {
     fprintf(stderr, "sluice: %s\n", msg ? msg : "invalid pipeline");
     sl_free(msg);

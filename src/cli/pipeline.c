@@ -1019,6 +1019,7 @@ typedef struct build_s {
   bool is_bounded;
   bool has_watermarks; /* the source has a watermarks section */
   int src_paths;       /* the file source's path node, or 0 */
+  bool is_connect;     /* validate --connect: sinks check their servers */
   bool has_ckpt_dir;   /* checkpoint.dir is set (even under validate) */
   uint32_t parallelism;    /* the job's */
   uint32_t max_concurrent; /* checkpoint.max_concurrent */
@@ -1766,6 +1767,120 @@ static int check_sink_path(build_t *b, int snk, const char *path,
   return SL_OK;
 }
 
+/*
+ * sink: {type: mariadb, ...} (docs/pipeline.md).  Checked without
+ * connecting: the settings, and that the XA transaction id of an
+ * exactly-once sink ("sl/<job name>/<sink uid>") fits MariaDB's 64 bytes.
+ * The password comes from the file (password) or, better, from an
+ * environment variable (password_env).
+ */
+static int build_mariadb_sink(build_t *b, int snk, const char *path,
+                              const char *uid, sl_stream_t *in) {
+  sl_pipeline_t *pl = b->pl;
+  static const char *keys[] = {"type", "uid", "parallelism", "host", "port",
+                               "user", "password", "password_env",
+                               "database", "table", "key", "mode",
+                               "delivery", "batch_size", "commit_table",
+                               "epoch_column", "connect_timeout_ms", NULL};
+  int rc = check_keys(pl, snk, path, keys);
+  if (rc != SL_OK) return rc;
+  sl_mariadb_sink_config_t cfg;
+  sl_mariadb_sink_config_init(&cfg);
+  uint32_t par = 0, port = SL_MARIADB_DEFAULT_PORT;
+  const char *pw_env = NULL;
+  int mode = 1, delivery = 0;
+  static const char *modes[] = {"insert", "upsert", NULL};
+  static const char *deliveries[] = {"exactly-once", "at-least-once", NULL};
+  if ((rc = get_str(pl, snk, path, "uid", false, &uid)) ||
+      (rc = get_u32(pl, snk, path, "parallelism", 1, SL_MAX_PARALLELISM_LIMIT,
+                    &par)) ||
+      (rc = get_str(pl, snk, path, "host", true, &cfg.host)) ||
+      (rc = get_u32(pl, snk, path, "port", 1, 65535, &port)) ||
+      (rc = get_str(pl, snk, path, "user", true, &cfg.user)) ||
+      (rc = get_str(pl, snk, path, "password", false, &cfg.password)) ||
+      (rc = get_str(pl, snk, path, "password_env", false, &pw_env)) ||
+      (rc = get_str(pl, snk, path, "database", true, &cfg.database)) ||
+      (rc = get_str(pl, snk, path, "table", true, &cfg.table)) ||
+      (rc = get_enum(pl, snk, path, "mode", modes, &mode)) ||
+      (rc = get_enum(pl, snk, path, "delivery", deliveries, &delivery)) ||
+      (rc = get_u32(pl, snk, path, "batch_size", 1, 100000,
+                    &cfg.batch_rows)) ||
+      (rc = get_str(pl, snk, path, "commit_table", false,
+                    &cfg.commit_table)) ||
+      (rc = get_str(pl, snk, path, "epoch_column", false,
+                    &cfg.epoch_column)) ||
+      (rc = get_u32(pl, snk, path, "connect_timeout_ms", 1, 3600000,
+                    &cfg.connect_timeout_ms)))
+    return rc;
+  char f[300];
+  if (cfg.password != NULL && pw_env != NULL) {
+    join_path(f, sizeof(f), path, "password_env");
+    return FAIL(pl, map_get(pl, snk, "password_env", NULL), f,
+                "give either password or password_env, not both");
+  }
+  if (pw_env != NULL) {
+    cfg.password = getenv(pw_env);
+    if (cfg.password == NULL) {
+      join_path(f, sizeof(f), path, "password_env");
+      return FAIL(pl, map_get(pl, snk, "password_env", NULL), f,
+                  "environment variable %s is not set", pw_env);
+    }
+  }
+  const char *key[32];
+  uint32_t n_key = 0;
+  int kv = map_get(pl, snk, "key", NULL);
+  if (kv) {
+    join_path(f, sizeof(f), path, "key");
+    if ((rc = str_list(pl, kv, f, key, 32, &n_key)) != SL_OK) return rc;
+  }
+  cfg.port = (int)port;
+  cfg.key = key;
+  cfg.n_key = n_key;
+  cfg.mode = mode == 0 ? SL_MARIADB_INSERT : SL_MARIADB_UPSERT;
+  cfg.delivery =
+      delivery == 0 ? SL_MARIADB_EXACTLY_ONCE : SL_MARIADB_AT_LEAST_ONCE;
+  /* Exactly-once commits at completed checkpoints: the job needs them.
+   * delivery defaults to exactly-once here, so the message says what to
+   * set either way. */
+  if (cfg.delivery == SL_MARIADB_EXACTLY_ONCE && !b->has_ckpt_dir) {
+    join_path(f, sizeof(f), path, "delivery");
+    int dv = map_get(pl, snk, "delivery", NULL);
+    return FAIL(pl, dv ? dv : snk, f, "exactly-once (the default of a "
+                "mariadb sink) commits when a checkpoint completes, and "
+                "this pipeline has no 'checkpoint: {dir: ...}', so nothing "
+                "would ever be committed; add one or set 'delivery: "
+                "at-least-once'");
+  }
+  /* The xid's gtrid: "sl/" + job name + "/" + uid. */
+  size_t gl = 3 + strlen(sl_pipeline_name(pl)) + 1 + strlen(uid);
+  if (cfg.delivery == SL_MARIADB_EXACTLY_ONCE && gl > 64) {
+    join_path(f, sizeof(f), path, "uid");
+    return FAIL(pl, snk, f, "the XA transaction id \"sl/%s/%s\" is %zu "
+                "bytes; MariaDB allows 64: shorten the pipeline's name or "
+                "the sink uid", sl_pipeline_name(pl), uid, gl);
+  }
+  const sl_sink_vt_t *vt;
+  void *ctx;
+  sl_error_t *err = NULL;
+  if (b->is_connect &&
+      (rc = sl_mariadb_sink_check(&cfg, sl_stream_schema(in), &err)) !=
+          SL_OK) {
+    FAIL(pl, snk, path, "%s", err ? sl_error_message(err) : sl_strerror(rc));
+    sl_error_destroy(err);
+    return rc;
+  }
+  rc = sl_mariadb_sink_create(&cfg, &vt, &ctx, &err);
+  if (rc != SL_OK) {
+    FAIL(pl, snk, path, "%s", err ? sl_error_message(err) : sl_strerror(rc));
+    sl_error_destroy(err);
+    return rc;
+  }
+  rc = sl_stream_sink(in, uid, vt, ctx);
+  if (rc != SL_OK) return job_error(b, snk, path);
+  if (par) sl_stream_set_sink_parallelism(in, par);
+  return SL_OK;
+}
+
 static int get_i64_ms(sl_pipeline_t *pl, int map, const char *path,
                       const char *key, int64_t *out);
 
@@ -2008,12 +2123,14 @@ static int build_sink(build_t *b, int snk, const char *path, const char *uid,
   if (!node(pl, snk) || node(pl, snk)->type != YAML_MAPPING_NODE)
     return FAIL(pl, snk, path, "expected a mapping such as '{type: file, "
                 "path: out.csv}', got %s", type_word(pl, snk));
-  static const char *types[] = {"file", "stdout", "null", "postgres", NULL};
+  static const char *types[] = {"file",     "stdout",  "null",
+                                "postgres", "mariadb", NULL};
   int type = -1;
   int rc = get_enum(pl, snk, path, "type", types, &type);
   if (rc != SL_OK) return rc;
   if (type < 0) return FAIL(pl, snk, path, "missing required field 'type'");
   if (type == 3) return build_pg_sink(b, snk, path, uid, in);
+  if (type == 4) return build_mariadb_sink(b, snk, path, uid, in);
   static const char *keys[] = {"type", "uid", "parallelism", "path", "format",
                                "header", "delimiter", "changelog",
                                "delivery", "roll_size", "roll_interval_ms",
@@ -2145,6 +2262,7 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
                                "restart", "source", "transforms", "sink",
                                NULL};
   build_t b = {pl, NULL, NULL, NULL, false};
+  b.is_connect = run != NULL && run->is_validate && run->is_connect;
   int rc = check_keys(pl, root, "", keys);
   sl_job_config_t cfg;
   sl_job_config_init(&cfg);

@@ -35,6 +35,9 @@ typedef struct sl_pipeline_run_s {
   /* sluice validate: build the job without touching the file system (the
    * checkpoint directory is checked, not created). */
   bool is_validate;
+  /* sluice validate --connect: also connect to the sinks' servers and
+   * check reachability, credentials, tables and server settings. */
+  bool is_connect;
 } sl_pipeline_run_t;
 
 /** @brief Build the job (run may be NULL).  The job is not started. */

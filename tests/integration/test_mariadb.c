@@ -1,0 +1,991 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The mariadb sink against a real MariaDB 10.11 (tests/tools/sl_servers):
+ * its vtable functions driven directly, as the engine drives them, for
+ * prepare and commit, the answers to an unknown xid (already committed
+ * through the marker, a live holder killed, lost), recover, bad input with
+ * exact messages, and at-least-once upserts that never go back.  See
+ * docs/connectors.md and src/connectors/README.md.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sl_holdproxy.h"
+#include "sl_servers.h"
+#include "sl_test.h"
+
+/* ------------------------------------------------------------------ */
+/* Helpers. */
+
+static sl_server_t *start_maria(void) {
+  sl_server_opts_t o;
+  sl_server_opts_init(&o, SL_SERVER_MARIADB);
+  sl_server_t *srv = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_server_start(&o, &srv, &err), err);
+  return srv;
+}
+
+static MYSQL *direct(const sl_server_t *srv) {
+  MYSQL *m = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_my_connect(srv, sl_server_port(srv), &m, &err), err);
+  SL_ASSERT_OK(sl_my_exec(m, "USE sluice", NULL, NULL));
+  return m;
+}
+
+static void my_ok(MYSQL *m, const char *sql) {
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_my_exec(m, sql, NULL, &err), err);
+}
+
+static int64_t my_int(MYSQL *m, const char *sql) {
+  int64_t v = -1;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_my_query_int64(m, sql, &v, &err), err);
+  return v;
+}
+
+/* Branches of job "job" and sink "snk" that XA RECOVER lists whose bqual
+ * starts with bqual_prefix (NULL: all). */
+static int count_xa(MYSQL *m, const char *bqual_prefix) {
+  SL_ASSERT_EQ_INT(mysql_query(m, "XA RECOVER"), 0);
+  MYSQL_RES *r = mysql_store_result(m);
+  SL_ASSERT_TRUE(r != NULL);
+  int n = 0;
+  MYSQL_ROW row;
+  while ((row = mysql_fetch_row(r)) != NULL) {
+    long gl = strtol(row[1], NULL, 10);
+    if (strncmp(row[3], "sl/job/snk", (size_t)gl) != 0 || gl != 10)
+      continue;
+    if (bqual_prefix == NULL ||
+        strncmp(row[3] + gl, bqual_prefix, strlen(bqual_prefix)) == 0)
+      n++;
+  }
+  mysql_free_result(r);
+  return n;
+}
+
+static sl_schema_t *make_schema(void) {
+  sl_field_t f[5] = {
+      {"id", {SL_TYPE_INT64, 0, 0, false}},
+      {"v", {SL_TYPE_INT64, 0, 0, true}},
+      {"s", {SL_TYPE_STRING, 0, 0, true}},
+      {"d", {SL_TYPE_DECIMAL, 10, 2, true}},
+      {"ts", {SL_TYPE_TIMESTAMP, 0, 0, true}},
+  };
+  sl_schema_t *s = NULL;
+  SL_ASSERT_OK(sl_schema_create(f, 5, &s, NULL));
+  return s;
+}
+
+static const char *TABLE_DDL =
+    "CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT, s VARCHAR(40), "
+    "d DECIMAL(12,2), ts DATETIME(6)) ENGINE=InnoDB";
+static const char *TABLE_ALO_DDL =
+    "CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT, s VARCHAR(40), "
+    "d DECIMAL(12,2), ts DATETIME(6), sluice_epoch BIGINT NOT NULL) "
+    "ENGINE=InnoDB";
+
+typedef struct fx_s {
+  sl_server_t *srv;
+  MYSQL *m;
+  sl_schema_t *schema;
+  sl_row_builder_t b;
+  const sl_sink_vt_t *vt;
+  void *ctx;
+  int port; /* the port the sink connects to */
+} fx_t;
+
+static const char *const KEY[] = {"id"};
+
+static void fx_sink(fx_t *fx, sl_mariadb_delivery_t delivery) {
+  sl_mariadb_sink_config_t c;
+  sl_mariadb_sink_config_init(&c);
+  c.host = "127.0.0.1";
+  c.port = fx->port;
+  c.user = sl_server_user(fx->srv);
+  c.database = "sluice";
+  c.table = "t";
+  c.key = KEY;
+  c.n_key = 1;
+  c.delivery = delivery;
+  c.batch_rows = 3;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_mariadb_sink_create(&c, &fx->vt, &fx->ctx, &err), err);
+}
+
+static void fx_init(fx_t *fx, const char *ddl, sl_mariadb_delivery_t d) {
+  memset(fx, 0, sizeof(*fx));
+  fx->srv = start_maria();
+  fx->m = direct(fx->srv);
+  my_ok(fx->m, ddl);
+  fx->schema = make_schema();
+  SL_ASSERT_OK(sl_row_builder_init(&fx->b, fx->schema));
+  fx->port = sl_server_port(fx->srv);
+  fx_sink(fx, d);
+}
+
+static void fx_close(fx_t *fx) {
+  fx->vt->destroy(fx->ctx);
+  sl_row_builder_close(&fx->b);
+  sl_schema_unref(fx->schema);
+  mysql_close(fx->m);
+  sl_server_destroy(fx->srv);
+}
+
+static void *w_open(fx_t *fx, uint32_t subtask, uint32_t p, uint64_t epoch) {
+  sl_sink_init_t in;
+  memset(&in, 0, sizeof(in));
+  in.subtask = subtask;
+  in.parallelism = p;
+  in.schema = fx->schema;
+  in.uid = "snk";
+  in.job = "job";
+  in.epoch_id = epoch;
+  void *w = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(fx->vt->writer_open(fx->ctx, &in, &w, &err), err);
+  return w;
+}
+
+static void w_row(fx_t *fx, void *w, sl_row_kind_t kind, int64_t id,
+                  int64_t v) {
+  sl_row_builder_reset(&fx->b, kind);
+  sl_row_builder_set_i64(&fx->b, 0, id);
+  sl_row_builder_set_i64(&fx->b, 1, v);
+  char s[40];
+  snprintf(s, sizeof(s), "it's \"%lld\"\\", (long long)v);
+  SL_ASSERT_OK(sl_row_builder_set_str(&fx->b, 2, s, (uint32_t)strlen(s)));
+  sl_row_builder_set_i64(&fx->b, 3, -v * 101); /* -1.01 * v */
+  sl_row_builder_set_i64(&fx->b, 4, 86400000000LL + v); /* 1970-01-02 */
+  sl_row_t row;
+  SL_ASSERT_OK(sl_row_builder_finish(&fx->b, &row, NULL));
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(fx->vt->write(w, &row, &err), err);
+}
+
+static void w_close(fx_t *fx, void *w) {
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(fx->vt->writer_close(w, true, &err), err);
+}
+
+static void w_prepare(fx_t *fx, void *w, uint64_t ckpt, sl_bytes_t *out) {
+  sl_bytes_init(out);
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(fx->vt->prepare(w, ckpt, out, &err), err);
+}
+
+static void *c_open(fx_t *fx, uint32_t subtask, uint32_t p,
+                    const uint32_t *owned, uint32_t n_owned,
+                    uint64_t epoch) {
+  sl_committer_init_t in;
+  memset(&in, 0, sizeof(in));
+  in.job = "job";
+  in.uid = "snk";
+  in.subtask = subtask;
+  in.parallelism = p;
+  in.owned_subtasks = owned;
+  in.n_owned_subtasks = n_owned;
+  in.epoch_id = epoch;
+  void *c = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(fx->vt->committer_open(fx->ctx, &in, &c, &err), err);
+  return c;
+}
+
+static sl_commit_status_t c_commit(fx_t *fx, void *c, uint64_t ckpt,
+                                   uint32_t origin, const sl_bytes_t *b,
+                                   uint32_t attempt, char *msg,
+                                   size_t msg_size) {
+  sl_commit_status_t st = SL_COMMIT_FATAL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(fx->vt->commit(c, ckpt, origin, b->data, b->len, attempt,
+                                &st, &err),
+                 err);
+  if (msg != NULL) {
+    snprintf(msg, msg_size, "%s", err != NULL ? sl_error_message(err) : "");
+  }
+  sl_error_destroy(err);
+  return st;
+}
+
+static const char *open_err(fx_t *fx, sl_error_t **err) {
+  sl_sink_init_t in;
+  memset(&in, 0, sizeof(in));
+  in.schema = fx->schema;
+  in.uid = "snk";
+  in.job = "job";
+  in.epoch_id = 1;
+  void *w = NULL;
+  *err = NULL;
+  int rc = fx->vt->writer_open(fx->ctx, &in, &w, err);
+  SL_ASSERT_TRUE(rc != SL_OK);
+  SL_ASSERT_TRUE(*err != NULL);
+  printf("message: %s\n", sl_error_message(*err));
+  return sl_error_message(*err);
+}
+
+/* ------------------------------------------------------------------ */
+/* Exactly-once. */
+
+/* Invisible before the commit, visible after, exactly once; the marker
+ * row is committed with the rows; a second commit (a lost reply) answers
+ * ALREADY through the marker; an epoch without rows gives no
+ * committable. */
+SL_TEST(eo_prepare_commit) {
+  fx_t fx;
+  fx_init(&fx, TABLE_DDL, SL_MARIADB_EXACTLY_ONCE);
+  uint32_t owned[] = {0};
+  void *c = c_open(&fx, 0, 1, owned, 1, 5);
+  void *w = w_open(&fx, 0, 1, 5);
+  w_row(&fx, w, SL_ROW_INSERT, 1, 10);
+  w_row(&fx, w, SL_ROW_INSERT, 2, 20);
+  w_row(&fx, w, SL_ROW_INSERT, 3, 30);
+  w_row(&fx, w, SL_ROW_INSERT, 4, 40); /* a second batch */
+  w_row(&fx, w, SL_ROW_UPDATE_BEFORE, 1, 10);
+  w_row(&fx, w, SL_ROW_UPDATE_AFTER, 1, 11);
+  w_row(&fx, w, SL_ROW_DELETE, 2, 20);
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(fx.vt->flush(w, &err), err);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t"), 0);
+  sl_bytes_t cm;
+  w_prepare(&fx, w, 7, &cm);
+  SL_ASSERT_TRUE(cm.len > 0);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, "0/5/"), 1);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t"), 0);
+  /* The next epoch is named 7, on a new connection. */
+  w_row(&fx, w, SL_ROW_INSERT, 5, 50);
+  sl_bytes_t cm2;
+  w_prepare(&fx, w, 8, &cm2);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, "0/7/"), 1);
+  /* An epoch without rows. */
+  sl_bytes_t cm3;
+  w_prepare(&fx, w, 9, &cm3);
+  SL_ASSERT_EQ_INT(cm3.len, 0);
+  SL_ASSERT_EQ_INT(c_commit(&fx, c, 7, 0, &cm, 1, NULL, 0), SL_COMMIT_OK);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t"), 3);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT v FROM t WHERE id = 1"), 11);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t WHERE id = 2"), 0);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t WHERE id = 4 AND s "
+                                "= 'it''s \"40\"\\\\' AND d = -40.40 AND ts "
+                                "= '1970-01-02 00:00:00.000040'"),
+                   1);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM sluice_xa_commits "
+                                "WHERE job = 'job' AND sink_uid = 'snk' AND "
+                                "subtask = 0 AND epoch = 5 AND "
+                                "checkpoint_id = 7"),
+                   1);
+  /* The reply was lost: the same committable again. */
+  SL_ASSERT_EQ_INT(c_commit(&fx, c, 7, 0, &cm, 2, NULL, 0),
+                   SL_COMMIT_ALREADY);
+  SL_ASSERT_EQ_INT(c_commit(&fx, c, 8, 0, &cm2, 1, NULL, 0), SL_COMMIT_OK);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t"), 4);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM sluice_xa_commits"),
+                   2);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 0);
+  w_close(&fx, w);
+  fx.vt->committer_close(c);
+  sl_bytes_close(&cm);
+  sl_bytes_close(&cm2);
+  sl_bytes_close(&cm3);
+  fx_close(&fx);
+}
+
+/* The next epoch touches the rows of the epoch prepared before it, whose
+ * branch holds their locks until its commit, which runs on the writer's
+ * thread: the writer keeps the next epoch's statements until that commit
+ * instead of waiting for the locks (a lock wait timeout). */
+SL_TEST(eo_next_epoch_waits_for_commit) {
+  fx_t fx;
+  fx_init(&fx, TABLE_DDL, SL_MARIADB_EXACTLY_ONCE);
+  my_ok(fx.m, "SET GLOBAL innodb_lock_wait_timeout = 2");
+  uint32_t owned[] = {0};
+  void *c = c_open(&fx, 0, 1, owned, 1, 40);
+  void *w = w_open(&fx, 0, 1, 40);
+  w_row(&fx, w, SL_ROW_INSERT, 1, 10);
+  sl_bytes_t a, b;
+  w_prepare(&fx, w, 41, &a);
+  /* Three rows: a full batch (batch_rows 3) on key 1. */
+  w_row(&fx, w, SL_ROW_UPDATE_AFTER, 1, 11);
+  w_row(&fx, w, SL_ROW_UPDATE_AFTER, 1, 12);
+  w_row(&fx, w, SL_ROW_UPDATE_AFTER, 1, 13);
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(fx.vt->flush(w, &err), err);
+  SL_ASSERT_EQ_INT(c_commit(&fx, c, 41, 0, &a, 1, NULL, 0), SL_COMMIT_OK);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT v FROM t WHERE id = 1"), 10);
+  w_row(&fx, w, SL_ROW_UPDATE_AFTER, 1, 14);
+  w_prepare(&fx, w, 42, &b);
+  SL_ASSERT_EQ_INT(c_commit(&fx, c, 42, 0, &b, 1, NULL, 0), SL_COMMIT_OK);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT v FROM t WHERE id = 1"), 14);
+  w_close(&fx, w);
+  fx.vt->committer_close(c);
+  sl_bytes_close(&a);
+  sl_bytes_close(&b);
+  fx_close(&fx);
+}
+
+/* A prepared branch still attached to a live connection (the writer's
+ * connection half-open behind the proxy after the writer closed it): XA
+ * COMMIT answers 1397 while XA RECOVER lists the xid; the committer kills
+ * the holder and commits. */
+SL_TEST(eo_half_open_holder_killed) {
+  fx_t fx;
+  memset(&fx, 0, sizeof(fx));
+  fx.srv = start_maria();
+  fx.m = direct(fx.srv);
+  my_ok(fx.m, TABLE_DDL);
+  fx.schema = make_schema();
+  SL_ASSERT_OK(sl_row_builder_init(&fx.b, fx.schema));
+  sl_proxy_t *p = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_proxy_start(SL_PROXY_MYSQL, sl_server_port(fx.srv), 0,
+                                &p, &err),
+                 err);
+  sl_proxy_rule_t r;
+  memset(&r, 0, sizeof(r));
+  r.match = "XA PREPARE";
+  r.action = SL_PROXY_PASS;
+  r.keep_upstream_open_on_client_close = true;
+  int rule = -1;
+  SL_ASSERT_OK_E(sl_proxy_arm(p, &r, &rule, &err), err);
+  fx.port = sl_proxy_port(p);
+  fx_sink(&fx, SL_MARIADB_EXACTLY_ONCE);
+  uint32_t owned[] = {0};
+  void *c = c_open(&fx, 0, 1, owned, 1, 3);
+  void *w = w_open(&fx, 0, 1, 3);
+  w_row(&fx, w, SL_ROW_INSERT, 1, 10);
+  sl_bytes_t cm;
+  w_prepare(&fx, w, 4, &cm);
+  /* The writer closed its connection; the server still holds it. */
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM information_schema."
+                                "PROCESSLIST WHERE USER = 'root'"),
+                   3);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, "0/3/"), 1);
+  SL_ASSERT_EQ_INT(sl_my_exec(fx.m, "XA COMMIT 'nothing'", NULL, NULL),
+                   SL_EIO);
+  /* The kill is waited for; should the holder still be ending, the
+   * answer is RETRY and the next attempt commits. */
+  sl_commit_status_t st = c_commit(&fx, c, 4, 0, &cm, 1, NULL, 0);
+  if (st == SL_COMMIT_RETRY) st = c_commit(&fx, c, 4, 0, &cm, 2, NULL, 0);
+  SL_ASSERT_EQ_INT(st, SL_COMMIT_OK);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT v FROM t WHERE id = 1"), 10);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 0);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM sluice_xa_commits"),
+                   1);
+  sl_proxy_counts_t pc;
+  SL_ASSERT_OK(sl_proxy_count(p, rule, &pc));
+  SL_ASSERT_EQ_INT(pc.attempts, 1);
+  w_close(&fx, w);
+  fx.vt->committer_close(c);
+  sl_bytes_close(&cm);
+  sl_proxy_stop(p);
+  fx_close(&fx);
+}
+
+/* Rolled back behind the sink's back (a DBA's XA ROLLBACK): neither the
+ * branch nor its marker exists, and the commit answers LOST with a
+ * message naming the checkpoint, the xid and the marker table. */
+SL_TEST(eo_lost_fails_loudly) {
+  fx_t fx;
+  fx_init(&fx, TABLE_DDL, SL_MARIADB_EXACTLY_ONCE);
+  uint32_t owned[] = {0};
+  void *c = c_open(&fx, 0, 1, owned, 1, 11);
+  void *w = w_open(&fx, 0, 1, 11);
+  w_row(&fx, w, SL_ROW_INSERT, 1, 10);
+  sl_bytes_t cm;
+  w_prepare(&fx, w, 12, &cm);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, "0/11/"), 1);
+  /* The branch's connection id is the last part of its bqual. */
+  SL_ASSERT_EQ_INT(mysql_query(fx.m, "XA RECOVER"), 0);
+  MYSQL_RES *res = mysql_store_result(fx.m);
+  MYSQL_ROW row = mysql_fetch_row(res);
+  SL_ASSERT_TRUE(row != NULL);
+  char sql[300];
+  snprintf(sql, sizeof(sql), "XA ROLLBACK '%.10s','%s'", row[3],
+           row[3] + 10);
+  mysql_free_result(res);
+  my_ok(fx.m, sql);
+  char msg[1024];
+  SL_ASSERT_EQ_INT(c_commit(&fx, c, 12, 0, &cm, 1, msg, sizeof(msg)),
+                   SL_COMMIT_LOST);
+  printf("message: %s\n", msg);
+  SL_ASSERT_TRUE(strstr(msg, "mariadb sink 'snk' committer 0: the output "
+                             "of checkpoint 12 of subtask 0 is lost: XA "
+                             "COMMIT of xid 'sl/job/snk','0/11/") != NULL);
+  SL_ASSERT_TRUE(strstr(msg, "answered error 1397, the branch is not "
+                             "prepared (XA RECOVER) and its marker (epoch "
+                             "11) is not in sluice_xa_commits") != NULL);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t"), 0);
+  w_close(&fx, w);
+  fx.vt->committer_close(c);
+  sl_bytes_close(&cm);
+  fx_close(&fx);
+}
+
+/* recover() after a change of parallelism 3 -> 2: new subtask 0 owns old
+ * subtasks 0 and 2.  It rolls back their lingering branches (prepared by
+ * an attempt whose checkpoint never completed) but neither the branch of
+ * old subtask 1 (owned by new subtask 1) nor a branch it was asked to
+ * commit, and it kills a writer of an earlier attempt that is still
+ * connected with an open branch. */
+SL_TEST(eo_recover_owned_only) {
+  fx_t fx;
+  fx_init(&fx, TABLE_DDL, SL_MARIADB_EXACTLY_ONCE);
+  uint32_t all[] = {0, 1, 2};
+  void *c0 = c_open(&fx, 0, 3, all, 1, 20);
+  void *w[3];
+  sl_bytes_t cm[3];
+  for (uint32_t i = 0; i < 3; i++) {
+    w[i] = w_open(&fx, i, 3, 20);
+    w_row(&fx, w[i], SL_ROW_INSERT, 100 + i, (int64_t)i);
+    w_prepare(&fx, w[i], 21, &cm[i]);
+  }
+  /* Subtask 0 of that attempt also has an open branch (epoch 21), and its
+   * connection is alive: a zombie writer. */
+  w_row(&fx, w[0], SL_ROW_INSERT, 200, 1);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 3);
+  fx.vt->committer_close(c0);
+  /* The restore: new subtask 0 of 2 owns old 0 and 2; the restored
+   * checkpoint named subtask 2's branch (committed first). */
+  uint32_t owned[] = {0, 2};
+  void *c = c_open(&fx, 0, 2, owned, 2, 30);
+  SL_ASSERT_EQ_INT(c_commit(&fx, c, 21, 2, &cm[2], 1, NULL, 0),
+                   SL_COMMIT_OK);
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(fx.vt->recover(c, &err), err);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, "0/"), 0);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, "1/20/"), 1);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, "2/"), 0);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t"), 1);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT v FROM t WHERE id = 102"), 2);
+  /* The zombie is gone: a new writer of subtask 0 takes its lock and
+   * writes key 200 without waiting for its row lock. */
+  void *wn = w_open(&fx, 0, 2, 30);
+  w_row(&fx, wn, SL_ROW_INSERT, 200, 7);
+  sl_bytes_t cn;
+  w_prepare(&fx, wn, 31, &cn);
+  SL_ASSERT_EQ_INT(c_commit(&fx, c, 31, 0, &cn, 1, NULL, 0), SL_COMMIT_OK);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT v FROM t WHERE id = 200"), 7);
+  /* The zombie's next statement fails. */
+  sl_bytes_t cz;
+  sl_bytes_init(&cz);
+  SL_ASSERT_TRUE(fx.vt->prepare(w[0], 22, &cz, &err) != SL_OK);
+  printf("zombie: %s\n", sl_error_message(err));
+  sl_error_destroy(err);
+  err = NULL;
+  /* Recovering again is harmless and keeps subtask 1's branch. */
+  SL_ASSERT_OK_E(fx.vt->recover(c, &err), err);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 1);
+  for (uint32_t i = 0; i < 3; i++) {
+    SL_ASSERT_OK(fx.vt->writer_close(w[i], false, NULL));
+    sl_bytes_close(&cm[i]);
+  }
+  w_close(&fx, wn);
+  sl_bytes_close(&cn);
+  sl_bytes_close(&cz);
+  fx.vt->committer_close(c);
+  fx_close(&fx);
+}
+
+/* ------------------------------------------------------------------ */
+/* At-least-once. */
+
+/* Each writer's epoch is above every epoch in the table, and an upsert or
+ * a delete of an older epoch never replaces a newer row: a writer of an
+ * earlier attempt that is still writing cannot take the table back. */
+SL_TEST(alo_never_goes_back) {
+  fx_t fx;
+  fx_init(&fx, TABLE_ALO_DDL, SL_MARIADB_AT_LEAST_ONCE);
+  SL_ASSERT_TRUE(fx.vt->prepare == NULL);
+  void *a = w_open(&fx, 0, 1, 0);
+  w_row(&fx, a, SL_ROW_INSERT, 1, 10);
+  w_row(&fx, a, SL_ROW_INSERT, 2, 20);
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(fx.vt->flush(a, &err), err);
+  /* Committed at the flush. */
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT v FROM t WHERE id = 1"), 10);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT sluice_epoch FROM t WHERE id = 1"),
+                   1);
+  /* The restored attempt's writer replays and goes on. */
+  void *b = w_open(&fx, 0, 1, 0);
+  w_row(&fx, b, SL_ROW_INSERT, 1, 10);
+  w_row(&fx, b, SL_ROW_UPDATE_BEFORE, 1, 10);
+  w_row(&fx, b, SL_ROW_UPDATE_AFTER, 1, 15);
+  SL_ASSERT_OK_E(fx.vt->flush(b, &err), err);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT v FROM t WHERE id = 1"), 15);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT sluice_epoch FROM t WHERE id = 1"),
+                   2);
+  /* The old writer, still running, writes an older version and deletes
+   * key 1: neither goes through; its new key does. */
+  w_row(&fx, a, SL_ROW_UPDATE_AFTER, 1, 12);
+  w_row(&fx, a, SL_ROW_DELETE, 1, 12);
+  w_row(&fx, a, SL_ROW_INSERT, 3, 30);
+  SL_ASSERT_OK_E(fx.vt->flush(a, &err), err);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT v FROM t WHERE id = 1"), 15);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t WHERE id = 1 AND s"
+                                " = 'it''s \"15\"\\\\'"),
+                   1);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT v FROM t WHERE id = 3"), 30);
+  /* The newer writer deletes key 2 (written by the older one). */
+  w_row(&fx, b, SL_ROW_DELETE, 2, 20);
+  w_close(&fx, b);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t WHERE id = 2"), 0);
+  w_close(&fx, a);
+  fx_close(&fx);
+}
+
+/* ------------------------------------------------------------------ */
+/* Bad input. */
+
+SL_TEST(bad_config) {
+  sl_mariadb_sink_config_t c;
+  sl_mariadb_sink_config_init(&c);
+  const sl_sink_vt_t *vt;
+  void *ctx;
+  sl_error_t *err = NULL;
+  c.user = "u";
+  c.database = "db";
+  c.table = "t";
+  SL_ASSERT_EQ_INT(sl_mariadb_sink_create(&c, &vt, &ctx, &err), SL_EINVAL);
+  SL_ASSERT_EQ_STR(sl_error_message(err), "mariadb sink: no host");
+  sl_error_destroy(err);
+  err = NULL;
+  c.host = "h";
+  SL_ASSERT_EQ_INT(sl_mariadb_sink_create(&c, &vt, &ctx, &err), SL_EINVAL);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "mariadb sink: mode upsert needs key columns (the "
+                   "table's primary or unique key)");
+  sl_error_destroy(err);
+  err = NULL;
+  c.mode = SL_MARIADB_INSERT;
+  c.delivery = SL_MARIADB_AT_LEAST_ONCE;
+  SL_ASSERT_EQ_INT(sl_mariadb_sink_create(&c, &vt, &ctx, &err), SL_EINVAL);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "mariadb sink: delivery at-least-once needs mode upsert "
+                   "(an insert replayed after a restore would be written "
+                   "twice)");
+  sl_error_destroy(err);
+  err = NULL;
+  c.port = 70000;
+  SL_ASSERT_EQ_INT(sl_mariadb_sink_create(&c, &vt, &ctx, &err), SL_EINVAL);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "mariadb sink: port 70000 is not in 1..65535");
+  sl_error_destroy(err);
+}
+
+/* A port nobody listens on: the message names host:port and the OS error,
+ * and comes at once. */
+SL_TEST(bad_unreachable) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  SL_ASSERT_TRUE(fd >= 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  SL_ASSERT_EQ_INT(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+  socklen_t al = sizeof(a);
+  SL_ASSERT_EQ_INT(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+  int port = ntohs(a.sin_port);
+  close(fd); /* bound, never listened: refused */
+  sl_mariadb_sink_config_t c;
+  sl_mariadb_sink_config_init(&c);
+  c.host = "127.0.0.1";
+  c.port = port;
+  c.user = "root";
+  c.database = "sluice";
+  c.table = "t";
+  c.key = KEY;
+  c.n_key = 1;
+  c.connect_timeout_ms = 2000;
+  sl_error_t *err = NULL;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  SL_ASSERT_EQ_INT(sl_mariadb_sink_check(&c, NULL, &err), SL_EIO);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  printf("message: %s\n", sl_error_message(err));
+  char want[200];
+  snprintf(want, sizeof(want),
+           "mariadb sink 127.0.0.1:%d/sluice.t: cannot connect to "
+           "127.0.0.1:%d: Connection refused (error 2002: ", port, port);
+  SL_ASSERT_TRUE(strncmp(sl_error_message(err), want, strlen(want)) == 0);
+  SL_ASSERT_TRUE(t1.tv_sec - t0.tv_sec < 3);
+  sl_error_destroy(err);
+}
+
+SL_TEST(bad_server_side) {
+  fx_t fx;
+  fx_init(&fx, "CREATE TABLE t (id BIGINT PRIMARY KEY, v VARCHAR(20), "
+               "s VARCHAR(40), d DECIMAL(12,2), ts DATETIME(6))",
+          SL_MARIADB_EXACTLY_ONCE);
+  sl_error_t *err = NULL;
+  /* Column type mismatch. */
+  SL_ASSERT_EQ_STR(open_err(&fx, &err),
+                   "mariadb sink 'snk' subtask 0: column `v` of table "
+                   "sluice.t is varchar(20), but the sink writes int64 "
+                   "there (needs bigint (signed))");
+  sl_error_destroy(err);
+  /* Missing column. */
+  my_ok(fx.m, "ALTER TABLE t DROP COLUMN v");
+  SL_ASSERT_EQ_STR(open_err(&fx, &err),
+                   "mariadb sink 'snk' subtask 0: table sluice.t has no "
+                   "column `v` (a field of the sink's rows)");
+  sl_error_destroy(err);
+  /* Missing table. */
+  my_ok(fx.m, "DROP TABLE t");
+  SL_ASSERT_TRUE(strstr(open_err(&fx, &err),
+                        "subtask 0: table sluice.t does not exist at "
+                        "127.0.0.1:") != NULL);
+  sl_error_destroy(err);
+  /* Not InnoDB. */
+  my_ok(fx.m, "CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT, s "
+              "VARCHAR(40), d DECIMAL(12,2), ts DATETIME(6)) ENGINE=MyISAM");
+  SL_ASSERT_EQ_STR(open_err(&fx, &err),
+                   "mariadb sink 'snk' subtask 0: table sluice.t uses the "
+                   "MyISAM engine; exactly-once needs InnoDB (XA "
+                   "transactions)");
+  sl_error_destroy(err);
+  fx.vt->destroy(fx.ctx);
+  /* Wrong password. */
+  my_ok(fx.m, "CREATE USER 'u'@'%' IDENTIFIED BY 'right'");
+  sl_mariadb_sink_config_t c;
+  sl_mariadb_sink_config_init(&c);
+  c.host = "127.0.0.1";
+  c.port = fx.port;
+  c.user = "u";
+  c.password = "wrong";
+  c.database = "sluice";
+  c.table = "t";
+  c.key = KEY;
+  c.n_key = 1;
+  SL_ASSERT_OK(sl_mariadb_sink_create(&c, &fx.vt, &fx.ctx, NULL));
+  SL_ASSERT_TRUE(strstr(open_err(&fx, &err),
+                        "mariadb sink 'snk' subtask 0: access denied for "
+                        "user 'u' at 127.0.0.1:") != NULL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err),
+                        "(wrong user or password, or no grant on database "
+                        "'sluice'): Access denied for user 'u'@") != NULL);
+  sl_error_destroy(err);
+  fx.vt->destroy(fx.ctx);
+  /* A job name and uid too long for an xid. */
+  c.user = "root";
+  c.password = NULL;
+  SL_ASSERT_OK(sl_mariadb_sink_create(&c, &fx.vt, &fx.ctx, NULL));
+  sl_committer_init_t in;
+  memset(&in, 0, sizeof(in));
+  in.job = "a-job-with-a-rather-long-name-for-the-balances-of-accounts";
+  in.uid = "sink";
+  void *cm = NULL;
+  err = NULL;
+  SL_ASSERT_EQ_INT(fx.vt->committer_open(fx.ctx, &in, &cm, &err), SL_EINVAL);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "mariadb sink 'sink' committer 0: the XA transaction id "
+                   "\"sl/a-job-with-a-rather-long-name-for-the-balances-of-"
+                   "accounts/sink\" is 66 bytes; MariaDB allows 64: shorten "
+                   "the job name or the sink uid");
+  sl_error_destroy(err);
+  fx_close(&fx);
+}
+
+/* ------------------------------------------------------------------ */
+/* Pipeline files: `sluice validate` checks the sink without connecting. */
+
+extern char **environ;
+
+/* Validate text; expect exit 2 and stderr "sluice: <path>:<want>\n". */
+static void expect_invalid(const char *text, const char *want) {
+  char path[4200], bin[4096], errp[4200];
+  snprintf(path, sizeof(path), "%s/p.yaml", sl_test_dir());
+  snprintf(bin, sizeof(bin), "%s/sluice", sl_test_bin_dir());
+  snprintf(errp, sizeof(errp), "%s/stderr.txt", sl_test_dir());
+  sl_test_write_file(path, text);
+  const char *argv[] = {bin, "validate", path, NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  pid_t pid;
+  SL_ASSERT_EQ_INT(posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv,
+                               environ),
+                   0);
+  posix_spawn_file_actions_destroy(&fa);
+  int st;
+  SL_ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
+  char *err = sl_test_read_file(errp, NULL);
+  char expect[8400];
+  snprintf(expect, sizeof(expect), "sluice: %s:%s\n", path, want);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 2)
+    SL_TEST_FAIL("expected exit 2, got status %d; stderr: %s", st,
+                 err ? err : "");
+  SL_ASSERT_EQ_STR(err, expect);
+  free(err);
+}
+
+#define PL_HEAD                                                          \
+  "name: balances\ncheckpoint: {dir: /nonexistent/ck}\n"               \
+  "source: {type: generator, count: 10, columns: [key, amount]}\n"
+
+SL_TEST(pipeline_validate) {
+  expect_invalid(PL_HEAD "sink: {type: mariadb, user: u, database: d, "
+                         "table: t, key: key}\n",
+                 "4:7: sink: missing required field 'host'");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t}\n",
+                 "4:7: sink: mariadb sink: mode upsert needs key columns "
+                 "(the table's primary or unique key)");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, mode: insert, "
+                         "delivery: at-least-once}\n",
+                 "4:7: sink: mariadb sink: delivery at-least-once needs "
+                 "mode upsert (an insert replayed after a restore would be "
+                 "written twice)");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, mode: merge}\n",
+                 "4:80: sink.mode: expected one of insert, upsert, got "
+                 "'merge'");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, path: x}\n",
+                 "4:74: sink.path: unknown field; expected one of: type, "
+                 "uid, parallelism, host, port, user, password, "
+                 "password_env, database, table, key, mode, delivery, "
+                 "batch_size, commit_table, epoch_column, "
+                 "connect_timeout_ms");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, password_env: "
+                         "SL_NO_SUCH_VARIABLE}\n",
+                 "4:88: sink.password_env: environment variable "
+                 "SL_NO_SUCH_VARIABLE is not set");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, uid: "
+                         "an-identifier-of-the-sink-that-is-much-too-long-"
+                         "for-an-xa-id}\n",
+                 "4:7: sink.uid: the XA transaction id \"sl/balances/an-"
+                 "identifier-of-the-sink-that-is-much-too-long-for-an-xa-"
+                 "id\" is 72 bytes; MariaDB allows 64: shorten the "
+                 "pipeline's name "
+                 "or the sink uid");
+  expect_invalid("name: balances\nsource: {type: generator, count: 10, "
+                 "columns: [key, amount]}\nsink: {type: mariadb, host: h, "
+                 "user: u, database: d, table: t, key: key}\n",
+                 "3:7: sink.delivery: exactly-once (the default of a "
+                 "mariadb sink) commits when a checkpoint completes, and "
+                 "this pipeline has no 'checkpoint: {dir: ...}', so nothing "
+                 "would ever be committed; add one or set 'delivery: "
+                 "at-least-once'");
+}
+
+/* The privileges docs/connectors.md lists are enough on MariaDB: a user
+ * with SELECT, INSERT, UPDATE, DELETE and CREATE on the database only (no
+ * SUPER, no PROCESS) passes the start checks (XA RECOVER needs nothing),
+ * creates the marker table, prepares and commits, and recover kills its
+ * own writer of an earlier attempt and rolls back its branch. */
+SL_TEST(minimal_privileges) {
+  fx_t fx;
+  memset(&fx, 0, sizeof(fx));
+  fx.srv = start_maria();
+  fx.m = direct(fx.srv);
+  my_ok(fx.m, TABLE_DDL);
+  my_ok(fx.m, "CREATE USER 'p'@'%' IDENTIFIED BY 'pw'");
+  my_ok(fx.m, "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE ON sluice.* TO "
+              "'p'@'%'");
+  fx.schema = make_schema();
+  SL_ASSERT_OK(sl_row_builder_init(&fx.b, fx.schema));
+  fx.port = sl_server_port(fx.srv);
+  sl_mariadb_sink_config_t c;
+  sl_mariadb_sink_config_init(&c);
+  c.host = "127.0.0.1";
+  c.port = fx.port;
+  c.user = "p";
+  c.password = "pw";
+  c.database = "sluice";
+  c.table = "t";
+  c.key = KEY;
+  c.n_key = 1;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_mariadb_sink_check(&c, fx.schema, &err), err);
+  SL_ASSERT_OK_E(sl_mariadb_sink_create(&c, &fx.vt, &fx.ctx, &err), err);
+  uint32_t owned[] = {0};
+  void *c0 = c_open(&fx, 0, 1, owned, 1, 50);
+  void *w = w_open(&fx, 0, 1, 50);
+  w_row(&fx, w, SL_ROW_INSERT, 1, 10);
+  sl_bytes_t a;
+  w_prepare(&fx, w, 51, &a);
+  SL_ASSERT_EQ_INT(c_commit(&fx, c0, 51, 0, &a, 1, NULL, 0), SL_COMMIT_OK);
+  /* An open branch of this writer (epoch 51), then a restore. */
+  w_row(&fx, w, SL_ROW_INSERT, 2, 20);
+  sl_bytes_t b;
+  w_prepare(&fx, w, 52, &b); /* prepared, never committed */
+  w_row(&fx, w, SL_ROW_INSERT, 3, 30); /* open: a zombie */
+  fx.vt->committer_close(c0);
+  void *c1 = c_open(&fx, 0, 1, owned, 1, 60);
+  SL_ASSERT_OK_E(fx.vt->recover(c1, &err), err);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 0);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t"), 1);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM information_schema."
+                                "PROCESSLIST WHERE USER = 'p'"),
+                   1); /* the committer only */
+  SL_ASSERT_OK(fx.vt->writer_close(w, false, NULL));
+  fx.vt->committer_close(c1);
+  sl_bytes_close(&a);
+  sl_bytes_close(&b);
+  fx_close(&fx);
+}
+
+/* `sluice validate --connect` on text; returns the exit code, *out_err
+ * the standard error (caller frees). */
+static int validate_connect(const char *text, char **out_err) {
+  char path[4200], bin[4096], errp[4200];
+  snprintf(path, sizeof(path), "%s/p.yaml", sl_test_dir());
+  snprintf(bin, sizeof(bin), "%s/sluice", sl_test_bin_dir());
+  snprintf(errp, sizeof(errp), "%s/stderr.txt", sl_test_dir());
+  sl_test_write_file(path, text);
+  const char *argv[] = {bin, "validate", path, "--connect", NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  pid_t pid;
+  SL_ASSERT_EQ_INT(posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv,
+                               environ),
+                   0);
+  posix_spawn_file_actions_destroy(&fa);
+  int st;
+  SL_ASSERT_EQ_INT(waitpid(pid, &st, 0), pid);
+  *out_err = sl_test_read_file(errp, NULL);
+  printf("stderr: %s", *out_err ? *out_err : "");
+  SL_ASSERT_TRUE(WIFEXITED(st));
+  return WEXITSTATUS(st);
+}
+
+/* validate --connect reaches the server: a column type mismatch and a
+ * missing table are errors naming the sink and the column; a right table
+ * is valid; without --connect the same file is valid. */
+SL_TEST(pipeline_validate_connect) {
+  sl_server_t *srv = start_maria();
+  MYSQL *m = direct(srv);
+  my_ok(m, "CREATE TABLE b (account BIGINT PRIMARY KEY, balance INT) "
+           "ENGINE=InnoDB");
+  char text[1024];
+  snprintf(text, sizeof(text),
+           "name: balances\ncheckpoint: {dir: /nonexistent/ck}\n"
+           "source: {type: generator, count: 10, columns: [key, amount]}\n"
+           "transforms:\n  - aggregate:\n      key: [key]\n"
+           "      values: {balance: sum(amount)}\n"
+           "sink: {type: mariadb, host: 127.0.0.1, port: %d, user: root, "
+           "database: sluice, table: b, key: key}\n",
+           sl_server_port(srv));
+  char *err = NULL;
+  SL_ASSERT_EQ_INT(validate_connect(text, &err), 2);
+  SL_ASSERT_TRUE(strstr(err, "sink: mariadb sink 127.0.0.1:") != NULL);
+  SL_ASSERT_TRUE(strstr(err, "/sluice.b: table sluice.b has no column `key` "
+                             "(a field of the sink's rows)") != NULL);
+  free(err);
+  my_ok(m, "ALTER TABLE b CHANGE account `key` BIGINT");
+  SL_ASSERT_EQ_INT(validate_connect(text, &err), 2);
+  SL_ASSERT_TRUE(strstr(err, "column `balance` of table sluice.b is int(11),"
+                             " but the sink writes int64 there (needs bigint"
+                             " (signed))") != NULL);
+  free(err);
+  my_ok(m, "ALTER TABLE b MODIFY balance BIGINT");
+  SL_ASSERT_EQ_INT(validate_connect(text, &err), 0);
+  free(err);
+  my_ok(m, "DROP TABLE b");
+  SL_ASSERT_EQ_INT(validate_connect(text, &err), 2);
+  SL_ASSERT_TRUE(strstr(err, "table sluice.b does not exist at 127.0.0.1:") !=
+                 NULL);
+  free(err);
+  mysql_close(m);
+  sl_server_destroy(srv);
+}
+
+/* The server is killed and restarted in the middle of an epoch: the open
+ * branch is gone and the writer's prepare fails the task with the
+ * connection error (the restart replays the epoch); the committed epoch
+ * stays, and the prepared one survives the crash and commits after a
+ * RETRY for the lost committer connection. */
+SL_TEST(eo_server_restarted_mid_epoch) {
+  fx_t fx;
+  fx_init(&fx, TABLE_DDL, SL_MARIADB_EXACTLY_ONCE);
+  uint32_t owned[] = {0};
+  void *c = c_open(&fx, 0, 1, owned, 1, 70);
+  void *w = w_open(&fx, 0, 1, 70);
+  sl_bytes_t a, b;
+  w_row(&fx, w, SL_ROW_INSERT, 1, 10);
+  w_prepare(&fx, w, 71, &a);
+  SL_ASSERT_EQ_INT(c_commit(&fx, c, 71, 0, &a, 1, NULL, 0), SL_COMMIT_OK);
+  w_row(&fx, w, SL_ROW_INSERT, 2, 20);
+  w_prepare(&fx, w, 72, &b); /* prepared, not committed */
+  w_row(&fx, w, SL_ROW_INSERT, 3, 30);
+  w_row(&fx, w, SL_ROW_INSERT, 4, 40);
+  w_row(&fx, w, SL_ROW_INSERT, 5, 50); /* a batch, kept: 72 not committed */
+  mysql_close(fx.m);
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_server_restart(fx.srv, SL_SERVER_STOP_CRASH, &err), err);
+  fx.m = direct(fx.srv);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, "0/71/"), 1); /* epoch 71 (ckpt 72) */
+  sl_bytes_t x;
+  sl_bytes_init(&x);
+  SL_ASSERT_EQ_INT(fx.vt->prepare(w, 73, &x, &err), SL_EIO);
+  printf("prepare: %s\n", sl_error_message(err));
+  SL_ASSERT_TRUE(strstr(sl_error_message(err),
+                        "mariadb sink 'snk' subtask 0: writing 3 rows to "
+                        "table sluice.t failed: error 20") != NULL);
+  sl_error_destroy(err);
+  err = NULL;
+  SL_ASSERT_OK(fx.vt->writer_close(w, false, NULL));
+  char msg[512];
+  sl_commit_status_t st = c_commit(&fx, c, 72, 0, &b, 1, msg, sizeof(msg));
+  if (st == SL_COMMIT_RETRY)
+    st = c_commit(&fx, c, 72, 0, &b, 2, msg, sizeof(msg));
+  SL_ASSERT_EQ_INT(st, SL_COMMIT_OK);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t"), 2);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT SUM(v) FROM t"), 30);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 0);
+  fx.vt->committer_close(c);
+  sl_bytes_close(&a);
+  sl_bytes_close(&b);
+  sl_bytes_close(&x);
+  fx_close(&fx);
+}
+
+/* A server that logs statements cannot log the sink's READ COMMITTED
+ * writes: refused at start with the setting named. */
+SL_TEST(bad_binlog_statement) {
+  sl_server_opts_t o;
+  sl_server_opts_init(&o, SL_SERVER_MARIADB);
+  const char *const extra[] = {"binlog-format=STATEMENT", NULL};
+  o.extra_settings = extra;
+  sl_server_t *srv = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_server_start(&o, &srv, &err), err);
+  MYSQL *m = direct(srv);
+  my_ok(m, TABLE_DDL);
+  sl_mariadb_sink_config_t c;
+  sl_mariadb_sink_config_init(&c);
+  c.host = "127.0.0.1";
+  c.port = sl_server_port(srv);
+  c.user = "root";
+  c.database = "sluice";
+  c.table = "t";
+  c.key = KEY;
+  c.n_key = 1;
+  SL_ASSERT_EQ_INT(sl_mariadb_sink_check(&c, NULL, &err), SL_EINVAL);
+  printf("message: %s\n", sl_error_message(err));
+  char want[400];
+  snprintf(want, sizeof(want),
+           "mariadb sink 127.0.0.1:%d/sluice.t: 127.0.0.1:%d logs the "
+           "binlog as statements (binlog_format=STATEMENT); the sink writes "
+           "in READ COMMITTED transactions, which need binlog_format=ROW or "
+           "MIXED", c.port, c.port);
+  SL_ASSERT_EQ_STR(sl_error_message(err), want);
+  sl_error_destroy(err);
+  mysql_close(m);
+  sl_server_destroy(srv);
+}
