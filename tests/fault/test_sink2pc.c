@@ -154,7 +154,10 @@ SL_TEST(aborted_checkpoint_commits_with_the_next) {
   setup();
   SL_ASSERT_OK(sl_inject_arm("coordinator.before_metadata_rename",
                              SL_INJECT_FAIL, 2, false));
-  opts_t o = {2, 15, false, false, 0, 0};
+  /* About a second of input at 15 ms checkpoints: the aborted one is far
+   * from the final checkpoint even on a slow, loaded machine (an aborted
+   * final checkpoint restarts the job, see below). */
+  opts_t o = {2, 15, false, false, 6000, 0};
   sl_error_t *err = NULL;
   if (run(&o, &err) != SL_OK) SL_TEST_FAIL("run: %s", sl_error_message(err));
   SL_ASSERT_TRUE(sl_inject_hits("coordinator.before_metadata_rename") >= 2);
@@ -169,7 +172,9 @@ static void fail_at(const char *point, uint32_t hit, const char *first) {
   setup();
   if (first) SL_ASSERT_OK(sl_inject_arm(first, SL_INJECT_FAIL, 4, false));
   SL_ASSERT_OK(sl_inject_arm(point, SL_INJECT_FAIL, hit, false));
-  opts_t o = {2, 15, true, false, 0, 0};
+  /* About a second of input at 15 ms checkpoints, so that the point is
+   * reached `hit` times before the input ends even on a loaded machine. */
+  opts_t o = {2, 15, true, false, 6000, 0};
   sl_job_t *job = make_job(&o);
   sl_error_t *err = NULL;
   int rc = sl_job_run(job, &err);
