@@ -411,7 +411,21 @@ SL_TEST(eo_lost_fails_loudly) {
   char sql[300];
   snprintf(sql, sizeof(sql), "XA ROLLBACK '%.10s','%s'", row[3],
            row[3] + 10);
+  const char *cid = strrchr(row[3] + 10, '/');
+  SL_ASSERT_TRUE(cid != NULL);
+  char gone[200];
+  snprintf(gone, sizeof(gone), "SELECT COUNT(*) FROM information_schema."
+           "PROCESSLIST WHERE ID = %s", cid + 1);
   mysql_free_result(res);
+  /* The writer disconnected after XA PREPARE, but the server ends that
+   * session a moment later, and until then the branch is attached to it
+   * (1397 from any other connection).  Wait for the session to be gone, a
+   * condition, bounded at 10 s. */
+  for (int i = 0; my_int(fx.m, gone) != 0; i++) {
+    if (i == 1000) SL_TEST_FAIL("the writer's session never ended");
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
   my_ok(fx.m, sql);
   char msg[1024];
   SL_ASSERT_EQ_INT(c_commit(&fx, c, 12, 0, &cm, 1, msg, sizeof(msg)),
