@@ -755,11 +755,6 @@ typedef enum sl_mariadb_mode_e {
   SL_MARIADB_UPSERT = 1  /* needs key columns */
 } sl_mariadb_mode_t;
 
-typedef enum sl_mariadb_delivery_e {
-  SL_MARIADB_EXACTLY_ONCE = 0,
-  SL_MARIADB_AT_LEAST_ONCE = 1
-} sl_mariadb_delivery_t;
-
 #define SL_MARIADB_DEFAULT_PORT 3306
 #define SL_MARIADB_DEFAULT_BATCH 500u
 #define SL_MARIADB_DEFAULT_COMMIT_TABLE "sluice_xa_commits"
@@ -777,7 +772,7 @@ typedef struct sl_mariadb_sink_config_s {
   const char *const *key; /* key columns (upsert, -D); copied */
   uint32_t n_key;
   sl_mariadb_mode_t mode;
-  sl_mariadb_delivery_t delivery;
+  sl_delivery_t delivery;   /* default exactly-once */
   uint32_t batch_rows;      /* rows per statement; 0: default 500 */
   const char *commit_table; /* exactly-once marker table; NULL: default,
                                created when absent */

@@ -1838,11 +1838,11 @@ static int build_mariadb_sink(build_t *b, int snk, const char *path,
   cfg.n_key = n_key;
   cfg.mode = mode == 0 ? SL_MARIADB_INSERT : SL_MARIADB_UPSERT;
   cfg.delivery =
-      delivery == 0 ? SL_MARIADB_EXACTLY_ONCE : SL_MARIADB_AT_LEAST_ONCE;
+      delivery == 0 ? SL_DELIVERY_EXACTLY_ONCE : SL_DELIVERY_AT_LEAST_ONCE;
   /* Exactly-once commits at completed checkpoints: the job needs them.
    * delivery defaults to exactly-once here, so the message says what to
    * set either way. */
-  if (cfg.delivery == SL_MARIADB_EXACTLY_ONCE && !b->has_ckpt_dir) {
+  if (cfg.delivery == SL_DELIVERY_EXACTLY_ONCE && !b->has_ckpt_dir) {
     join_path(f, sizeof(f), path, "delivery");
     int dv = map_get(pl, snk, "delivery", NULL);
     return FAIL(pl, dv ? dv : snk, f, "exactly-once (the default of a "
@@ -1853,7 +1853,7 @@ static int build_mariadb_sink(build_t *b, int snk, const char *path,
   }
   /* The xid's gtrid: "sl/" + job name + "/" + uid. */
   size_t gl = 3 + strlen(sl_pipeline_name(pl)) + 1 + strlen(uid);
-  if (cfg.delivery == SL_MARIADB_EXACTLY_ONCE && gl > 64) {
+  if (cfg.delivery == SL_DELIVERY_EXACTLY_ONCE && gl > 64) {
     join_path(f, sizeof(f), path, "uid");
     return FAIL(pl, snk, f, "the XA transaction id \"sl/%s/%s\" is %zu "
                 "bytes; MariaDB allows 64: shorten the pipeline's name or "

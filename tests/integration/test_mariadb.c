@@ -106,7 +106,7 @@ typedef struct fx_s {
 
 static const char *const KEY[] = {"id"};
 
-static void fx_sink(fx_t *fx, sl_mariadb_delivery_t delivery) {
+static void fx_sink(fx_t *fx, sl_delivery_t delivery) {
   sl_mariadb_sink_config_t c;
   sl_mariadb_sink_config_init(&c);
   c.host = "127.0.0.1";
@@ -122,7 +122,7 @@ static void fx_sink(fx_t *fx, sl_mariadb_delivery_t delivery) {
   SL_ASSERT_OK_E(sl_mariadb_sink_create(&c, &fx->vt, &fx->ctx, &err), err);
 }
 
-static void fx_init(fx_t *fx, const char *ddl, sl_mariadb_delivery_t d) {
+static void fx_init(fx_t *fx, const char *ddl, sl_delivery_t d) {
   memset(fx, 0, sizeof(*fx));
   fx->srv = start_maria();
   fx->m = direct(fx->srv);
@@ -242,7 +242,7 @@ static const char *open_err(fx_t *fx, sl_error_t **err) {
  * committable. */
 SL_TEST(eo_prepare_commit) {
   fx_t fx;
-  fx_init(&fx, TABLE_DDL, SL_MARIADB_EXACTLY_ONCE);
+  fx_init(&fx, TABLE_DDL, SL_DELIVERY_EXACTLY_ONCE);
   uint32_t owned[] = {0};
   void *c = c_open(&fx, 0, 1, owned, 1, 5);
   void *w = w_open(&fx, 0, 1, 5);
@@ -305,7 +305,7 @@ SL_TEST(eo_prepare_commit) {
  * instead of waiting for the locks (a lock wait timeout). */
 SL_TEST(eo_next_epoch_waits_for_commit) {
   fx_t fx;
-  fx_init(&fx, TABLE_DDL, SL_MARIADB_EXACTLY_ONCE);
+  fx_init(&fx, TABLE_DDL, SL_DELIVERY_EXACTLY_ONCE);
   my_ok(fx.m, "SET GLOBAL innodb_lock_wait_timeout = 2");
   uint32_t owned[] = {0};
   void *c = c_open(&fx, 0, 1, owned, 1, 40);
@@ -357,7 +357,7 @@ SL_TEST(eo_half_open_holder_killed) {
   int rule = -1;
   SL_ASSERT_OK_E(sl_proxy_arm(p, &r, &rule, &err), err);
   fx.port = sl_proxy_port(p);
-  fx_sink(&fx, SL_MARIADB_EXACTLY_ONCE);
+  fx_sink(&fx, SL_DELIVERY_EXACTLY_ONCE);
   uint32_t owned[] = {0};
   void *c = c_open(&fx, 0, 1, owned, 1, 3);
   void *w = w_open(&fx, 0, 1, 3);
@@ -395,7 +395,7 @@ SL_TEST(eo_half_open_holder_killed) {
  * message naming the checkpoint, the xid and the marker table. */
 SL_TEST(eo_lost_fails_loudly) {
   fx_t fx;
-  fx_init(&fx, TABLE_DDL, SL_MARIADB_EXACTLY_ONCE);
+  fx_init(&fx, TABLE_DDL, SL_DELIVERY_EXACTLY_ONCE);
   uint32_t owned[] = {0};
   void *c = c_open(&fx, 0, 1, owned, 1, 11);
   void *w = w_open(&fx, 0, 1, 11);
@@ -452,7 +452,7 @@ SL_TEST(eo_lost_fails_loudly) {
  * connected with an open branch. */
 SL_TEST(eo_recover_owned_only) {
   fx_t fx;
-  fx_init(&fx, TABLE_DDL, SL_MARIADB_EXACTLY_ONCE);
+  fx_init(&fx, TABLE_DDL, SL_DELIVERY_EXACTLY_ONCE);
   uint32_t all[] = {0, 1, 2};
   void *c0 = c_open(&fx, 0, 3, all, 1, 20);
   void *w[3];
@@ -517,7 +517,7 @@ SL_TEST(eo_recover_owned_only) {
  * earlier attempt that is still writing cannot take the table back. */
 SL_TEST(alo_never_goes_back) {
   fx_t fx;
-  fx_init(&fx, TABLE_ALO_DDL, SL_MARIADB_AT_LEAST_ONCE);
+  fx_init(&fx, TABLE_ALO_DDL, SL_DELIVERY_AT_LEAST_ONCE);
   SL_ASSERT_TRUE(fx.vt->prepare == NULL);
   void *a = w_open(&fx, 0, 1, 0);
   w_row(&fx, a, SL_ROW_INSERT, 1, 10);
@@ -580,7 +580,7 @@ SL_TEST(bad_config) {
   sl_error_destroy(err);
   err = NULL;
   c.mode = SL_MARIADB_INSERT;
-  c.delivery = SL_MARIADB_AT_LEAST_ONCE;
+  c.delivery = SL_DELIVERY_AT_LEAST_ONCE;
   SL_ASSERT_EQ_INT(sl_mariadb_sink_create(&c, &vt, &ctx, &err), SL_EINVAL);
   SL_ASSERT_EQ_STR(sl_error_message(err),
                    "mariadb sink: delivery at-least-once needs mode upsert "
@@ -638,7 +638,7 @@ SL_TEST(bad_server_side) {
   fx_t fx;
   fx_init(&fx, "CREATE TABLE t (id BIGINT PRIMARY KEY, v VARCHAR(20), "
                "s VARCHAR(40), d DECIMAL(12,2), ts DATETIME(6))",
-          SL_MARIADB_EXACTLY_ONCE);
+          SL_DELIVERY_EXACTLY_ONCE);
   sl_error_t *err = NULL;
   /* Column type mismatch. */
   SL_ASSERT_EQ_STR(open_err(&fx, &err),
@@ -926,7 +926,7 @@ SL_TEST(pipeline_validate_connect) {
  * RETRY for the lost committer connection. */
 SL_TEST(eo_server_restarted_mid_epoch) {
   fx_t fx;
-  fx_init(&fx, TABLE_DDL, SL_MARIADB_EXACTLY_ONCE);
+  fx_init(&fx, TABLE_DDL, SL_DELIVERY_EXACTLY_ONCE);
   uint32_t owned[] = {0};
   void *c = c_open(&fx, 0, 1, owned, 1, 70);
   void *w = w_open(&fx, 0, 1, 70);

@@ -44,7 +44,7 @@ typedef struct msink_s {
   uint32_t n_key;
   int port;
   sl_mariadb_mode_t mode;
-  sl_mariadb_delivery_t delivery;
+  sl_delivery_t delivery;
   uint32_t batch_rows;
   uint32_t connect_timeout_ms;
   /* The newest epoch committed per origin subtask (committers write it,
@@ -83,7 +83,7 @@ static bool is_committed(msink_t *s, uint32_t subtask, uint64_t epoch) {
 /* Small helpers. */
 
 static bool is_eo(const msink_t *s) {
-  return s->delivery == SL_MARIADB_EXACTLY_ONCE;
+  return s->delivery == SL_DELIVERY_EXACTLY_ONCE;
 }
 
 static int append_ident(sl_bytes_t *b, const char *name) {
@@ -1580,7 +1580,7 @@ void sl_mariadb_sink_config_init(sl_mariadb_sink_config_t *cfg) {
   memset(cfg, 0, sizeof(*cfg));
   cfg->port = SL_MARIADB_DEFAULT_PORT;
   cfg->mode = SL_MARIADB_UPSERT;
-  cfg->delivery = SL_MARIADB_EXACTLY_ONCE;
+  cfg->delivery = SL_DELIVERY_EXACTLY_ONCE;
 }
 
 static int check_name(const char *what, const char *v, size_t max,
@@ -1618,8 +1618,8 @@ int sl_mariadb_sink_create(const sl_mariadb_sink_config_t *cfg,
   if (cfg->mode != SL_MARIADB_INSERT && cfg->mode != SL_MARIADB_UPSERT)
     return sl_error_set(out_err, SL_EINVAL, "mariadb sink: unknown mode %d",
                         (int)cfg->mode);
-  if (cfg->delivery != SL_MARIADB_EXACTLY_ONCE &&
-      cfg->delivery != SL_MARIADB_AT_LEAST_ONCE)
+  if (cfg->delivery != SL_DELIVERY_EXACTLY_ONCE &&
+      cfg->delivery != SL_DELIVERY_AT_LEAST_ONCE)
     return sl_error_set(out_err, SL_EINVAL,
                         "mariadb sink: unknown delivery %d",
                         (int)cfg->delivery);
@@ -1627,7 +1627,7 @@ int sl_mariadb_sink_create(const sl_mariadb_sink_config_t *cfg,
     return sl_error_set(out_err, SL_EINVAL,
                         "mariadb sink: mode upsert needs key columns (the "
                         "table's primary or unique key)");
-  if (cfg->delivery == SL_MARIADB_AT_LEAST_ONCE &&
+  if (cfg->delivery == SL_DELIVERY_AT_LEAST_ONCE &&
       cfg->mode != SL_MARIADB_UPSERT)
     return sl_error_set(out_err, SL_EINVAL,
                         "mariadb sink: delivery at-least-once needs mode "
