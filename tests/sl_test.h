@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "sluice/sluice.h"
 
@@ -103,5 +104,17 @@ const char *sl_test_src_dir(void);
 char *sl_test_read_file(const char *path, size_t *out_len);
 /* Write a file; fails the test on error. */
 void sl_test_write_file(const char *path, const char *text);
+
+/* sl_test_spawn flags. */
+#define SL_TEST_SPAWN_APPEND 1    /* append stderr instead of truncating */
+#define SL_TEST_SPAWN_NO_STDOUT 2 /* stdout to /dev/null */
+/* Start argv[0] (a program such as bin/sluice) with this environment
+ * less any SL_INJECT, plus SL_INJECT=inject when inject is not NULL, and
+ * its stderr in stderr_path.  Fails the test when it cannot start.
+ * Returns the child's pid. */
+pid_t sl_test_spawn(const char *const *argv, const char *inject,
+                    const char *stderr_path, int flags);
+/* Wait for a child of sl_test_spawn; returns its wait status. */
+int sl_test_wait(pid_t pid);
 
 #endif

@@ -4,8 +4,11 @@
  * --list` lists them, `exe` runs all in this process (for debugging).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sl_test.h"
@@ -90,6 +93,45 @@ void sl_test_write_file(const char *path, const char *text) {
   if (f == NULL) SL_TEST_FAIL("cannot write %s: %s", path, strerror(errno));
   fputs(text, f);
   if (fclose(f) != 0) SL_TEST_FAIL("cannot write %s", path);
+}
+
+extern char **environ;
+
+pid_t sl_test_spawn(const char *const *argv, const char *inject,
+                    const char *stderr_path, int flags) {
+  size_t n_env = 0;
+  while (environ[n_env]) n_env++;
+  char **env = calloc(n_env + 2, sizeof(char *));
+  if (env == NULL) SL_TEST_FAIL("out of memory");
+  size_t n = 0;
+  for (char **e = environ; *e; e++)
+    if (strncmp(*e, "SL_INJECT=", 10) != 0) env[n++] = *e;
+  char envbuf[512];
+  if (inject) {
+    snprintf(envbuf, sizeof(envbuf), "SL_INJECT=%s", inject);
+    env[n++] = envbuf;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (flags & SL_TEST_SPAWN_NO_STDOUT)
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(
+      &fa, 2, stderr_path,
+      O_WRONLY | O_CREAT | (flags & SL_TEST_SPAWN_APPEND ? O_APPEND : O_TRUNC),
+      0644);
+  pid_t pid;
+  int rc = posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, env);
+  posix_spawn_file_actions_destroy(&fa);
+  free(env);
+  if (rc != 0) SL_TEST_FAIL("cannot run %s: %s", argv[0], strerror(rc));
+  return pid;
+}
+
+int sl_test_wait(pid_t pid) {
+  int status;
+  if (waitpid(pid, &status, 0) != pid)
+    SL_TEST_FAIL("waitpid failed: %s", strerror(errno));
+  return status;
 }
 
 int main(int argc, char **argv) {

@@ -15,7 +15,6 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,7 +23,6 @@
 #include "sl_test.h"
 #include "sluice/sluice.h"
 
-extern char **environ;
 
 /* ---- helpers -------------------------------------------------------- */
 
@@ -288,27 +286,7 @@ enum { KEYS = 50, COUNT = 40000 };
 
 static int spawn_sluice(const char *const *argv, const char *inject,
                         const char *errp) {
-  char envbuf[512];
-  char *env[64];
-  int n = 0;
-  for (char **e = environ; *e && n < 60; e++)
-    if (strncmp(*e, "SL_INJECT=", 10) != 0) env[n++] = *e;
-  if (inject) {
-    snprintf(envbuf, sizeof(envbuf), "SL_INJECT=%s", inject);
-    env[n++] = envbuf;
-  }
-  env[n] = NULL;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  pid_t pid;
-  int rc = posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, env);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) SL_TEST_FAIL("cannot run sluice: %s", strerror(rc));
-  int status;
-  if (waitpid(pid, &status, 0) != pid) SL_TEST_FAIL("waitpid failed");
-  return status;
+  return sl_test_wait(sl_test_spawn(argv, inject, errp, 0));
 }
 
 static uint64_t rng = 0x5eed13;

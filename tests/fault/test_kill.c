@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -21,7 +20,6 @@
 
 #include "sl_test.h"
 
-extern char **environ;
 
 enum { N_FILES = 4, LINES = 150000, N_KEYS = 997 };
 
@@ -48,33 +46,14 @@ static int run_sluice(const char *pipeline, const char *inject,
   snprintf(bin, sizeof(bin), "%s/sluice", sl_test_bin_dir());
   snprintf(errp, sizeof(errp), "%s/stderr.txt", sl_test_dir());
   const char *argv[] = {bin, "run", pipeline, "--resume", "--quiet", NULL};
-  char envbuf[512];
-  char *env[64];
-  int n = 0;
-  for (char **e = environ; *e && n < 60; e++)
-    if (strncmp(*e, "SL_INJECT=", 10) != 0) env[n++] = *e;
-  if (inject) {
-    snprintf(envbuf, sizeof(envbuf), "SL_INJECT=%s", inject);
-    env[n++] = envbuf;
-  }
-  env[n] = NULL;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_APPEND,
-                                   0644);
-  pid_t pid;
-  int rc = posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, env);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) SL_TEST_FAIL("cannot run sluice: %s", strerror(rc));
+  pid_t pid = sl_test_spawn(argv, inject, errp, SL_TEST_SPAWN_APPEND);
   if (delay_us > 0) {
     /* The kill moment is random; correctness must not depend on it. */
     struct timespec ts = {delay_us / 1000000, (delay_us % 1000000) * 1000};
     nanosleep(&ts, NULL);
     kill(pid, SIGKILL);
   }
-  int status;
-  if (waitpid(pid, &status, 0) != pid) SL_TEST_FAIL("waitpid failed");
-  return status;
+  return sl_test_wait(pid);
 }
 
 SL_TEST(sigkill_rounds_then_exact_result) {

@@ -15,14 +15,12 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "sl_test.h"
 
-extern char **environ;
 
 enum { N_KEYS = 97 };
 
@@ -46,7 +44,7 @@ static char *read_all(const char *path) {
 
 /* Run `sluice run <pipeline> args...`, with SL_INJECT=inject if given. */
 static run_t run_sluice(const char *inject, const char *const *args) {
-  char bin[4200], errp[4200], envbuf[512];
+  char bin[4200], errp[4200];
   snprintf(bin, sizeof(bin), "%s/sluice", sl_test_bin_dir());
   snprintf(errp, sizeof(errp), "%s/stderr.txt", sl_test_dir());
   const char *argv[16];
@@ -56,25 +54,8 @@ static run_t run_sluice(const char *inject, const char *const *args) {
   for (int i = 0; args[i] && a < 14; i++) argv[a++] = args[i];
   argv[a++] = "--quiet";
   argv[a] = NULL;
-  char *env[256];
-  int n = 0;
-  for (char **e = environ; *e && n < 250; e++)
-    if (strncmp(*e, "SL_INJECT=", 10) != 0) env[n++] = *e;
-  if (inject) {
-    snprintf(envbuf, sizeof(envbuf), "SL_INJECT=%s", inject);
-    env[n++] = envbuf;
-  }
-  env[n] = NULL;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  pid_t pid;
-  int rc = posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, env);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) SL_TEST_FAIL("cannot run sluice: %s", strerror(rc));
   run_t r;
-  if (waitpid(pid, &r.status, 0) != pid) SL_TEST_FAIL("waitpid failed");
+  r.status = sl_test_wait(sl_test_spawn(argv, inject, errp, 0));
   r.err = read_all(errp);
   return r;
 }

@@ -10,14 +10,12 @@
  * resumes from it and exits 0.
  */
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "sl_test.h"
 
-extern char **environ;
 
 /* Run `sluice run <pipeline> --resume --quiet [--set ...]`, optionally
  * with SL_INJECT; stderr goes to <test dir>/stderr.txt.  Returns the wait
@@ -29,28 +27,8 @@ static int run_sluice(const char *pipeline, const char *inject,
   snprintf(errp, sizeof(errp), "%s/stderr.txt", sl_test_dir());
   const char *argv[] = {bin, "run", pipeline, "--resume", "--quiet",
                         set ? "--set" : NULL, set, NULL};
-  char envbuf[512];
-  char *env[256];
-  int n = 0;
-  for (char **e = environ; *e && n < 250; e++)
-    if (strncmp(*e, "SL_INJECT=", 10) != 0) env[n++] = *e;
-  if (inject) {
-    snprintf(envbuf, sizeof(envbuf), "SL_INJECT=%s", inject);
-    env[n++] = envbuf;
-  }
-  env[n] = NULL;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, errp,
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid;
-  int rc = posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, env);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) SL_TEST_FAIL("cannot run sluice: %s", strerror(rc));
-  int status;
-  if (waitpid(pid, &status, 0) != pid) SL_TEST_FAIL("waitpid failed");
-  return status;
+  return sl_test_wait(
+      sl_test_spawn(argv, inject, errp, SL_TEST_SPAWN_NO_STDOUT));
 }
 
 static char *read_stderr(void) {

@@ -22,7 +22,6 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,7 +30,6 @@
 #include "sl_servers.h"
 #include "sl_test.h"
 
-extern char **environ;
 
 enum { LINES = 200000, N_KEYS = 300 };
 
@@ -90,32 +88,10 @@ static pid_t spawn_sluice(const char *pipeline, const char *inject) {
   snprintf(bin, sizeof(bin), "%s/sluice", sl_test_bin_dir());
   snprintf(errp, sizeof(errp), "%s/stderr.txt", sl_test_dir());
   const char *argv[] = {bin, "run", pipeline, "--resume", "--quiet", NULL};
-  char envbuf[512];
-  char *env[128];
-  int n = 0;
-  for (char **e = environ; *e && n < 120; e++)
-    if (strncmp(*e, "SL_INJECT=", 10) != 0) env[n++] = *e;
-  if (inject) {
-    snprintf(envbuf, sizeof(envbuf), "SL_INJECT=%s", inject);
-    env[n++] = envbuf;
-  }
-  env[n] = NULL;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_APPEND,
-                                   0644);
-  pid_t pid;
-  int rc = posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, env);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) SL_TEST_FAIL("cannot run sluice: %s", strerror(rc));
-  return pid;
+  return sl_test_spawn(argv, inject, errp, SL_TEST_SPAWN_APPEND);
 }
 
-static int wait_sluice(pid_t pid) {
-  int status;
-  if (waitpid(pid, &status, 0) != pid) SL_TEST_FAIL("waitpid failed");
-  return status;
-}
+static int wait_sluice(pid_t pid) { return sl_test_wait(pid); }
 
 static void fail_with_log(const char *what, int st) {
   char ep[4300];
@@ -404,16 +380,7 @@ SL_TEST(example_pipeline) {
                         "--set", dir, "--set", "source.count=30000",
                         "--set", "checkpoint.interval_ms=50", NULL};
   SL_ASSERT_EQ_INT(setenv("SLUICE_DB_PASSWORD", "", 1), 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_APPEND,
-                                   0644);
-  pid_t pid;
-  SL_ASSERT_EQ_INT(posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv,
-                               environ),
-                   0);
-  posix_spawn_file_actions_destroy(&fa);
-  int st = wait_sluice(pid);
+  int st = sl_test_wait(sl_test_spawn(argv, NULL, errp, SL_TEST_SPAWN_APPEND));
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fail_with_log("example", st);
   SL_ASSERT_EQ_INT(my_int(m, "SELECT SUM(n) FROM balances"), 30000);
   SL_ASSERT_TRUE(my_int(m, "SELECT COUNT(*) FROM balances") <= 10000);
