@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/inject.h"
@@ -277,6 +278,52 @@ SL_TEST(rolls_by_size_and_buckets_by_field_and_date) {
     SL_TEST_FAIL("message: %s", sl_error_message(err));
   sl_error_destroy(err);
   vt->destroy(ctx);
+  sl_schema_unref(schema);
+}
+
+/* Rolling by time: a part open for roll_interval_ms closes at the next
+ * write.  The pause guarantees the interval has passed (monotonic clock);
+ * nothing here depends on hitting a window. */
+SL_TEST(rolls_by_time_at_the_next_write) {
+  char dir[4200], p[4400];
+  snprintf(dir, sizeof(dir), "%s/t", sl_test_dir());
+  sl_file_sink_config_t cfg = {0};
+  cfg.path = dir;
+  cfg.delivery = SL_DELIVERY_EXACTLY_ONCE;
+  cfg.roll_interval_ms = 1000;
+  void *ctx;
+  const sl_sink_vt_t *vt;
+  SL_ASSERT_OK(sl_file_sink_create(&cfg, &vt, &ctx, NULL));
+  sl_schema_t *schema = kv_schema();
+  void *w = open_writer(vt, ctx, schema);
+  write_kv(vt, w, schema, 1, 0);
+  struct timespec pause = {1, 100000000};
+  while (nanosleep(&pause, &pause) != 0) {
+  }
+  write_kv(vt, w, schema, 2, 0); /* the part of rows 1 and 2 closes */
+  write_kv(vt, w, schema, 3, 0); /* a new part, young */
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  SL_ASSERT_OK(vt->prepare(w, 11, &b, NULL));
+  void *c = open_committer(vt, ctx, 0, 1);
+  char msg[256];
+  SL_ASSERT_EQ_INT(commit(vt, c, &b, msg, sizeof(msg)), SL_COMMIT_OK);
+  SL_ASSERT_EQ_INT(count_matching(dir, "part-out-0-10-", ".csv"), 2);
+  snprintf(p, sizeof(p), "%s/part-out-0-10-0.csv", dir);
+  char *first = sl_test_read_file(p, NULL);
+  snprintf(p, sizeof(p), "%s/part-out-0-10-1.csv", dir);
+  char *second = sl_test_read_file(p, NULL);
+  SL_ASSERT_TRUE(first != NULL && second != NULL);
+  if (strncmp(first, "1,", 2) != 0 || strstr(first, "\n2,") == NULL ||
+      strstr(first, "3,") != NULL || strncmp(second, "3,", 2) != 0 ||
+      strstr(second, "\n") != second + strlen(second) - 1)
+    SL_TEST_FAIL("parts: [%s] [%s]", first, second);
+  free(first);
+  free(second);
+  vt->committer_close(c);
+  SL_ASSERT_OK(vt->writer_close(w, true, NULL));
+  vt->destroy(ctx);
+  sl_bytes_close(&b);
   sl_schema_unref(schema);
 }
 
