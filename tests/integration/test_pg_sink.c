@@ -1641,3 +1641,58 @@ SL_TEST(pipeline_validate_connect) {
   PQfinish(db);
   sl_server_destroy(srv);
 }
+
+/* validate --connect checks every postgres sink of the pipeline (a
+ * window's late_sink too), not only the last one built, and names the
+ * one that fails by its place in the file. */
+SL_TEST(pipeline_validate_connect_every_sink) {
+  sl_server_t *srv = start_pg(0, NULL);
+  PGconn *db = direct(srv);
+  char pg[300], text[2048], path[4300];
+  snprintf(pg, sizeof(pg),
+           "type: postgres, host: 127.0.0.1, port: %d, dbname: postgres, "
+           "user: postgres, sslmode: disable", sl_server_port(srv));
+  snprintf(text, sizeof(text),
+           "name: pgjob\n"
+           "checkpoint: {dir: ckpt-not-created}\n"
+           "source: {type: generator, count: 10, keys: 5,\n"
+           "         columns: [key, amount, ts],\n"
+           "         watermarks: {time_field: ts,\n"
+           "                      max_out_of_orderness: 200ms}}\n"
+           "transforms:\n"
+           "  - window:\n"
+           "      type: tumbling\n"
+           "      time_field: ts\n"
+           "      size: 1s\n"
+           "      key: [key]\n"
+           "      values: {n: count()}\n"
+           "      late_sink: {%s, uid: lt, table: late}\n"
+           "    uid: w\n"
+           "sink: {%s, uid: snk, table: counts}\n",
+           pg, pg);
+  snprintf(path, sizeof(path), "%s/p.yaml", sl_test_dir());
+  sl_test_write_file(path, text);
+  const char *args[] = {"validate", path, "--connect", NULL};
+  sql_ok(db, "CREATE TABLE counts (key bigint, window_start timestamptz, "
+             "window_end timestamptz, event_time timestamptz, n bigint)");
+  char *out = NULL;
+  SL_ASSERT_EQ_INT(run_sluice(args, &out), 2);
+  if (strstr(out, "sluice: transforms[1].window.late_sink: postgres sink "
+                  "'lt': table 'late' does not "
+                  "exist") == NULL)
+    SL_TEST_FAIL("unexpected output:\n%s", out);
+  free(out);
+  sql_ok(db, "CREATE TABLE late (key bigint, amount bigint, "
+             "ts timestamptz)");
+  SL_ASSERT_EQ_INT(run_sluice(args, &out), 0);
+  SL_ASSERT_TRUE(strstr(out, "p.yaml: valid (connected)\n") != NULL);
+  free(out);
+  sql_ok(db, "DROP TABLE counts");
+  SL_ASSERT_EQ_INT(run_sluice(args, &out), 2);
+  if (strstr(out, "sluice: sink: postgres sink 'snk': table 'counts' does "
+                  "not exist") == NULL)
+    SL_TEST_FAIL("unexpected output:\n%s", out);
+  free(out);
+  PQfinish(db);
+  sl_server_destroy(srv);
+}
