@@ -1223,6 +1223,15 @@ SL_TEST(eo_fence_zombie_prepared) {
   sl_error_destroy(err);
   err = NULL;
   SL_ASSERT_EQ_INT((int64_t)cmb.len, 0);
+  /* Its transaction was rolled back at the failed check: a prepare that
+   * came anyway prepares nothing. */
+  SL_ASSERT_TRUE(a.vt->prepare(wa, 13, &cmb, &err) != SL_OK);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "postgres sink 'snk' subtask 0: cannot prepare checkpoint "
+                   "13: the writer failed earlier");
+  sl_error_destroy(err);
+  err = NULL;
+  SL_ASSERT_EQ_INT(prepared_of_job(fx.db), 0);
   /* Its committer cannot commit what attempt 2 rolled back. */
   fx_t fa = fx;
   fa.vt = a.vt;

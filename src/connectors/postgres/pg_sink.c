@@ -969,13 +969,20 @@ static int writer_begin(pgwriter_t *w, const char *who, sl_error_t **out_err) {
     return rc;
   }
   /* P5: the fence check is the transaction's first statement.  A failed
-   * one leaves the transaction open (aborted): writer_close rolls it
-   * back. */
-  w->is_open = true;
+   * one rolls the transaction back at once: a fenced-off writer must not
+   * prepare it, even if a prepare came after the failure. */
   int rc = sl__pg_fence_begin(w->conn, w->fence_sql, w->s->fence_table,
                               w->job, w->subtask, w->fence_epoch, w->epoch,
                               who, out_err);
-  if (rc != SL_OK) w->is_failed = true;
+  if (rc == SL_OK) {
+    w->is_open = true;
+  } else {
+    w->is_failed = true;
+    if (PQstatus(w->conn) == CONNECTION_OK) {
+      PGresult *res = PQexec(w->conn, "ROLLBACK");
+      PQclear(res);
+    }
+  }
   return rc;
 }
 
