@@ -15,7 +15,8 @@
 /* ------------------------------------------------------------------ */
 /* Helpers */
 
-static inline sl_server_t *start_pg(int max_prepared, const char *const *extra) {
+static inline sl_server_t *start_pg(int max_prepared,
+                                    const char *const *extra) {
   sl_server_opts_t o;
   sl_server_opts_init(&o, SL_SERVER_POSTGRES);
   o.max_prepared_transactions = max_prepared;
@@ -81,8 +82,8 @@ typedef struct rows_s {
   sl_schema_t *schema;
 } rows_t;
 
-static inline const sl_row_t *mk(rows_t *r, sl_row_kind_t kind, int64_t account,
-                          int64_t balance) {
+static inline const sl_row_t *mk(rows_t *r, sl_row_kind_t kind,
+                                 int64_t account, int64_t balance) {
   static sl_row_t row;
   sl_row_builder_reset(&r->b, kind);
   sl_row_builder_set_i64(&r->b, 0, account);
@@ -136,7 +137,7 @@ static inline void fx_stop(fx_t *fx) {
 }
 
 static inline sl_sink_init_t winit(fx_t *fx, uint32_t subtask, uint32_t par,
-                            uint64_t epoch) {
+                                   uint64_t epoch) {
   sl_sink_init_t in;
   memset(&in, 0, sizeof(in));
   in.subtask = subtask;
@@ -149,7 +150,7 @@ static inline sl_sink_init_t winit(fx_t *fx, uint32_t subtask, uint32_t par,
 }
 
 static inline void *open_committer(fx_t *fx, uint32_t subtask, uint32_t par,
-                            const uint32_t *owned, uint32_t n_owned) {
+                                   const uint32_t *owned, uint32_t n_owned) {
   sl_committer_init_t ci;
   memset(&ci, 0, sizeof(ci));
   ci.job = "job1";
@@ -183,7 +184,8 @@ static inline void *open_writer(fx_t *fx, uint32_t subtask, uint64_t epoch) {
   return w;
 }
 
-static inline void wr(fx_t *fx, void *w, sl_row_kind_t kind, int64_t a, int64_t b) {
+static inline void wr(fx_t *fx, void *w, sl_row_kind_t kind, int64_t a,
+                      int64_t b) {
   sl_error_t *err = NULL;
   SL_ASSERT_OK_E(fx->vt->write(w, mk(&fx->rows, kind, a, b), &err), err);
 }
@@ -195,7 +197,8 @@ static inline void prep(fx_t *fx, void *w, uint64_t ckpt, sl_bytes_t *out) {
 }
 
 static inline sl_commit_status_t commit(fx_t *fx, void *c, uint64_t ckpt,
-                                 const sl_bytes_t *cm, uint32_t attempt) {
+                                        const sl_bytes_t *cm,
+                                        uint32_t attempt) {
   sl_commit_status_t st = SL_COMMIT_FATAL;
   sl_error_t *err = NULL;
   SL_ASSERT_OK_E(fx->vt->commit(c, ckpt, 0, cm->data, cm->len, attempt, &st,

@@ -1743,7 +1743,8 @@ static int recover_impl(void *committer, sl_error_t **out_err) {
     rc = sl_error_set(out_err, SL_EIO, "%s: recover: cannot connect", who);
     goto done;
   }
-  uint32_t wait_ms = c->s->lock_timeout_ms < 1000 ? c->s->lock_timeout_ms : 1000;
+  uint32_t wait_ms =
+      c->s->lock_timeout_ms < 1000 ? c->s->lock_timeout_ms : 1000;
   int64_t t0 = mono_ms();
   for (uint32_t round = 1;; round++) {
     if ((rc = rollback_lingering(c, who, out_err)) != SL_OK) goto done;
