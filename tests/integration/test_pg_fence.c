@@ -23,7 +23,8 @@ static struct {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   sl_bytes_t text;
-} logs = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}};
+  bool is_done; /* a recover thread returned: stop waiting */
+} logs = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, false};
 
 static void log_cb(sl_log_level_t level, const char *msg, void *user) {
   (void)user;
@@ -52,7 +53,7 @@ static bool logs_have(const char *want, int wait_ms) {
     (void)sl_bytes_append(&logs.text, "", 1);
     logs.text.len--;
     found = strstr((const char *)logs.text.data, want) != NULL;
-    if (found || wait_ms == 0 ||
+    if (found || wait_ms == 0 || logs.is_done ||
         pthread_cond_timedwait(&logs.cv, &logs.mu, &until) != 0)
       break;
   }
@@ -222,6 +223,10 @@ typedef struct recover_arg_s {
 static void *recover_thread(void *p) {
   recover_arg_t *r = p;
   r->rc = r->in->vt->recover(r->committer, &r->err);
+  pthread_mutex_lock(&logs.mu);
+  logs.is_done = true;
+  pthread_cond_broadcast(&logs.cv);
+  pthread_mutex_unlock(&logs.mu);
   return NULL;
 }
 
@@ -469,5 +474,60 @@ SL_TEST(table) {
   close_writer(&fx, w, true);
   fx.vt->committer_close(c);
   sl_bytes_close(&cm);
+  fx_stop(&fx);
+}
+
+/* A writer of an older attempt keeps its transaction open and cannot be
+ * terminated: recover gives up after its rounds (60, of lock_timeout_ms
+ * each here) and names the session that holds the fence; nothing was
+ * bumped, and the job's restart tries again. */
+SL_TEST(gives_up_naming_the_holder) {
+  fx_t fx;
+  fx_start(&fx, 0);
+  logs_start();
+  sl_pg_sink_config_t cfg;
+  char ci[512];
+  fx_role_sink(&fx, &cfg, ci, sizeof(ci));
+  cfg.batch_size = 1;
+  cfg.lock_timeout_ms = 20;
+  sql_ok(fx.db, "REVOKE EXECUTE ON FUNCTION pg_terminate_backend(integer, "
+                "bigint) FROM PUBLIC");
+  inst_t a = new_instance(&cfg), b = new_instance(&cfg);
+  uint32_t own0[] = {0};
+  sl_error_t *err = NULL;
+  void *ca = inst_committer(&a, 0, 1, own0, 1);
+  SL_ASSERT_OK_E(a.vt->recover(ca, &err), err);
+  void *wa = inst_writer(&a, &fx, 0, 1, 10);
+  SL_ASSERT_OK_E(a.vt->write(wa, mk(&fx.rows, SL_ROW_INSERT, 1, 10), &err),
+                 err);
+  int64_t pid = sql_int(fx.db, "SELECT pid FROM pg_stat_activity WHERE "
+                               "application_name LIKE 'sluice/%/0/%' AND "
+                               "application_name NOT LIKE '%/c'");
+  void *cb = inst_committer(&b, 0, 1, own0, 1);
+  SL_ASSERT_TRUE(b.vt->recover(cb, &err) == SL_EIO);
+  char want[512];
+  snprintf(want, sizeof(want),
+           "postgres sink 'snk' subtask 0: cannot fence older writers: after "
+           "60 rounds of lock_timeout 20 ms the fence rows in "
+           "'sluice_sink_fence' are still locked by pid %lld ('sluice/",
+           (long long)pid);
+  if (strncmp(sl_error_message(err), want, strlen(want)) != 0 ||
+      strstr(sl_error_message(err), "', idle in transaction); end those "
+             "sessions (pg_terminate_backend) or transactions, and the next "
+             "attempt fences again") == NULL)
+    SL_TEST_FAIL("unexpected message: %s", sl_error_message(err));
+  sl_error_destroy(err);
+  err = NULL;
+  assert_text(fx.db, FENCE_ROWS, "job1/snk/0=1");
+  /* Once the older writer is gone, the next attempt fences. */
+  (void)a.vt->writer_close(wa, false, NULL);
+  a.vt->committer_close(ca);
+  SL_ASSERT_OK_E(b.vt->recover(cb, &err), err);
+  assert_text(fx.db, FENCE_ROWS, "job1/snk/0=2");
+  assert_text(fx.db, BALANCES, "");
+  b.vt->committer_close(cb);
+  a.vt->destroy(a.ctx);
+  b.vt->destroy(b.ctx);
+  sl_log_set_callback(NULL, NULL);
   fx_stop(&fx);
 }

@@ -70,9 +70,10 @@
 #include "sluice/sluice.h"
 
 #define DEFAULT_BATCH 1000u
-/* recover gives up fencing after this long (the task fails, and the next
- * attempt tries again) and names the sessions that hold the fence. */
-#define FENCE_WAIT_MS 60000
+/* recover gives up fencing after this many rounds of at most 1 s each
+ * (the task fails, and the next attempt tries again) and names the
+ * sessions that hold the fence. */
+#define FENCE_ROUNDS 60u
 #define MAX_PARAMS 65535u
 #define COMMITTABLE_VERSION 1u
 
@@ -1727,8 +1728,8 @@ static int64_t mono_ms(void) {
  * 1 s a round) for a row lock means a transaction of an older writer
  * holds it: still open (it may prepare meanwhile, which the next round's
  * rollback finds) or prepared after this round's rollback.  After
- * FENCE_WAIT_MS the task fails, naming the holders; the next attempt
- * tries again.
+ * FENCE_ROUNDS rounds the task fails, naming the holders; the next
+ * attempt tries again.
  */
 static int recover_impl(void *committer, sl_error_t **out_err) {
   pgcommitter_t *c = committer;
@@ -1753,16 +1754,18 @@ static int recover_impl(void *committer, sl_error_t **out_err) {
                            out_err);
     if (rc != SL_EAGAIN) break;
     int64_t waited = mono_ms() - t0;
-    if (waited >= FENCE_WAIT_MS) {
+    if (round == FENCE_ROUNDS) {
       char *h = sl__pg_fence_holders(c->conn, c->s->fence_table);
-      sl_error_prefix(*out_err, "%s: cannot fence older writers: after %"
-                      PRId64 " ms (%u rounds) the fence rows in '%s' are "
-                      "still locked by %s; end those sessions "
-                      "(pg_terminate_backend) or transactions, and the "
-                      "next attempt fences again", who, waited, round,
-                      c->s->fence_table, h && h[0] ? h : "(unknown)");
+      sl_error_destroy(*out_err);
+      *out_err = NULL;
+      rc = sl_error_set(out_err, SL_EIO, "%s: cannot fence older writers: "
+                        "after %u rounds of lock_timeout %u ms the fence "
+                        "rows in '%s' are still locked by %s; end those "
+                        "sessions (pg_terminate_backend) or transactions, "
+                        "and the next attempt fences again", who, round,
+                        wait_ms, c->s->fence_table,
+                        h && h[0] ? h : "(unknown)");
       sl_free(h);
-      rc = SL_EIO;
       goto done;
     }
     sl_log(SL_LOG_INFO, "%s: the fence is locked by a transaction of an "
