@@ -656,7 +656,12 @@ SL_API int sl_stdout_sink_create_cfg(const sl_file_sink_config_t *cfg,
  * completes; "not found" on commit resolves through the marker row
  * (present: already committed; absent: lost, the job fails).  Needs the
  * server's max_prepared_transactions >= parallelism x
- * (max_concurrent_checkpoints + 1).
+ * (max_concurrent_checkpoints + 1).  Writers of older attempts are fenced:
+ * recover terminates their sessions (found by application_name
+ * "sluice/<hash of job and uid>/<subtask>/<nonce>") and bumps the
+ * subtask's row in the fence table, and every epoch's transaction starts
+ * by reading that row FOR SHARE: a writer that finds another epoch than
+ * its attempt's recover set fails fatally ("fenced off").
  *
  * delivery at-least-once: a plain sink; mode upsert only.  Each row
  * carries a version in epoch_column (the writer's epoch id, or the value of
@@ -699,8 +704,12 @@ typedef struct sl_pg_sink_config_s {
   uint32_t connect_timeout_s; /* 0 selects 10 */
   uint32_t lock_timeout_ms; /* exactly-once: how long prepare waits for
                                rows still locked by this subtask's own
-                               prepared, uncommitted transactions; 0
-                               selects 5000 */
+                               prepared, uncommitted transactions (and
+                               recover, at most 1000 a round, for the
+                               fence rows); 0 selects 5000 */
+  const char *fence_table;  /* exactly-once fence table, one row per
+                               (job, sink uid, subtask); NULL selects
+                               "sluice_sink_fence" (created if absent) */
 } sl_pg_sink_config_t;
 
 /** @brief Defaults: mode insert, SL_DELIVERY_EXACTLY_ONCE, everything else

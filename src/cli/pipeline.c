@@ -43,13 +43,21 @@ struct sl_pipeline_s {
   char *msg;                /* first error */
   char *name;
   bool is_unbounded;
-  /* The postgres sink, for sluice validate --connect: its context (owned
-   * by the job once built), uid, schema (a reference) and parallelism. */
-  void *pg_ctx;
-  char *pg_uid;
-  sl_schema_t *pg_schema;
-  uint32_t pg_par;
+  /* The postgres sinks (the sink, late sinks of windows), for sluice
+   * validate --connect, in the order they were built. */
+  struct pg_check_s *pg;
+  uint32_t n_pg;
 };
+
+/* A postgres sink to check: its context (owned by the job once built),
+ * where it is in the file, uid, schema (a reference) and parallelism. */
+typedef struct pg_check_s {
+  void *ctx;
+  char *path;
+  char *uid;
+  sl_schema_t *schema;
+  uint32_t par;
+} pg_check_t;
 
 /* ------------------------------------------------------------------ */
 /* Errors and positions. */
@@ -996,8 +1004,12 @@ void sl_pipeline_destroy(sl_pipeline_t *pl) {
   sl_free(pl->file);
   sl_free(pl->msg);
   sl_free(pl->name);
-  sl_free(pl->pg_uid);
-  sl_schema_unref(pl->pg_schema);
+  for (uint32_t i = 0; i < pl->n_pg; i++) {
+    sl_free(pl->pg[i].path);
+    sl_free(pl->pg[i].uid);
+    sl_schema_unref(pl->pg[i].schema);
+  }
+  sl_free(pl->pg);
   sl_free(pl);
 }
 
@@ -1975,7 +1987,7 @@ static int build_pg_sink(build_t *b, int snk, const char *path,
       "type", "uid", "parallelism", "conninfo", "host", "port", "dbname",
       "user", "password", "sslmode", "table", "key", "mode", "delivery",
       "batch_size", "commit_table", "epoch_column", "version_field",
-      "connect_timeout_s", "lock_timeout_ms", NULL};
+      "connect_timeout_s", "lock_timeout_ms", "fence_table", NULL};
   int rc = check_keys(pl, snk, path, keys);
   if (rc != SL_OK) return rc;
   static const char *modes[] = {"insert", "upsert", NULL};
@@ -2009,7 +2021,8 @@ static int build_pg_sink(build_t *b, int snk, const char *path,
       (rc = get_u32(pl, snk, path, "connect_timeout_s", 1, 3600,
                     &cfg.connect_timeout_s)) ||
       (rc = get_u32(pl, snk, path, "lock_timeout_ms", 1, 3600000,
-                    &cfg.lock_timeout_ms)))
+                    &cfg.lock_timeout_ms)) ||
+      (rc = get_str(pl, snk, path, "fence_table", false, &cfg.fence_table)))
     return rc;
   for (int i = 0; i < 6; i++)
     if ((rc = get_str(pl, snk, path, part_keys[i], false, &parts[i])))
@@ -2091,28 +2104,39 @@ static int build_pg_sink(build_t *b, int snk, const char *path,
   rc = sl_stream_sink(in, uid, vt, ctx);
   if (rc != SL_OK) return job_error(b, snk, path);
   if (par) sl_stream_set_sink_parallelism(in, par);
-  sl_free(pl->pg_uid);
-  sl_schema_unref(pl->pg_schema);
-  pl->pg_ctx = ctx;
-  pl->pg_uid = sl_strdup(uid);
-  pl->pg_schema = sl_schema_ref((sl_schema_t *)b->schema);
-  pl->pg_par = par ? par : b->parallelism;
+  /* Every postgres sink is checked by validate --connect, not only the
+   * last one built. */
+  pg_check_t *pg = sl_realloc(pl->pg, (pl->n_pg + 1) * sizeof(*pg));
+  if (pg == NULL) return FAIL(pl, snk, path, "out of memory");
+  pl->pg = pg;
+  pg = &pl->pg[pl->n_pg];
+  pg->ctx = ctx;
+  pg->path = sl_strdup(path);
+  pg->uid = sl_strdup(uid);
+  pg->schema = sl_schema_ref((sl_schema_t *)sl_stream_schema(in));
+  pg->par = par ? par : b->parallelism;
+  pl->n_pg++;
+  if (pg->path == NULL || pg->uid == NULL)
+    return FAIL(pl, snk, path, "out of memory");
   return SL_OK;
 }
 
 int sl_pipeline_check_connect(sl_pipeline_t *pl, char **out_msg) {
   *out_msg = NULL;
-  if (pl->pg_ctx == NULL) return SL_OK;
-  sl_error_t *err = NULL;
-  int rc = sl_pg_sink_check(pl->pg_ctx, pl->name, pl->pg_uid, pl->pg_schema,
-                            pl->pg_par, &err);
-  if (rc != SL_OK) {
-    const char *m = err ? sl_error_message(err) : sl_strerror(rc);
-    size_t n = strlen(m) + 64;
-    *out_msg = sl_malloc(n);
-    if (*out_msg) snprintf(*out_msg, n, "sink: %s", m);
+  int rc = SL_OK;
+  for (uint32_t i = 0; i < pl->n_pg && rc == SL_OK; i++) {
+    const pg_check_t *pg = &pl->pg[i];
+    sl_error_t *err = NULL;
+    rc = sl_pg_sink_check(pg->ctx, pl->name, pg->uid, pg->schema, pg->par,
+                          &err);
+    if (rc != SL_OK) {
+      const char *m = err ? sl_error_message(err) : sl_strerror(rc);
+      size_t n = strlen(m) + strlen(pg->path) + 8;
+      *out_msg = sl_malloc(n);
+      if (*out_msg) snprintf(*out_msg, n, "%s: %s", pg->path, m);
+    }
+    sl_error_destroy(err);
   }
-  sl_error_destroy(err);
   return rc;
 }
 

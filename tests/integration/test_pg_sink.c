@@ -18,227 +18,7 @@
 #include "sl_servers.h"
 #include "sl_test.h"
 
-/* ------------------------------------------------------------------ */
-/* Helpers */
-
-static sl_server_t *start_pg(int max_prepared, const char *const *extra) {
-  sl_server_opts_t o;
-  sl_server_opts_init(&o, SL_SERVER_POSTGRES);
-  o.max_prepared_transactions = max_prepared;
-  o.extra_settings = extra;
-  sl_server_t *srv = NULL;
-  sl_error_t *err = NULL;
-  SL_ASSERT_OK_E(sl_server_start(&o, &srv, &err), err);
-  return srv;
-}
-
-static PGconn *direct(const sl_server_t *srv) {
-  PGconn *c = NULL;
-  sl_error_t *err = NULL;
-  SL_ASSERT_OK_E(sl_pg_connect(sl_server_conninfo(srv), &c, &err), err);
-  return c;
-}
-
-static void sql_ok(PGconn *c, const char *sql) {
-  sl_error_t *err = NULL;
-  SL_ASSERT_OK_E(sl_pg_exec(c, sql, NULL, &err), err);
-}
-
-static int64_t sql_int(PGconn *c, const char *sql) {
-  int64_t v = -1;
-  sl_error_t *err = NULL;
-  SL_ASSERT_OK_E(sl_pg_query_int64(c, sql, &v, &err), err);
-  return v;
-}
-
-/* The table as "k=v;k=v" ordered by the first column (or "" if empty). */
-static char *sql_text(PGconn *c, const char *sql) {
-  char *t = NULL;
-  sl_error_t *err = NULL;
-  int rc = sl_pg_query_text(c, sql, &t, &err);
-  if (rc == SL_ENOTFOUND) {
-    sl_error_destroy(err);
-    return sl_strdup("");
-  }
-  SL_ASSERT_OK_E(rc, err);
-  return t;
-}
-
-static void assert_text(PGconn *c, const char *sql, const char *want) {
-  char *t = sql_text(c, sql);
-  SL_ASSERT_EQ_STR(t, want);
-  sl_free(t);
-}
-
-#define BALANCES                                                          \
-  "SELECT string_agg(account || '=' || balance, ';' ORDER BY account) "   \
-  "FROM balances"
-
-static sl_schema_t *balance_schema(void) {
-  sl_field_t f[] = {{"account", {SL_TYPE_INT64, 0, 0, false}},
-                    {"balance", {SL_TYPE_INT64, 0, 0, false}}};
-  sl_schema_t *s = NULL;
-  SL_ASSERT_OK(sl_schema_create(f, 2, &s, NULL));
-  return s;
-}
-
-typedef struct rows_s {
-  sl_row_builder_t b;
-  sl_schema_t *schema;
-} rows_t;
-
-static const sl_row_t *mk(rows_t *r, sl_row_kind_t kind, int64_t account,
-                          int64_t balance) {
-  static sl_row_t row;
-  sl_row_builder_reset(&r->b, kind);
-  sl_row_builder_set_i64(&r->b, 0, account);
-  sl_row_builder_set_i64(&r->b, 1, balance);
-  SL_ASSERT_OK(sl_row_builder_finish(&r->b, &row, NULL));
-  return &row;
-}
-
-typedef struct fx_s {
-  sl_server_t *srv;
-  PGconn *db;
-  rows_t rows;
-  const sl_sink_vt_t *vt;
-  void *ctx;
-} fx_t;
-
-static const char *key_account[] = {"account"};
-
-static void fx_start(fx_t *fx, int max_prepared) {
-  memset(fx, 0, sizeof(*fx));
-  fx->srv = start_pg(max_prepared, NULL);
-  fx->db = direct(fx->srv);
-  sql_ok(fx->db, "CREATE TABLE balances (account bigint PRIMARY KEY, "
-                 "balance bigint NOT NULL CHECK (balance > -1000000))");
-  fx->rows.schema = balance_schema();
-  SL_ASSERT_OK(sl_row_builder_init(&fx->rows.b, fx->rows.schema));
-}
-
-static void fx_sink(fx_t *fx, sl_pg_sink_config_t *cfg) {
-  sl_error_t *err = NULL;
-  cfg->conninfo = cfg->conninfo ? cfg->conninfo : sl_server_conninfo(fx->srv);
-  cfg->table = cfg->table ? cfg->table : "balances";
-  SL_ASSERT_OK_E(sl_pg_sink_create(cfg, &fx->vt, &fx->ctx, &err), err);
-}
-
-static void fx_upsert_eo(fx_t *fx) {
-  sl_pg_sink_config_t cfg;
-  sl_pg_sink_config_init(&cfg);
-  cfg.mode = SL_PG_MODE_UPSERT;
-  cfg.key = key_account;
-  cfg.n_key = 1;
-  fx_sink(fx, &cfg);
-}
-
-static void fx_stop(fx_t *fx) {
-  if (fx->ctx) fx->vt->destroy(fx->ctx);
-  sl_row_builder_close(&fx->rows.b);
-  sl_schema_unref(fx->rows.schema);
-  PQfinish(fx->db);
-  sl_server_destroy(fx->srv);
-}
-
-static sl_sink_init_t winit(fx_t *fx, uint32_t subtask, uint32_t par,
-                            uint64_t epoch) {
-  sl_sink_init_t in;
-  memset(&in, 0, sizeof(in));
-  in.subtask = subtask;
-  in.parallelism = par;
-  in.schema = fx->rows.schema;
-  in.uid = "snk";
-  in.job = "job1";
-  in.epoch_id = epoch;
-  return in;
-}
-
-static void *open_writer(fx_t *fx, uint32_t subtask, uint64_t epoch) {
-  sl_sink_init_t in = winit(fx, subtask, 1, epoch);
-  void *w = NULL;
-  sl_error_t *err = NULL;
-  SL_ASSERT_OK_E(fx->vt->writer_open(fx->ctx, &in, &w, &err), err);
-  return w;
-}
-
-static void *open_committer(fx_t *fx, uint32_t subtask, uint32_t par,
-                            const uint32_t *owned, uint32_t n_owned) {
-  sl_committer_init_t ci;
-  memset(&ci, 0, sizeof(ci));
-  ci.job = "job1";
-  ci.uid = "snk";
-  ci.subtask = subtask;
-  ci.parallelism = par;
-  ci.owned_subtasks = owned;
-  ci.n_owned_subtasks = n_owned;
-  void *c = NULL;
-  sl_error_t *err = NULL;
-  SL_ASSERT_OK_E(fx->vt->committer_open(fx->ctx, &ci, &c, &err), err);
-  return c;
-}
-
-static void wr(fx_t *fx, void *w, sl_row_kind_t kind, int64_t a, int64_t b) {
-  sl_error_t *err = NULL;
-  SL_ASSERT_OK_E(fx->vt->write(w, mk(&fx->rows, kind, a, b), &err), err);
-}
-
-static void prep(fx_t *fx, void *w, uint64_t ckpt, sl_bytes_t *out) {
-  sl_error_t *err = NULL;
-  sl_bytes_clear(out);
-  SL_ASSERT_OK_E(fx->vt->prepare(w, ckpt, out, &err), err);
-}
-
-static sl_commit_status_t commit(fx_t *fx, void *c, uint64_t ckpt,
-                                 const sl_bytes_t *cm, uint32_t attempt) {
-  sl_commit_status_t st = SL_COMMIT_FATAL;
-  sl_error_t *err = NULL;
-  SL_ASSERT_OK_E(fx->vt->commit(c, ckpt, 0, cm->data, cm->len, attempt, &st,
-                                &err),
-                 err);
-  if (st == SL_COMMIT_LOST)
-    SL_ASSERT_TRUE(err != NULL && strstr(sl_error_message(err), "42704"));
-  sl_error_destroy(err);
-  return st;
-}
-
-static void close_writer(fx_t *fx, void *w, bool ok) {
-  sl_error_t *err = NULL;
-  SL_ASSERT_OK_E(fx->vt->writer_close(w, ok, &err), err);
-}
-
-/* The error message of a failed writer_open (the test frees it). */
-static char *open_fails(fx_t *fx, const sl_sink_init_t *in) {
-  void *w = NULL;
-  sl_error_t *err = NULL;
-  int rc = fx->vt->writer_open(fx->ctx, in, &w, &err);
-  SL_ASSERT_TRUE(rc != SL_OK);
-  SL_ASSERT_TRUE(err != NULL);
-  char *m = sl_strdup(sl_error_message(err));
-  sl_error_destroy(err);
-  return m;
-}
-
-static char *committer_fails(fx_t *fx, const sl_committer_init_t *ci) {
-  void *c = NULL;
-  sl_error_t *err = NULL;
-  int rc = fx->vt->committer_open(fx->ctx, ci, &c, &err);
-  SL_ASSERT_TRUE(rc != SL_OK);
-  SL_ASSERT_TRUE(err != NULL);
-  char *m = sl_strdup(sl_error_message(err));
-  sl_error_destroy(err);
-  return m;
-}
-
-static void assert_msg(char *m, const char *want) {
-  SL_ASSERT_EQ_STR(m, want);
-  sl_free(m);
-}
-
-static int64_t prepared_of_job(PGconn *db) {
-  return sql_int(db, "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE "
-                     "'sl/job1/%'");
-}
+#include "pg_fx.h"
 
 /* ------------------------------------------------------------------ */
 /* Exactly-once: prepare, commit, markers                               */
@@ -454,7 +234,18 @@ SL_TEST(eo_recover_owned_only) {
    * stays named. */
   /* New parallelism 2, subtask 0 owns old subtasks 0 and 2. */
   void *c = open_committer(&fx, 0, 2, (uint32_t[]){0, 2}, 2);
-  void *w = open_writer(&fx, 2, 8);
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(fx.vt->recover(c, &err), err);
+  assert_text(fx.db,
+              "SELECT string_agg(gid, ',' ORDER BY gid) FROM "
+              "pg_prepared_xacts",
+              "sl/job1/other/0/3,sl/job1/snk/0/3/9,sl/job1/snk/0/x,"
+              "sl/job1/snk/1/3,sl/job1/snk/3/4,sl/job2/snk/0/3");
+  /* That recover also fenced subtask 2 (owned): a writer of it opens
+   * without a recover of its own. */
+  sl_sink_init_t in = winit(&fx, 2, 1, 8);
+  void *w = NULL;
+  SL_ASSERT_OK_E(fx.vt->writer_open(fx.ctx, &in, &w, &err), err);
   wr(&fx, w, SL_ROW_INSERT, 7, 70);
   sl_bytes_t cm;
   sl_bytes_init(&cm);
@@ -466,7 +257,6 @@ SL_TEST(eo_recover_owned_only) {
   SL_ASSERT_EQ_INT(commit(&fx, c, 9, &cm, 1), SL_COMMIT_OK);
   sql_ok(fx.db, "BEGIN");
   sql_ok(fx.db, "PREPARE TRANSACTION 'sl/job1/snk/2/8'");
-  sl_error_t *err = NULL;
   SL_ASSERT_OK_E(fx.vt->recover(c, &err), err);
   assert_text(fx.db,
               "SELECT string_agg(gid, ',' ORDER BY gid) FROM "
@@ -509,6 +299,7 @@ SL_TEST(insert_copy_types) {
   sl_committer_init_t ci = {"job1", "snk", 0, 1, 0, 0, (uint32_t[]){0}, 1, 1};
   void *c = NULL, *w = NULL;
   SL_ASSERT_OK_E(vt->committer_open(ctx, &ci, &c, &err), err);
+  SL_ASSERT_OK_E(vt->recover(c, &err), err);
   sl_sink_init_t in = {0, 1, schema, "snk", false, 0, "job1", 1};
   SL_ASSERT_OK_E(vt->writer_open(ctx, &in, &w, &err), err);
   sl_row_builder_t b;
@@ -1165,6 +956,61 @@ SL_TEST(pipeline_validate_connect) {
   SL_ASSERT_EQ_INT(sql_int(db, "SELECT count(*) FROM pg_class WHERE relname "
                                "= 'sluice_sink_commits'"),
                    0);
+  PQfinish(db);
+  sl_server_destroy(srv);
+}
+
+/* validate --connect checks every postgres sink of the pipeline (a
+ * window's late_sink too), not only the last one built, and names the
+ * one that fails by its place in the file. */
+SL_TEST(pipeline_validate_connect_every_sink) {
+  sl_server_t *srv = start_pg(0, NULL);
+  PGconn *db = direct(srv);
+  char pg[300], text[2048], path[4300];
+  snprintf(pg, sizeof(pg),
+           "type: postgres, host: 127.0.0.1, port: %d, dbname: postgres, "
+           "user: postgres, sslmode: disable", sl_server_port(srv));
+  snprintf(text, sizeof(text),
+           "name: pgjob\n"
+           "checkpoint: {dir: ckpt-not-created}\n"
+           "source: {type: generator, count: 10, keys: 5,\n"
+           "         columns: [key, amount, ts],\n"
+           "         watermarks: {time_field: ts,\n"
+           "                      max_out_of_orderness: 200ms}}\n"
+           "transforms:\n"
+           "  - window:\n"
+           "      type: tumbling\n"
+           "      time_field: ts\n"
+           "      size: 1s\n"
+           "      key: [key]\n"
+           "      values: {n: count()}\n"
+           "      late_sink: {%s, uid: lt, table: late}\n"
+           "    uid: w\n"
+           "sink: {%s, uid: snk, table: counts}\n",
+           pg, pg);
+  snprintf(path, sizeof(path), "%s/p.yaml", sl_test_dir());
+  sl_test_write_file(path, text);
+  const char *args[] = {"validate", path, "--connect", NULL};
+  sql_ok(db, "CREATE TABLE counts (key bigint, window_start timestamptz, "
+             "window_end timestamptz, event_time timestamptz, n bigint)");
+  char *out = NULL;
+  SL_ASSERT_EQ_INT(run_sluice(args, &out), 2);
+  if (strstr(out, "sluice: transforms[1].window.late_sink: postgres sink "
+                  "'lt': table 'late' does not "
+                  "exist") == NULL)
+    SL_TEST_FAIL("unexpected output:\n%s", out);
+  free(out);
+  sql_ok(db, "CREATE TABLE late (key bigint, amount bigint, "
+             "ts timestamptz)");
+  SL_ASSERT_EQ_INT(run_sluice(args, &out), 0);
+  SL_ASSERT_TRUE(strstr(out, "p.yaml: valid (connected)\n") != NULL);
+  free(out);
+  sql_ok(db, "DROP TABLE counts");
+  SL_ASSERT_EQ_INT(run_sluice(args, &out), 2);
+  if (strstr(out, "sluice: sink: postgres sink 'snk': table 'counts' does "
+                  "not exist") == NULL)
+    SL_TEST_FAIL("unexpected output:\n%s", out);
+  free(out);
   PQfinish(db);
   sl_server_destroy(srv);
 }

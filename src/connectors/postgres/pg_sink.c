@@ -35,6 +35,25 @@
  *   P4  recover rolls back only gids of this job and sink whose subtask is
  *       owned and that no committable given to commit() names.
  *
+ * Fencing (pg_fence.c; failure window W9, a writer of an older attempt
+ * still connected).  The fence table holds a row (job, sink_uid, subtask,
+ * epoch).  committer_open terminates the sessions of the owned subtasks
+ * that another sink instance opened (a foreign nonce in their
+ * application_name); recover then loops: roll back the lingering gids
+ * (P4), bump the owned rows' epochs waiting at most lock_timeout_ms for
+ * their row locks, and on a lock timeout (55P03) roll back again, since
+ * the older writer may have prepared meanwhile.  The epochs it set go to
+ * the writer of the same subtask through the instance's registry.
+ *   P5  every transaction of a writer starts by reading its fence row FOR
+ *       SHARE and fails the task (fatally) unless the row holds the epoch
+ *       its attempt's recover set; the shared lock lasts as long as the
+ *       transaction, prepared or not.
+ *   P6  a bump succeeds only when no transaction of an older writer, open
+ *       or prepared, holds the row; so after recover every transaction of
+ *       an older writer has ended, and each later one fails P5.
+ *   P7  writer_open (exactly-once) fails unless recover ran for its
+ *       subtask in this sink instance: a writer never runs unfenced.
+ *
  * The single commit point of an epoch is the server's COMMIT PREPARED.
  * See src/connectors/README.md and docs/connectors.md.
  */
@@ -43,12 +62,18 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <libpq-fe.h>
 
+#include "pg_int.h"
 #include "sluice/sluice.h"
 
 #define DEFAULT_BATCH 1000u
+/* recover gives up fencing after this many rounds of at most 1 s each
+ * (the task fails, and the next attempt tries again) and names the
+ * sessions that hold the fence. */
+#define FENCE_ROUNDS 60u
 #define MAX_PARAMS 65535u
 #define COMMITTABLE_VERSION 1u
 
@@ -69,6 +94,9 @@ typedef struct pgsink_s {
   uint32_t max_concurrent;
   uint32_t connect_timeout_s;
   uint32_t lock_timeout_ms;
+  char *fence_table;
+  sl__pg_fences_t *fences; /* recover -> writer_open hand-over, and the
+                              instance's nonce (pg_int.h) */
 } pgsink_t;
 
 /* A column of the sink schema as the table has it. */
@@ -100,6 +128,8 @@ typedef struct pgwriter_s {
   bool is_open;            /* a transaction is open (BEGIN sent) */
   bool is_failed;
   bool has_rows;           /* rows were sent in the open transaction */
+  int64_t fence_epoch;     /* exactly-once: the epoch recover set (P5) */
+  char *fence_sql;         /* BEGIN and the fence row FOR SHARE */
   /* The batch: row bytes, entries, and (upsert) a map from key to the
    * entry holding the key's last change. */
   sl_bytes_t rows;
@@ -121,6 +151,7 @@ typedef struct pgcommitter_s {
   uint32_t subtask;
   uint32_t *owned;
   uint32_t n_owned;
+  char app[SL_PG_APP_SIZE]; /* its connection's application_name */
   char **named;             /* gids given to commit() */
   uint32_t n_named, cap_named;
 } pgcommitter_t;
@@ -196,6 +227,13 @@ static int res_error(sl_error_t **out_err, PGconn *conn, PGresult *res,
   return sl_error_set(out_err, SL_EIO, "%s: %s: %s", who, what,
                       msg[0] ? msg : "connection lost");
 }
+
+char *sl__pg_quote_table(const char *table) { return quote_table(table); }
+int sl__pg_res_error(sl_error_t **out_err, PGconn *conn, PGresult *res,
+                     const char *who, const char *what) {
+  return res_error(out_err, conn, res, who, what);
+}
+const char *sl__pg_sqlstate(const PGresult *res) { return sqlstate(res); }
 
 static bool is_connection_error(PGconn *conn, const char *st) {
   if (conn == NULL || PQstatus(conn) != CONNECTION_OK) return true;
@@ -501,6 +539,20 @@ static int check_gid(const char *job, const char *uid, const char *who,
  * subtasks from racing in CREATE TABLE IF NOT EXISTS. */
 static int ensure_commit_table(PGconn *conn, const pgsink_t *s,
                                const char *who, sl_error_t **out_err) {
+  /* Only when absent: CREATE TABLE IF NOT EXISTS needs CREATE on the
+   * schema even when the table exists. */
+  const char *params[1] = {s->commit_table};
+  PGresult *res = PQexecParams(conn, "SELECT to_regclass($1) IS NOT NULL", 1,
+                               NULL, params, NULL, NULL, 0);
+  if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+    int rc = res_error(out_err, conn, res, who,
+                       "looking up the commit-log table");
+    PQclear(res);
+    return rc;
+  }
+  bool exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+  PQclear(res);
+  if (exists) return SL_OK;
   char *qt = quote_table(s->commit_table);
   if (qt == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   sl_bytes_t q;
@@ -912,8 +964,26 @@ static int send_copy(pgwriter_t *w, const char *who, const char *qtable,
 
 static int writer_begin(pgwriter_t *w, const char *who, sl_error_t **out_err) {
   if (w->is_open) return SL_OK;
-  int rc = exec_cmd(w->conn, "BEGIN", who, "BEGIN", out_err);
-  if (rc == SL_OK) w->is_open = true;
+  if (w->s->delivery != SL_DELIVERY_EXACTLY_ONCE) {
+    int rc = exec_cmd(w->conn, "BEGIN", who, "BEGIN", out_err);
+    if (rc == SL_OK) w->is_open = true;
+    return rc;
+  }
+  /* P5: the fence check is the transaction's first statement.  A failed
+   * one rolls the transaction back at once: a fenced-off writer must not
+   * prepare it, even if a prepare came after the failure. */
+  int rc = sl__pg_fence_begin(w->conn, w->fence_sql, w->s->fence_table,
+                              w->job, w->subtask, w->fence_epoch, w->epoch,
+                              who, out_err);
+  if (rc == SL_OK) {
+    w->is_open = true;
+  } else {
+    w->is_failed = true;
+    if (PQstatus(w->conn) == CONNECTION_OK) {
+      PGresult *res = PQexec(w->conn, "ROLLBACK");
+      PQclear(res);
+    }
+  }
   return rc;
 }
 
@@ -958,6 +1028,7 @@ static void writer_free(pgwriter_t *w) {
   }
   sl_free(w->cols);
   sl_free(w->key_idx);
+  sl_free(w->fence_sql);
   sl_free(w->job);
   sl_free(w->uid);
   sl_free(w->ents);
@@ -1034,12 +1105,28 @@ static int writer_open_impl(void *ctx, const sl_sink_init_t *init,
     if (w->slots == NULL) goto oom;
     w->n_slots = n;
   }
-  char app[64];
-  snprintf(app, sizeof(app), "sluice/%u", init->subtask);
+  char app[SL_PG_APP_SIZE];
+  sl__pg_app_name(app, job, init->uid, init->subtask,
+                  sl__pg_fences_nonce(s->fences), false);
   if ((rc = pg_connect(s, who, app, &w->conn, out_err)) != SL_OK ||
       (rc = config_error(out_err, check_table(w->conn, s, who, init->schema,
                                               w->cols, out_err))) != SL_OK)
     goto fail;
+  /* P7: the epoch this subtask's recover set in this instance. */
+  bool is_eo = s->delivery == SL_DELIVERY_EXACTLY_ONCE;
+  if (is_eo && !sl__pg_fences_get(s->fences, job, init->uid, init->subtask,
+                                  &w->fence_epoch)) {
+    rc = sl_error_set(out_err, SL_ESTATE, "%s: writer_open before recover: "
+                      "an exactly-once writer takes its fence epoch from "
+                      "the recover of its subtask's committer in the same "
+                      "sink instance (committer_open, the restored commits, "
+                      "recover, then writer_open)", who);
+    goto fail;
+  }
+  if (is_eo && (w->fence_sql = sl__pg_fence_check_sql(
+                    w->conn, s->fence_table, job, init->uid,
+                    init->subtask)) == NULL)
+    goto oom;
   sl_bytes_init(&w->rows);
   *out_writer = w;
   sl_free(who);
@@ -1187,11 +1274,16 @@ static int prepare_impl(void *writer, uint64_t checkpoint_id,
     if (n < 0) return n;
     char q[64];
     snprintf(q, sizeof(q), "SET LOCAL lock_timeout = %u", w->s->lock_timeout_ms);
-    if (n > 0 && ((rc = writer_begin(w, "postgres sink", out_err)) != SL_OK ||
-                  (rc = exec_cmd(w->conn, q, "postgres sink", "SET LOCAL",
-                                 out_err)) != SL_OK)) {
-      w->is_failed = true;
-      return rc;
+    if (n > 0) {
+      char *pw = who_name(w->uid, w->subtask);
+      const char *wn = pw ? pw : "postgres sink";
+      if ((rc = writer_begin(w, wn, out_err)) == SL_OK)
+        rc = exec_cmd(w->conn, q, wn, "SET LOCAL", out_err);
+      sl_free(pw);
+      if (rc != SL_OK) {
+        w->is_failed = true;
+        return rc;
+      }
     }
     rc = send_batch(w, out_err);
     if (rc != SL_OK && n > 0 && strstr(sl_error_message(*out_err), "55P03"))
@@ -1341,15 +1433,22 @@ static int committer_open_impl(void *ctx, const sl_committer_init_t *init,
   if (!c->job || !c->uid || !c->owned) goto oom;
   if (c->n_owned)
     memcpy(c->owned, init->owned_subtasks, c->n_owned * sizeof(uint32_t));
-  char app[64];
-  snprintf(app, sizeof(app), "sluice/%u/committer", init->subtask);
+  sl__pg_app_name(c->app, job, init->uid, init->subtask,
+                  sl__pg_fences_nonce(s->fences), true);
+  /* A.3 step 6a, before the restored commits: end the sessions of older
+   * attempts' writers and committers of the owned subtasks. */
   if ((rc = config_error(out_err, check_gid(job, init->uid, who, out_err))) !=
           SL_OK ||
-      (rc = pg_connect(s, who, app, &c->conn, out_err)) != SL_OK ||
+      (rc = pg_connect(s, who, c->app, &c->conn, out_err)) != SL_OK ||
       (rc = config_error(out_err, check_prepared(c->conn, s, who,
                                                  init->parallelism,
                                                  out_err))) != SL_OK ||
-      (rc = ensure_commit_table(c->conn, s, who, out_err)) != SL_OK)
+      (rc = ensure_commit_table(c->conn, s, who, out_err)) != SL_OK ||
+      (rc = sl__pg_fence_ensure_table(c->conn, s->fence_table, who,
+                                      out_err)) != SL_OK ||
+      (rc = sl__pg_fence_terminate(c->conn, c->job, c->uid, c->owned,
+                                   c->n_owned, sl__pg_fences_nonce(s->fences),
+                                   who, out_err)) != SL_OK)
     goto fail;
   *out_committer = c;
   sl_free(who);
@@ -1391,9 +1490,7 @@ static bool committer_ensure_conn(pgcommitter_t *c, const char *who) {
   }
   sl_error_t *err = NULL;
   PGconn *conn = NULL;
-  char app[64];
-  snprintf(app, sizeof(app), "sluice/%u/committer", c->subtask);
-  if (pg_connect(c->s, who, app, &conn, &err) != SL_OK) {
+  if (pg_connect(c->s, who, c->app, &conn, &err) != SL_OK) {
     sl_log(SL_LOG_WARN, "%s", err ? sl_error_message(err) : who);
     sl_error_destroy(err);
     return false;
@@ -1566,30 +1663,24 @@ static bool parse_tail(const char *t, uint32_t *out_s, uint64_t *out_n) {
   return true;
 }
 
-static int recover_impl(void *committer, sl_error_t **out_err) {
-  pgcommitter_t *c = committer;
-  char *who = who_name(c->uid, c->subtask);
-  if (who == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
-  int rc = SL_OK;
-  if (!committer_ensure_conn(c, who)) {
-    rc = sl_error_set(out_err, SL_EIO, "%s: recover: cannot connect", who);
-    goto done;
-  }
+/* P4: roll back the lingering gids of the owned subtasks that no
+ * committable given to commit() names. */
+static int rollback_lingering(pgcommitter_t *c, const char *who,
+                              sl_error_t **out_err) {
   PGresult *res = PQexec(c->conn, "SELECT gid FROM pg_prepared_xacts WHERE "
                          "database = current_database() ORDER BY gid");
   if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-    rc = res_error(out_err, c->conn, res, who, "reading pg_prepared_xacts");
+    int rc = res_error(out_err, c->conn, res, who, "reading pg_prepared_xacts");
     PQclear(res);
-    goto done;
+    return rc;
   }
   size_t plen = gid_prefix_len(c->job, c->uid);
   char *prefix = make_gid(c->job, c->uid, 0, 0);
   if (prefix == NULL) {
     PQclear(res);
-    rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
-    goto done;
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   }
-  uint32_t n_rolled = 0;
+  int rc = SL_OK;
   for (int r = 0; r < PQntuples(res) && rc == SL_OK; r++) {
     const char *gid = PQgetvalue(res, r, 0);
     uint32_t sub;
@@ -1609,7 +1700,6 @@ static int recover_impl(void *committer, sl_error_t **out_err) {
     } else {
       PGresult *rr = PQexec(c->conn, (const char *)q.data);
       if (PQresultStatus(rr) == PGRES_COMMAND_OK) {
-        n_rolled++;
         sl_log(SL_LOG_INFO, "%s: rolled back the lingering prepared "
                "transaction '%s'", who, gid);
       } else if (strcmp(sqlstate(rr), "42704") != 0) {
@@ -1621,10 +1711,76 @@ static int recover_impl(void *committer, sl_error_t **out_err) {
     if (lit) PQfreemem(lit);
     sl_bytes_close(&q);
   }
-  (void)n_rolled;
   sl_free(prefix);
   PQclear(res);
+  return rc;
+}
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * A.3 step 6c: roll back the lingering gids, then bump the fence rows of
+ * the owned subtasks (P6).  A bump that waited lock_timeout_ms (at most
+ * 1 s a round) for a row lock means a transaction of an older writer
+ * holds it: still open (it may prepare meanwhile, which the next round's
+ * rollback finds) or prepared after this round's rollback.  After
+ * FENCE_ROUNDS rounds the task fails, naming the holders; the next
+ * attempt tries again.
+ */
+static int recover_impl(void *committer, sl_error_t **out_err) {
+  pgcommitter_t *c = committer;
+  char *who = who_name(c->uid, c->subtask);
+  int64_t *epochs = sl_calloc(c->n_owned ? c->n_owned : 1, sizeof(int64_t));
+  int rc = SL_OK;
+  if (who == NULL || epochs == NULL) {
+    rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
+    goto done;
+  }
+  if (!committer_ensure_conn(c, who)) {
+    rc = sl_error_set(out_err, SL_EIO, "%s: recover: cannot connect", who);
+    goto done;
+  }
+  uint32_t wait_ms =
+      c->s->lock_timeout_ms < 1000 ? c->s->lock_timeout_ms : 1000;
+  int64_t t0 = mono_ms();
+  for (uint32_t round = 1;; round++) {
+    if ((rc = rollback_lingering(c, who, out_err)) != SL_OK) goto done;
+    rc = sl__pg_fence_bump(c->conn, c->s->fence_table, c->job, c->uid,
+                           c->owned, c->n_owned, wait_ms, epochs, who,
+                           out_err);
+    if (rc != SL_EAGAIN) break;
+    int64_t waited = mono_ms() - t0;
+    if (round == FENCE_ROUNDS) {
+      char *h = sl__pg_fence_holders(c->conn, c->s->fence_table);
+      sl_error_destroy(*out_err);
+      *out_err = NULL;
+      rc = sl_error_set(out_err, SL_EIO, "%s: cannot fence older writers: "
+                        "after %u rounds of lock_timeout %u ms the fence "
+                        "rows in '%s' are still locked by %s; end those "
+                        "sessions (pg_terminate_backend) or transactions, "
+                        "and the next attempt fences again", who, round,
+                        wait_ms, c->s->fence_table,
+                        h && h[0] ? h : "(unknown)");
+      sl_free(h);
+      goto done;
+    }
+    sl_log(SL_LOG_INFO, "%s: the fence is locked by a transaction of an "
+           "older writer (round %u, %" PRId64 " ms); rolling back lingering "
+           "transactions again", who, round, waited);
+    sl_error_destroy(*out_err);
+    *out_err = NULL;
+  }
+  if (rc != SL_OK) goto done;
+  for (uint32_t i = 0; i < c->n_owned && rc == SL_OK; i++)
+    if (sl__pg_fences_put(c->s->fences, c->job, c->uid, c->owned[i],
+                          epochs[i]) != SL_OK)
+      rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
 done:
+  sl_free(epochs);
   sl_free(who);
   return rc;
 }
@@ -1646,6 +1802,8 @@ static void pg_destroy(void *ctx) {
   sl_free(s->commit_table);
   sl_free(s->epoch_column);
   sl_free(s->version_field);
+  sl_free(s->fence_table);
+  sl__pg_fences_destroy(s->fences);
   sl_free(s);
 }
 
@@ -1775,7 +1933,10 @@ int sl_pg_sink_create(const sl_pg_sink_config_t *cfg,
       sl_strdup(cfg->commit_table ? cfg->commit_table : "sluice_sink_commits");
   s->epoch_column =
       sl_strdup(cfg->epoch_column ? cfg->epoch_column : "sluice_epoch");
-  if (!s->conninfo || !s->table || !s->commit_table || !s->epoch_column)
+  s->fence_table =
+      sl_strdup(cfg->fence_table ? cfg->fence_table : "sluice_sink_fence");
+  if (!s->conninfo || !s->table || !s->commit_table || !s->epoch_column ||
+      !s->fence_table || sl__pg_fences_create(&s->fences) != SL_OK)
     goto oom;
   if (cfg->version_field &&
       (s->version_field = sl_strdup(cfg->version_field)) == NULL)
