@@ -98,7 +98,12 @@ static bool dir_exists(const char *dir) {
 
 SL_TEST(single_node) {
   sl_kafka_t *k = start_kafka(1);
-  SL_ASSERT_EQ_STR(sl_kafka_version(k), sl_kafka_default_version());
+  /* The default version, unless SL_KAFKA_JARS points elsewhere (a run of
+   * the suite against another broker version). */
+  const char *jars = getenv("SL_KAFKA_JARS");
+  if (jars == NULL || jars[0] == '\0')
+    SL_ASSERT_EQ_STR(sl_kafka_version(k), sl_kafka_default_version());
+  SL_ASSERT_TRUE(sl_kafka_version(k)[0] >= '4');
   SL_ASSERT_EQ_INT(sl_kafka_node_count(k), 1);
   pid_t pid = sl_kafka_node_pid(k, 1);
   pid_t guard = sl_kafka_node_guard_pid(k, 1);
@@ -166,12 +171,16 @@ SL_TEST(single_node) {
   SL_ASSERT_EQ_INT(sl_kafka_client_check(sl_kafka_bootstrap(k), stdout), 0);
 
   /* A stop ends the JVM and its guard and keeps the data for a start. */
+  int64_t t0 = mono_ms();
   SL_ASSERT_OK_E(sl_kafka_node_stop(k, 1, SL_SERVER_STOP_CLEAN, &err), err);
+  printf("clean stop in %lld ms\n", (long long)(mono_ms() - t0));
   SL_ASSERT_TRUE(sl_pid_is_gone(pid));
   SL_ASSERT_TRUE(sl_pid_is_gone(guard));
   SL_ASSERT_EQ_INT(sl_kafka_node_pid(k, 1), -1);
   SL_ASSERT_TRUE(dir_exists(dir));
+  t0 = mono_ms();
   SL_ASSERT_OK_E(sl_kafka_node_start_again(k, 1, &err), err);
+  printf("started again in %lld ms\n", (long long)(mono_ms() - t0));
   pid_t pid2 = sl_kafka_node_pid(k, 1);
   SL_ASSERT_TRUE(pid2 > 0 && pid2 != pid);
   s = read_joined(k, "deltas", 0, true);

@@ -20,6 +20,7 @@
 #include <ftw.h>
 #include <glob.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -188,14 +189,19 @@ static int find_jars(sl_kafka_t *k, const char *opt_dir,
   } else if (env != NULL && env[0] != '\0') {
     snprintf(dir, sizeof(dir), "%s", env);
   } else {
+    /* As tools/kafka-jars: ${XDG_CACHE_HOME:-$HOME/.cache}, $HOME from
+     * the password database when unset. */
     const char *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
+    if (home == NULL || home[0] == '\0') {
+      const struct passwd *pw = getpwuid(getuid());
+      home = pw != NULL ? pw->pw_dir : "/";
+    }
     if (xdg != NULL && xdg[0] != '\0')
       snprintf(dir, sizeof(dir), "%s/sluice/kafka-%s", xdg,
                SL_KAFKA_DEFAULT_VERSION);
     else
-      snprintf(dir, sizeof(dir), "%s/.cache/sluice/kafka-%s",
-               home != NULL && home[0] != '\0' ? home : "/root",
+      snprintf(dir, sizeof(dir), "%s/.cache/sluice/kafka-%s", home,
                SL_KAFKA_DEFAULT_VERSION);
   }
   char pattern[600];
