@@ -55,6 +55,7 @@ struct sl_kafka_s {
   kafka_node_t node[SL_KAFKA_MAX_NODES];
   int ready_timeout_ms;
   char jars_cp[600]; /* "<dir>/" followed by "*" */
+  char cds[600];     /* <dir>/kafka.jsa when tools/kafka-jars made it */
   char java[512];
   char version[64];
   char cluster_id[32];
@@ -226,6 +227,8 @@ static int find_jars(sl_kafka_t *k, const char *opt_dir,
   if (dot != NULL) *dot = '\0';
   globfree(&g);
   snprintf(k->jars_cp, sizeof(k->jars_cp), "%s/*", dir);
+  snprintf(k->cds, sizeof(k->cds), "%s/kafka.jsa", dir);
+  if (access(k->cds, R_OK) != 0) k->cds[0] = '\0';
   return SL_OK;
 }
 
@@ -318,9 +321,10 @@ static bool args_ok(const struct args *a) {
   return a->n < MAX_ARGV;
 }
 
-/* The JVM: a small heap, the client compiler only and no perf data file:
- * the broker starts in about 2.5 s on the CI machine instead of 3.5 s
- * (docs/testing-servers.md). */
+/* The JVM: a small heap, the client compiler only, no perf data file and
+ * the class-data-sharing archive tools/kafka-jars recorded: each halves the
+ * start-up (docs/testing-servers.md).  -Xshare:auto: an archive that does
+ * not fit this java or class path is ignored (with a warning in the log). */
 static void jvm_args(const sl_kafka_t *k, const kafka_node_t *nd,
                      struct args *a) {
   char buf[700];
@@ -331,6 +335,10 @@ static void jvm_args(const sl_kafka_t *k, const kafka_node_t *nd,
   args_add(a, "-XX:TieredStopAtLevel=1");
   args_add(a, "-XX:-UsePerfData");
   args_add(a, "-Xshare:auto");
+  if (k->cds[0] != '\0') {
+    snprintf(buf, sizeof(buf), "-XX:SharedArchiveFile=%s", k->cds);
+    args_add(a, buf);
+  }
   args_add(a, "-Djava.awt.headless=true");
   snprintf(buf, sizeof(buf), "-Djava.io.tmpdir=%s", nd->dir);
   args_add(a, buf);
