@@ -6,7 +6,7 @@
  * and holds the read end of a pipe whose only write end is in the test
  * process.  A stop writes a mode byte and closes the pipe; the death of
  * the test closes it without a byte, and the guard then stops the server
- * with its clean signal and removes rm_dir.  The server has
+ * with its orphan signal (else its clean one) and removes rm_dir.  The server has
  * PR_SET_PDEATHSIG with its crash signal, so the death of the guard stops
  * it too, and it runs in its own session.  See docs/testing-servers.md.
  */
@@ -32,8 +32,9 @@ typedef struct sl_guard_spec_s {
   /* Removed (rm -rf) by the guard when the test dies without a stop;
    * NULL, or SL_TEST_KEEP in the environment, keeps it. */
   const char *rm_dir;
-  int sig_clean;         /* explicit clean stop, and the test's death */
+  int sig_clean;         /* explicit clean stop */
   int sig_crash;         /* explicit crash stop, and the guard's death */
+  int sig_orphan;        /* the test's death; 0: sig_clean */
   int stop_timeout_ms;   /* then SIGKILL */
 } sl_guard_spec_t;
 

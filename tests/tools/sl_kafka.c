@@ -615,6 +615,10 @@ static int launch_node(sl_kafka_t *k, kafka_node_t *nd,
       .rm_dir = nd->dir,
       .sig_clean = SIGTERM,
       .sig_crash = SIGKILL,
+      /* The data is thrown away: a controlled shutdown would only cost
+       * time (and a cluster's last nodes can wait for a quorum that is
+       * gone). */
+      .sig_orphan = SIGKILL,
       .stop_timeout_ms = k->ready_timeout_ms,
   };
   int rc = sl_guard_spawn(&spec, &nd->proc, out_err);

@@ -296,6 +296,7 @@ struct guard_args {
   char *const *rm_argv; /* NULL: keep the directory */
   int sig_clean;
   int sig_crash;
+  int sig_orphan; /* when the test died without a stop; 0: sig_clean */
   int stop_timeout_ms;
 };
 
@@ -345,7 +346,9 @@ static void guard_main(const sl_server_t *srv, const struct guard_args *g) {
     }
   }
   bool is_orphan = mode < 0;
-  kill(pid, mode == 'k' ? g->sig_crash : g->sig_clean);
+  int sig = mode == 'k' ? g->sig_crash : g->sig_clean;
+  if (is_orphan && g->sig_orphan != 0) sig = g->sig_orphan;
+  kill(pid, sig);
   int waited = 0;
   int code = 0;
   while (waitpid(pid, &st, WNOHANG) != pid) {
@@ -1241,6 +1244,7 @@ int sl_guard_spawn(const sl_guard_spec_t *spec, sl_guarded_t *out,
       .rm_argv = rm.n > 0 ? rm.v : NULL,
       .sig_clean = spec->sig_clean,
       .sig_crash = spec->sig_crash,
+      .sig_orphan = spec->sig_orphan,
       .stop_timeout_ms = spec->stop_timeout_ms,
   };
   sl_guarded_t r = {.guard = -1, .pid = -1, .life_fd = -1};
