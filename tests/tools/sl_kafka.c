@@ -429,15 +429,21 @@ static int write_config(const sl_kafka_t *k, const kafka_node_t *nd,
   return write_text(path, log4j2_text, out_err);
 }
 
-static char *const *child_env(const kafka_node_t *nd, char buf[][600]) {
-  static __thread char *env[5];
-  snprintf(buf[0], 600, "HOME=%s", nd->dir);
-  env[0] = "PATH=/usr/local/bin:/usr/bin:/bin";
-  env[1] = "LC_ALL=C";
-  env[2] = "LANG=C";
-  env[3] = buf[0];
-  env[4] = NULL;
-  return env;
+/* The JVMs' environment: a fixed PATH and locale, HOME in the node's
+ * directory. */
+struct child_env {
+  char home[600];
+  char *v[5];
+};
+
+static char *const *child_env(const kafka_node_t *nd, struct child_env *e) {
+  snprintf(e->home, sizeof(e->home), "HOME=%s", nd->dir);
+  e->v[0] = "PATH=/usr/local/bin:/usr/bin:/bin";
+  e->v[1] = "LC_ALL=C";
+  e->v[2] = "LANG=C";
+  e->v[3] = e->home;
+  e->v[4] = NULL;
+  return e->v;
 }
 
 /* Format every node's storage, the JVMs in parallel. */
@@ -469,9 +475,9 @@ static int format_nodes(sl_kafka_t *k, sl_error_t **out_err) {
                                      O_WRONLY | O_APPEND | O_CREAT, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     posix_spawn_file_actions_addchdir_np(&fa, nd->dir);
-    char envbuf[1][600];
+    struct child_env envbuf;
     int e = posix_spawn(&pids[i], a.v[0], &fa, NULL, a.v,
-                        child_env(nd, envbuf));
+                        child_env(nd, &envbuf));
     posix_spawn_file_actions_destroy(&fa);
     args_free(&a);
     if (e != 0) {
@@ -606,10 +612,10 @@ static int launch_node(sl_kafka_t *k, kafka_node_t *nd,
     args_free(&a);
     return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   }
-  char envbuf[1][600];
+  struct child_env envbuf;
   sl_guard_spec_t spec = {
       .argv = a.v,
-      .envp = child_env(nd, envbuf),
+      .envp = child_env(nd, &envbuf),
       .cwd = nd->dir,
       .log_path = nd->log_path,
       .rm_dir = nd->dir,
@@ -730,11 +736,13 @@ static int start_all(sl_kafka_t *k, const char *const *extra,
   random_cluster_id(k->cluster_id);
   for (int i = 0; i < k->n; i++) {
     kafka_node_t *nd = &k->node[i];
+    /* A retry formats anew (whatever SL_TEST_KEEP says). */
     char data[600];
     snprintf(data, sizeof(data), "%s/data", nd->dir);
-    char cmd_dir[600];
-    snprintf(cmd_dir, sizeof(cmd_dir), "%s", data);
-    remove_tree(cmd_dir); /* a retry formats anew */
+    if (nftw(data, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 &&
+        errno != ENOENT)
+      return sl_error_set(out_err, -errno, "cannot remove %s: %s", data,
+                          strerror(errno));
     rc = write_config(k, nd, extra, out_err);
     if (rc != SL_OK) return rc;
   }
