@@ -34,6 +34,7 @@
  */
 #define _GNU_SOURCE
 #include "sl_servers.h"
+#include "sl_guard.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -295,6 +296,7 @@ struct guard_args {
   char *const *rm_argv; /* NULL: keep the directory */
   int sig_clean;
   int sig_crash;
+  int sig_orphan; /* when the test died without a stop; 0: sig_clean */
   int stop_timeout_ms;
 };
 
@@ -344,7 +346,9 @@ static void guard_main(const sl_server_t *srv, const struct guard_args *g) {
     }
   }
   bool is_orphan = mode < 0;
-  kill(pid, mode == 'k' ? g->sig_crash : g->sig_clean);
+  int sig = mode == 'k' ? g->sig_crash : g->sig_clean;
+  if (is_orphan && g->sig_orphan != 0) sig = g->sig_orphan;
+  kill(pid, sig);
   int waited = 0;
   int code = 0;
   while (waitpid(pid, &st, WNOHANG) != pid) {
@@ -562,6 +566,57 @@ static bool probe_ready(const sl_server_t *srv) {
   return rc == SL_OK;
 }
 
+/* Fork the guard (which forks and execs g->argv, output appended to
+ * log_path) and wait for the child's pid.  On success *out_guard, *out_child
+ * and *out_life_fd (the write end of the life pipe) are set. */
+static int spawn_guard(const sl_server_t *srv, const struct guard_args *g,
+                       const char *log_path, pid_t *out_guard,
+                       pid_t *out_child, int *out_life_fd,
+                       sl_error_t **out_err) {
+  int life[2] = {-1, -1}, rep[2] = {-1, -1};
+  int log_fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+                    0644);
+  int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  int rc = SL_OK;
+  if (log_fd < 0 || null_fd < 0 || pipe2(life, O_CLOEXEC) != 0 ||
+      pipe2(rep, O_CLOEXEC) != 0) {
+    rc = sl_error_set(out_err, -errno, "cannot set up the guard of %s: %s",
+                      srv->dir, strerror(errno));
+    goto done;
+  }
+  pid_t guard = fork();
+  if (guard < 0) {
+    rc = sl_error_set(out_err, -errno, "fork: %s", strerror(errno));
+    goto done;
+  }
+  if (guard == 0) {
+    int fds[4] = {life[0], rep[1], log_fd, null_fd};
+    if (!child_fds(fds, 4)) _exit(122);
+    guard_main(srv, g);
+  }
+  close(life[0]);
+  life[0] = -1;
+  close(rep[1]);
+  rep[1] = -1;
+  *out_guard = guard;
+  *out_life_fd = life[1];
+  life[1] = -1;
+  pid_t spid = -1;
+  ssize_t n;
+  while ((n = read(rep[0], &spid, sizeof(spid))) < 0 && errno == EINTR) {
+  }
+  if (n != (ssize_t)sizeof(spid)) spid = -1;
+  *out_child = spid;
+done:
+  if (life[0] >= 0) close(life[0]);
+  if (life[1] >= 0) close(life[1]);
+  if (rep[0] >= 0) close(rep[0]);
+  if (rep[1] >= 0) close(rep[1]);
+  if (log_fd >= 0) close(log_fd);
+  if (null_fd >= 0) close(null_fd);
+  return rc;
+}
+
 /* Launch the guard and the server on srv->port and wait until it answers.
  * -EADDRINUSE when the server found the port taken. */
 static int launch(sl_server_t *srv, sl_error_t **out_err) {
@@ -594,39 +649,10 @@ static int launch(sl_server_t *srv, sl_error_t **out_err) {
       .stop_timeout_ms = srv->ready_timeout_ms,
   };
   off_t off = file_size(srv->log_path);
-  int life[2] = {-1, -1}, rep[2] = {-1, -1};
-  int log_fd = open(srv->log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
-                    0644);
-  int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-  int rc = SL_OK;
-  if (log_fd < 0 || null_fd < 0 || pipe2(life, O_CLOEXEC) != 0 ||
-      pipe2(rep, O_CLOEXEC) != 0) {
-    rc = sl_error_set(out_err, -errno, "cannot set up the guard of %s: %s",
-                      srv->dir, strerror(errno));
-    goto done;
-  }
-  pid_t guard = fork();
-  if (guard < 0) {
-    rc = sl_error_set(out_err, -errno, "fork: %s", strerror(errno));
-    goto done;
-  }
-  if (guard == 0) {
-    int fds[4] = {life[0], rep[1], log_fd, null_fd};
-    if (!child_fds(fds, 4)) _exit(122);
-    guard_main(srv, &g);
-  }
-  close(life[0]);
-  life[0] = -1;
-  close(rep[1]);
-  rep[1] = -1;
-  srv->guard = guard;
-  srv->life_fd = life[1];
-  life[1] = -1;
   pid_t spid = -1;
-  ssize_t n;
-  while ((n = read(rep[0], &spid, sizeof(spid))) < 0 && errno == EINTR) {
-  }
-  if (n != (ssize_t)sizeof(spid)) spid = -1;
+  int rc = spawn_guard(srv, &g, srv->log_path, &srv->guard, &spid,
+                       &srv->life_fd, out_err);
+  if (rc != SL_OK) goto done;
   srv->server = spid;
   live_add(srv);
 
@@ -670,12 +696,6 @@ static int launch(sl_server_t *srv, sl_error_t **out_err) {
     sleep_ms(20);
   }
 done:
-  if (life[0] >= 0) close(life[0]);
-  if (life[1] >= 0) close(life[1]);
-  if (rep[0] >= 0) close(rep[0]);
-  if (rep[1] >= 0) close(rep[1]);
-  if (log_fd >= 0) close(log_fd);
-  if (null_fd >= 0) close(null_fd);
   av_free(&a);
   av_free(&rm);
   return rc;
@@ -1188,3 +1208,99 @@ int sl_my_query_int64(MYSQL *conn, const char *sql, int64_t *out_value,
   *out_value = v;
   return SL_OK;
 }
+
+/* ------------------------------------------------------------------ */
+/* Guarded processes for other test tools (sl_guard.h). */
+
+int sl_guard_spawn(const sl_guard_spec_t *spec, sl_guarded_t *out,
+                   sl_error_t **out_err) {
+  if (spec == NULL || spec->argv == NULL || spec->argv[0] == NULL ||
+      spec->cwd == NULL || spec->log_path == NULL)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "sl_guard_spawn: argv, cwd and log_path are needed");
+  struct argvec rm = {.n = 0};
+  rm.v[0] = NULL;
+  if (spec->rm_dir != NULL && getenv("SL_TEST_KEEP") == NULL) {
+    av_add(&rm, "/bin/rm");
+    av_add(&rm, "-rf");
+    av_add(&rm, "--");
+    av_add(&rm, "%s", spec->rm_dir);
+    if (rm.is_full) {
+      av_free(&rm);
+      return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+    }
+  }
+  /* The guard's children need only the working directory of a server
+   * record; the process keeps the test's user. */
+  sl_server_t *ctx = calloc(1, sizeof(*ctx));
+  if (ctx == NULL) {
+    av_free(&rm);
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  }
+  snprintf(ctx->dir, sizeof(ctx->dir), "%s", spec->cwd);
+  struct guard_args g = {
+      .argv = spec->argv,
+      .envp = spec->envp,
+      .rm_argv = rm.n > 0 ? rm.v : NULL,
+      .sig_clean = spec->sig_clean,
+      .sig_crash = spec->sig_crash,
+      .sig_orphan = spec->sig_orphan,
+      .stop_timeout_ms = spec->stop_timeout_ms,
+  };
+  sl_guarded_t r = {.guard = -1, .pid = -1, .life_fd = -1};
+  int rc = spawn_guard(ctx, &g, spec->log_path, &r.guard, &r.pid,
+                       &r.life_fd, out_err);
+  free(ctx);
+  av_free(&rm);
+  if (rc != SL_OK) return rc;
+  if (r.pid < 0) {
+    /* The guard could not fork: it has exited. */
+    close(r.life_fd);
+    int st;
+    waitpid(r.guard, &st, 0);
+    return sl_error_set(out_err, SL_EIO, "the guard of %s could not start "
+                        "%s", spec->cwd, spec->argv[0]);
+  }
+  *out = r;
+  return SL_OK;
+}
+
+bool sl_guard_has_exited(sl_guarded_t *g) {
+  if (g->guard < 0) return true;
+  int st;
+  pid_t w = waitpid(g->guard, &st, WNOHANG);
+  if (w == g->guard || (w < 0 && errno == ECHILD)) {
+    close(g->life_fd);
+    g->life_fd = -1;
+    g->guard = g->pid = -1;
+    return true;
+  }
+  return false;
+}
+
+int sl_guard_stop(sl_guarded_t *g, bool is_crash, int timeout_ms) {
+  if (g->guard < 0) return SL_OK;
+  char c = is_crash ? 'k' : 'c';
+  ssize_t w = write(g->life_fd, &c, 1);
+  (void)w;
+  close(g->life_fd);
+  g->life_fd = -1;
+  int64_t deadline = now_ms() + timeout_ms;
+  int st = 0;
+  pid_t r;
+  while ((r = waitpid(g->guard, &st, WNOHANG)) == 0 && now_ms() < deadline)
+    sleep_ms(5);
+  int rc = SL_OK;
+  if (r == 0) {
+    kill(g->pid, SIGKILL);
+    kill(g->guard, SIGKILL);
+    waitpid(g->guard, &st, 0);
+    rc = -ETIMEDOUT;
+  } else if (r == g->guard && WIFEXITED(st) && WEXITSTATUS(st) == 3) {
+    rc = -ETIMEDOUT; /* the guard had to SIGKILL the server */
+  }
+  g->guard = g->pid = -1;
+  return rc;
+}
+
+int sl_pick_port(void) { return pick_port(); }
