@@ -1781,7 +1781,8 @@ static int build_mariadb_sink(build_t *b, int snk, const char *path,
                                "user", "password", "password_env",
                                "database", "table", "key", "mode",
                                "delivery", "batch_size", "commit_table",
-                               "epoch_column", "connect_timeout_ms", NULL};
+                               "fence_table", "epoch_column",
+                               "connect_timeout_ms", NULL};
   int rc = check_keys(pl, snk, path, keys);
   if (rc != SL_OK) return rc;
   sl_mariadb_sink_config_t cfg;
@@ -1807,6 +1808,8 @@ static int build_mariadb_sink(build_t *b, int snk, const char *path,
                     &cfg.batch_rows)) ||
       (rc = get_str(pl, snk, path, "commit_table", false,
                     &cfg.commit_table)) ||
+      (rc = get_str(pl, snk, path, "fence_table", false,
+                    &cfg.fence_table)) ||
       (rc = get_str(pl, snk, path, "epoch_column", false,
                     &cfg.epoch_column)) ||
       (rc = get_u32(pl, snk, path, "connect_timeout_ms", 1, 3600000,

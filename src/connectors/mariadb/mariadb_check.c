@@ -254,5 +254,41 @@ int sl__mariadb_create_commit_table(MYSQL *c, const msink_t *s, const char *pfx,
                         "as docs/connectors.md shows",
                         pfx, s->database, s->commit_table, e, mysql_error(c),
                         s->database);
+  return sl__mariadb_check_innodb(c, s, s->commit_table,
+                                  "the commit-log table", pfx, out_err);
+}
+
+/* A marker in a table that is not transactional would outlive a rolled
+ * back branch (a false "already committed"), and a fence row's locks
+ * would not hold: both tables must be InnoDB. */
+int sl__mariadb_check_innodb(MYSQL *c, const msink_t *s, const char *table,
+                             const char *what, const char *pfx,
+                             sl_error_t **out_err) {
+  sl_bytes_t q;
+  sl_bytes_init(&q);
+  int rc = sl_bytes_append_str(&q, "SELECT ENGINE FROM information_schema."
+                                   "TABLES WHERE TABLE_SCHEMA = DATABASE() "
+                                   "AND TABLE_NAME = ");
+  if (rc == SL_OK) rc = sl__mariadb_hex(&q, table, strlen(table));
+  const char *sql = rc == SL_OK ? sl__mariadb_cstr(&q) : NULL;
+  if (sql == NULL) {
+    sl_bytes_close(&q);
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  }
+  char engine[64];
+  bool found;
+  unsigned e;
+  rc = sl__mariadb_query_text(c, sql, engine, sizeof(engine), &found, &e);
+  sl_bytes_close(&q);
+  if (rc != SL_OK)
+    return sl_error_set(out_err, SL_EIO, "%s: reading the tables of %s "
+                        "failed: error %u: %s", pfx, s->database, e,
+                        mysql_error(c));
+  if (found && strcmp(engine, "InnoDB") != 0)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "%s: %s %s.%s uses the %s engine; exactly-once "
+                        "needs InnoDB (its rows must commit and lock with "
+                        "the XA branches)",
+                        pfx, what, s->database, table, engine);
   return SL_OK;
 }

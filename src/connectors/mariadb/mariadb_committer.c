@@ -7,8 +7,9 @@
  * committed) or neither (lost, the job fails loudly).  recover, run after
  * the restored committables were committed and before the writer opens,
  * kills writers of earlier attempts of the owned subtasks (found by their
- * writer lock) and rolls back their lingering prepared branches.  See
- * mariadb_int.h and docs/connectors.md.
+ * writer lock), rolls back their lingering prepared branches and bumps
+ * their fence rows (mariadb_fence.c), looking again while a fence row
+ * stays locked.  See mariadb_int.h and docs/connectors.md.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -79,6 +80,12 @@ int sl__mariadb_committer_open(void *ctx, const sl_committer_init_t *init,
   }
   if (m->n_owned > 0)
     memcpy(m->owned, init->owned_subtasks, m->n_owned * sizeof(uint32_t));
+  /* The committer's own subtask is always owned: its writer's fence row
+   * is bumped by recover(). */
+  bool has_own = false;
+  for (uint32_t i = 0; i < m->n_owned; i++)
+    if (m->owned[i] == m->subtask) has_own = true;
+  if (!has_own) m->owned[m->n_owned++] = m->subtask;
   if ((rc = sl__mariadb_make_gtrid(job, uid, m->pfx, &m->xid, out_err)) !=
       SL_OK)
     goto fail;
@@ -86,6 +93,8 @@ int sl__mariadb_committer_open(void *ctx, const sl_committer_init_t *init,
   if ((rc = sl__mariadb_check_server_xa(m->conn, s, m->pfx, out_err)) !=
           SL_OK ||
       (rc = sl__mariadb_create_commit_table(m->conn, s, m->pfx, out_err)) !=
+          SL_OK ||
+      (rc = sl__mariadb_create_fence_table(m->conn, s, m->pfx, out_err)) !=
           SL_OK)
     goto fail;
   *out_committer = m;
@@ -364,13 +373,12 @@ static bool is_owned(const mcommitter_t *m, uint32_t subtask) {
   return false;
 }
 
-int sl__mariadb_recover(void *committer, sl_error_t **out_err) {
-  mcommitter_t *m = committer;
-  int rc = mc_connect(m, out_err);
-  if (rc != SL_OK) return rc;
+/* Writers of earlier attempts still connected: open branches hold row
+ * locks (and the fence row's shared lock), prepared ones stay attached.
+ * Each writer connection holds its subtask's writer lock: kill its
+ * holder. */
+static int kill_writers(mcommitter_t *m, sl_error_t **out_err) {
   unsigned e = 0;
-  /* Writers of earlier attempts still connected: open branches hold row
-   * locks, prepared ones stay attached.  Kill them first. */
   for (uint32_t i = 0; i < m->n_owned; i++) {
     char name[40], sql[96], v[32];
     bool found;
@@ -386,12 +394,19 @@ int sl__mariadb_recover(void *committer, sl_error_t **out_err) {
                           ", failed: error %u: %s", m->pfx, v, m->owned[i],
                           e, mysql_error(m->conn));
   }
+  return SL_OK;
+}
+
+/* Roll back every prepared branch of an owned subtask that no committable
+ * given to commit() names and that is older than this attempt. */
+static int rollback_lingering(mcommitter_t *m, sl_error_t **out_err) {
+  unsigned e = 0;
   recovered_t *v = NULL;
   size_t n = 0;
   if (xa_recover(m, &v, &n, &e) != SL_OK)
     return sl_error_set(out_err, SL_EIO, "%s: XA RECOVER failed: error %u: "
                         "%s", m->pfx, e, mysql_error(m->conn));
-  rc = SL_OK;
+  int rc = SL_OK;
   for (size_t i = 0; rc == SL_OK && i < n; i++) {
     recovered_t *r = &v[i];
     if (!is_owned(m, r->subtask) || was_seen(m, r->subtask, r->epoch))
@@ -417,4 +432,65 @@ int sl__mariadb_recover(void *committer, sl_error_t **out_err) {
   }
   sl_free(v);
   return rc;
+}
+
+/*
+ * recover(): kill writers of earlier attempts, roll back their lingering
+ * branches, then bump the fence rows of the owned subtasks (DESIGN NOTES
+ * of mariadb_fence.c).  The bump waits at most a second for the rows'
+ * locks; a branch holding one began after the kill (a writer that
+ * connected in between) or could not be rolled back, so the loop kills
+ * and rolls back again before the next bump.
+ */
+#define FENCE_ROUNDS 30
+int sl__mariadb_recover(void *committer, sl_error_t **out_err) {
+  mcommitter_t *m = committer;
+  int rc = mc_connect(m, out_err);
+  if (rc != SL_OK) return rc;
+  for (int round = 1;; round++) {
+    if ((rc = kill_writers(m, out_err)) != SL_OK ||
+        (rc = rollback_lingering(m, out_err)) != SL_OK)
+      return rc;
+    uint64_t epoch = 0;
+    unsigned e = 0;
+    rc = sl__mariadb_fence_bump(m->conn, m->s, m->job, m->uid, m->owned,
+                                m->n_owned, m->subtask, &epoch, &e);
+    if (rc == SL_OK) {
+      if (sl__mariadb_fence_set(m->s, m->subtask, epoch) != SL_OK)
+        return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+      sl_log(SL_LOG_INFO, "%s: fence epoch %" PRIu64 " in %s.%s (writers "
+             "of earlier attempts are fenced off)", m->pfx, epoch,
+             m->s->database, m->s->fence_table);
+      return SL_OK;
+    }
+    if (rc == SL_EAGAIN && round < FENCE_ROUNDS) {
+      sl_log(SL_LOG_INFO, "%s: a fence row in %s.%s is still locked by a "
+             "branch of an earlier attempt (error %u); looking for its "
+             "writer again (round %d)", m->pfx, m->s->database,
+             m->s->fence_table, e, round + 1);
+      continue;
+    }
+    if (rc == SL_EAGAIN)
+      return sl_error_set(out_err, SL_EIO,
+                          "%s: the fence rows of subtasks owned by this one "
+                          "in %s.%s stayed locked through %d rounds (error "
+                          "%u: %s): a connection that is not a writer of "
+                          "this sink, or a branch this recover cannot roll "
+                          "back, holds a lock on them; end it and restart",
+                          m->pfx, m->s->database, m->s->fence_table,
+                          FENCE_ROUNDS, e, mysql_error(m->conn));
+    if (rc == SL_ENOTFOUND)
+      return sl_error_set(out_err, SL_EIO,
+                          "%s: the fence row of subtask %" PRIu32 " in "
+                          "%s.%s vanished while it was bumped", m->pfx,
+                          m->subtask, m->s->database, m->s->fence_table);
+    if (rc == SL_ENOMEM)
+      return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+    if (sl__mariadb_is_conn_error(e)) mc_drop_conn(m);
+    return sl_error_set(out_err, SL_EIO,
+                        "%s: bumping the fence in %s.%s failed: error %u: "
+                        "%s", m->pfx, m->s->database, m->s->fence_table, e,
+                        m->conn != NULL ? mysql_error(m->conn)
+                                        : "connection lost");
+  }
 }

@@ -5,6 +5,7 @@
  * mariadb_sink.c holds the sink object and its configuration,
  * mariadb_sql.c the connection and statement helpers, mariadb_check.c the
  * start checks, mariadb_xid.c the xid and the committable codec,
+ * mariadb_fence.c the fencing of older attempts' writers,
  * mariadb_writer.c the writer (XA START, rows, XA PREPARE) and
  * mariadb_committer.c the committer (XA COMMIT, recover).  Like the rest
  * of the connectors it uses the public API only (sluice/sluice.h) and
@@ -28,13 +29,13 @@
 /*
  * One sink instance (the ctx of its vtable), shared by the writers and
  * committers of all its subtasks.  The configuration is written once by
- * sl_mariadb_sink_create and read-only afterwards; committed and
- * n_committed are under mu (committers write them on their tasks'
+ * sl_mariadb_sink_create and read-only afterwards; committed, n_committed,
+ * fence and n_fence are under mu (committers write them on their tasks'
  * threads, writers read them on theirs).
  */
 typedef struct msink_s {
   char *host, *user, *password, *database, *table, *commit_table,
-      *epoch_column;
+      *fence_table, *epoch_column;
   char **key;
   uint32_t n_key;
   int port;
@@ -47,6 +48,12 @@ typedef struct msink_s {
   pthread_mutex_t mu;
   uint64_t *committed;
   uint32_t n_committed;
+  /* The fence epoch recover() obtained per subtask (0: none yet), under
+   * mu: the committer of subtask j sets fence[j] when it bumped the fence
+   * row, and the writer of subtask j, which opens after it, keeps the
+   * value it finds at writer_open as its own (mariadb_fence.c). */
+  uint64_t *fence;
+  uint32_t n_fence;
 } msink_t;
 
 static inline bool is_eo(const msink_t *s) {
@@ -60,6 +67,12 @@ void sl__mariadb_mark_committed(msink_t *s, uint32_t subtask,
 /* Whether that epoch (or a newer one) of subtask is committed.
  * @thread any.  @locks takes s->mu. */
 bool sl__mariadb_is_committed(msink_t *s, uint32_t subtask, uint64_t epoch);
+/* Record the fence epoch recover() obtained for subtask.
+ * @return SL_OK or SL_ENOMEM.  @thread any.  @locks takes s->mu. */
+int sl__mariadb_fence_set(msink_t *s, uint32_t subtask, uint64_t epoch);
+/* The fence epoch recorded for subtask, 0 when none.
+ * @thread any.  @locks takes s->mu. */
+uint64_t sl__mariadb_fence_get(msink_t *s, uint32_t subtask);
 
 /* ---- mariadb_sql.c: statements and connections. ---- */
 
@@ -94,9 +107,37 @@ int sl__mariadb_check_server_xa(MYSQL *c, const msink_t *s, const char *pfx,
 int sl__mariadb_check_table(MYSQL *c, const msink_t *s,
                             const sl_schema_t *schema, const char *pfx,
                             sl_error_t **out_err);
-/* CREATE TABLE IF NOT EXISTS the commit-log (marker) table. */
+/* CREATE TABLE IF NOT EXISTS the commit-log (marker) table, and check
+ * that it is InnoDB. */
 int sl__mariadb_create_commit_table(MYSQL *c, const msink_t *s,
                                     const char *pfx, sl_error_t **out_err);
+/* Table `table` of the sink's database uses InnoDB (what names it in
+ * messages: "the fence table"). */
+int sl__mariadb_check_innodb(MYSQL *c, const msink_t *s, const char *table,
+                             const char *what, const char *pfx,
+                             sl_error_t **out_err);
+
+/* ---- mariadb_fence.c: fencing writers of older attempts. ---- */
+
+/* CREATE TABLE IF NOT EXISTS the fence table, and check it is InnoDB. */
+int sl__mariadb_create_fence_table(MYSQL *c, const msink_t *s,
+                                   const char *pfx, sl_error_t **out_err);
+/* One bump of the fence rows of the owned subtasks (recover()): on
+ * success *out_epoch is row `subtask`'s new fence epoch.  @return SL_OK;
+ * SL_EAGAIN when a row stayed locked (1205, 1213: roll back lingering
+ * branches and try again); SL_ENOTFOUND (row `subtask` vanished); SL_EIO
+ * or SL_ENOMEM with *out_errno. */
+int sl__mariadb_fence_bump(MYSQL *c, const msink_t *s, const char *job,
+                           const char *uid, const uint32_t *owned,
+                           uint32_t n_owned, uint32_t subtask,
+                           uint64_t *out_epoch, unsigned *out_errno);
+/* Inside a writer's new XA branch: read the fence row of subtask LOCK IN
+ * SHARE MODE and compare it with expect.  @return SL_OK; SL_ESTATE with
+ * the "fenced off" message; SL_EIO; SL_ENOMEM. */
+int sl__mariadb_fence_check(MYSQL *c, const msink_t *s, const char *job,
+                            const char *uid, uint32_t subtask,
+                            uint64_t expect, const char *pfx,
+                            sl_error_t **out_err);
 
 /* ---- mariadb_xid.c: xids and committables. ---- */
 

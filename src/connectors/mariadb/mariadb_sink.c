@@ -9,10 +9,12 @@
  * lives); the committer commits from its own connection and resolves 1397
  * through the marker (present: already committed), XA RECOVER (listed: a
  * live holder, killed, then committed) or fails loudly (lost).  recover()
- * rolls back lingering branches of the owned subtasks and kills writers
- * of older attempts, found by the per-subtask writer lock (GET_LOCK) every
- * writer connection holds.  At-least-once: batched upserts committed at
- * every flush, guarded by an epoch column that never goes back.
+ * rolls back lingering branches of the owned subtasks, kills writers of
+ * older attempts, found by the per-subtask writer lock (GET_LOCK) every
+ * writer connection holds, and bumps the subtasks' fence rows, which
+ * every branch checks first, so that a writer of an older attempt fails.
+ * At-least-once: batched upserts committed at every flush, guarded by an
+ * epoch column that never goes back.
  *
  * This file holds the sink object (its configuration and the committed
  * epochs the committers share with the writers), the vtables and the
@@ -52,6 +54,32 @@ bool sl__mariadb_is_committed(msink_t *s, uint32_t subtask, uint64_t epoch) {
   return yes;
 }
 
+int sl__mariadb_fence_set(msink_t *s, uint32_t subtask, uint64_t epoch) {
+  int rc = SL_OK;
+  pthread_mutex_lock(&s->mu);
+  if (subtask >= s->n_fence) {
+    uint32_t n = subtask + 1u;
+    uint64_t *p = sl_realloc(s->fence, n * sizeof(uint64_t));
+    if (p != NULL) {
+      memset(p + s->n_fence, 0, (n - s->n_fence) * sizeof(uint64_t));
+      s->fence = p;
+      s->n_fence = n;
+    } else {
+      rc = SL_ENOMEM;
+    }
+  }
+  if (rc == SL_OK) s->fence[subtask] = epoch;
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+uint64_t sl__mariadb_fence_get(msink_t *s, uint32_t subtask) {
+  pthread_mutex_lock(&s->mu);
+  uint64_t v = subtask < s->n_fence ? s->fence[subtask] : 0;
+  pthread_mutex_unlock(&s->mu);
+  return v;
+}
+
 /* ------------------------------------------------------------------ */
 /* The sink. */
 
@@ -64,10 +92,12 @@ static void ms_destroy(void *ctx) {
   sl_free(s->database);
   sl_free(s->table);
   sl_free(s->commit_table);
+  sl_free(s->fence_table);
   sl_free(s->epoch_column);
   for (uint32_t i = 0; i < s->n_key; i++) sl_free(s->key[i]);
   sl_free(s->key);
   sl_free(s->committed);
+  sl_free(s->fence);
   pthread_mutex_destroy(&s->mu);
   sl_free(s);
 }
@@ -124,6 +154,27 @@ int sl_mariadb_sink_create(const sl_mariadb_sink_config_t *cfg,
       (rc = check_name("commit-log table", cfg->commit_table, 64,
                        out_err)) != SL_OK)
     return rc;
+  if (cfg->fence_table != NULL &&
+      (rc = check_name("fence table", cfg->fence_table, 64, out_err)) !=
+          SL_OK)
+    return rc;
+  const char *ct = cfg->commit_table != NULL
+                       ? cfg->commit_table
+                       : SL_MARIADB_DEFAULT_COMMIT_TABLE;
+  const char *ft = cfg->fence_table != NULL ? cfg->fence_table
+                                            : SL_MARIADB_DEFAULT_FENCE_TABLE;
+  if (strcmp(ct, ft) == 0)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "mariadb sink: the commit-log table and the fence "
+                        "table are both '%s'; they need different names",
+                        ct);
+  if (strcmp(cfg->table, ct) == 0 || strcmp(cfg->table, ft) == 0)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "mariadb sink: table '%s' is also the sink's %s "
+                        "table; the rows need a table of their own",
+                        cfg->table,
+                        strcmp(cfg->table, ct) == 0 ? "commit-log"
+                                                    : "fence");
   if (cfg->epoch_column != NULL &&
       (rc = check_name("epoch column", cfg->epoch_column, 64, out_err)) !=
           SL_OK)
@@ -176,12 +227,15 @@ int sl_mariadb_sink_create(const sl_mariadb_sink_config_t *cfg,
   s->commit_table = sl_strdup(cfg->commit_table != NULL
                                   ? cfg->commit_table
                                   : SL_MARIADB_DEFAULT_COMMIT_TABLE);
+  s->fence_table = sl_strdup(cfg->fence_table != NULL
+                                 ? cfg->fence_table
+                                 : SL_MARIADB_DEFAULT_FENCE_TABLE);
   s->epoch_column = sl_strdup(cfg->epoch_column != NULL
                                   ? cfg->epoch_column
                                   : SL_MARIADB_DEFAULT_EPOCH_COLUMN);
   s->key = sl_calloc(cfg->n_key + 1u, sizeof(char *));
   bool ok = s->host && s->user && s->password && s->database && s->table &&
-            s->commit_table && s->epoch_column && s->key;
+            s->commit_table && s->fence_table && s->epoch_column && s->key;
   for (uint32_t k = 0; ok && k < cfg->n_key; k++) {
     s->key[k] = sl_strdup(cfg->key[k]);
     if (s->key[k] == NULL) ok = false;
@@ -210,6 +264,13 @@ int sl_mariadb_sink_check(const sl_mariadb_sink_config_t *cfg,
   rc = sl__mariadb_connect(s, pfx, &c, out_err);
   if (rc == SL_OK && is_eo(s))
     rc = sl__mariadb_check_server_xa(c, s, pfx, out_err);
+  /* The marker and fence tables, where they already exist. */
+  if (rc == SL_OK && is_eo(s))
+    rc = sl__mariadb_check_innodb(c, s, s->commit_table,
+                                  "the commit-log table", pfx, out_err);
+  if (rc == SL_OK && is_eo(s))
+    rc = sl__mariadb_check_innodb(c, s, s->fence_table, "the fence table",
+                                  pfx, out_err);
   if (rc == SL_OK) rc = sl__mariadb_check_table(c, s, schema, pfx, out_err);
   if (c != NULL) mysql_close(c);
   ms_destroy(s);

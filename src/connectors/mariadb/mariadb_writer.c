@@ -4,9 +4,10 @@
  * Rows become multi-row INSERT ... ON DUPLICATE KEY UPDATE or DELETE
  * statements of batch_rows rows.  Exactly-once: every epoch with rows is
  * one XA branch, started at its first row on a connection that holds the
- * subtask's writer lock (GET_LOCK); prepare writes the marker row, ends
- * and prepares the branch, and closes the connection, since MariaDB lets
- * no other connection commit a branch while the preparing one lives.  The
+ * subtask's writer lock (GET_LOCK), and its first statement is the fence
+ * check (mariadb_fence.c); prepare writes the marker row, ends and
+ * prepares the branch, and closes the connection, since MariaDB lets no
+ * other connection commit a branch while the preparing one lives.  The
  * statements of the next epoch wait in memory until the epoch prepared
  * last is committed (its branch holds the locks of its rows).
  * At-least-once: every statement commits by itself, with an epoch column
@@ -53,6 +54,12 @@ typedef struct mwriter_s {
   uint64_t wait_epoch;
   char lock[40];
   char job[XID_PART_MAX + 1], uid[XID_PART_MAX + 1];
+  /* Exactly-once: the fence epoch recover() obtained before this writer
+   * opened (0: none), which every branch checks (mariadb_fence.c). */
+  uint64_t fence_epoch;
+  /* Sticky: the message of a failed fence check; every later call fails
+   * with it. */
+  char *fenced;
 } mwriter_t;
 
 static int writer_connect(mwriter_t *w, sl_error_t **out_err) {
@@ -91,6 +98,14 @@ static int writer_start(mwriter_t *w, sl_error_t **out_err) {
   if (w->conn == NULL && (rc = writer_connect(w, out_err)) != SL_OK)
     return rc;
   if (!is_eo(w->s) || w->is_xa_open) return SL_OK;
+  if (w->fence_epoch == 0)
+    return sl_error_set(out_err, SL_ESTATE,
+                        "%s: no fence epoch: recover() of this subtask's "
+                        "committer did not run in this sink instance before "
+                        "the writer opened (the engine runs committer_open, "
+                        "the restored commits and recover before "
+                        "writer_open)",
+                        w->pfx);
   sl__mariadb_make_bqual(&w->xid, w->subtask, w->epoch,
                          mysql_thread_id(w->conn));
   unsigned e;
@@ -100,7 +115,32 @@ static int writer_start(mwriter_t *w, sl_error_t **out_err) {
                         w->pfx, w->xid.gtrid, w->xid.bqual, e,
                         mysql_sqlstate(w->conn), mysql_error(w->conn));
   w->is_xa_open = true;
-  return SL_OK;
+  /* The branch's first statement: the fence check (F1-F3). */
+  sl_error_t *ferr = NULL;
+  int rc2 = sl__mariadb_fence_check(w->conn, w->s, w->job, w->uid,
+                                    w->subtask, w->fence_epoch, w->pfx,
+                                    &ferr);
+  if (rc2 == SL_OK) return SL_OK;
+  if (rc2 == SL_ESTATE) {
+    /* Fenced: end the branch and the connection now, so that the newer
+     * attempt's writer gets the writer lock, and stay fenced. */
+    (void)sl__mariadb_run_xa(w->conn, "XA END ", &w->xid, "", &e);
+    (void)sl__mariadb_run_xa(w->conn, "XA ROLLBACK ", &w->xid, "", &e);
+    mysql_close(w->conn);
+    w->conn = NULL;
+    w->is_xa_open = false;
+    w->queue.len = 0;
+    w->fenced = sl_strdup(sl_error_message(ferr));
+  }
+  if (out_err != NULL) *out_err = ferr;
+  else sl_error_destroy(ferr);
+  return rc2;
+}
+
+/* SL_OK, or the sticky error of a fenced writer. */
+static int check_fenced(const mwriter_t *w, sl_error_t **out_err) {
+  if (w->fenced == NULL) return SL_OK;
+  return sl_error_set(out_err, SL_ESTATE, "%s", w->fenced);
 }
 
 static int append_value(mwriter_t *w, const sl_row_t *row, uint32_t i,
@@ -310,6 +350,7 @@ int sl__mariadb_write(void *writer, const sl_row_t *row,
   const msink_t *s = w->s;
   sl_row_kind_t kind = sl_row_kind(row);
   int want;
+  if (w->fenced != NULL) return check_fenced(w, out_err);
   if (s->mode == SL_MARIADB_INSERT) {
     if (kind != SL_ROW_INSERT)
       return sl_error_set(out_err, SL_EINVAL,
@@ -363,6 +404,7 @@ int sl__mariadb_write(void *writer, const sl_row_t *row,
 
 int sl__mariadb_flush(void *writer, sl_error_t **out_err) {
   mwriter_t *w = writer;
+  if (w->fenced != NULL) return check_fenced(w, out_err);
   return flush_rows(w, false, out_err);
 }
 
@@ -378,6 +420,7 @@ static void writer_free(mwriter_t *w) {
   }
   sl_bytes_close(&w->stmt);
   sl_bytes_close(&w->queue);
+  sl_free(w->fenced);
   sl_free(w->key_idx);
   sl_free(w->is_key);
   sl_free(w);
@@ -442,6 +485,9 @@ int sl__mariadb_writer_open(void *ctx, const sl_sink_init_t *init,
     sl__mariadb_lock_name(w->xid.gtrid, w->subtask, w->lock, sizeof(w->lock));
     snprintf(w->job, sizeof(w->job), "%s", job);
     snprintf(w->uid, sizeof(w->uid), "%s", uid);
+    /* The fence epoch of the recover() that preceded this writer: kept,
+     * so that a later recover (a newer attempt) fences this writer off. */
+    w->fence_epoch = sl__mariadb_fence_get(s, w->subtask);
   }
   if ((rc = writer_connect(w, out_err)) != SL_OK) goto fail;
   if ((rc = sl__mariadb_check_table(w->conn, s, init->schema, w->pfx,
@@ -518,6 +564,7 @@ int sl__mariadb_prepare(void *writer, uint64_t checkpoint_id,
                         sl_bytes_t *out_committable, sl_error_t **out_err) {
   mwriter_t *w = writer;
   int rc;
+  if (w->fenced != NULL) return check_fenced(w, out_err);
   if (!w->is_xa_open) { /* an epoch without rows: nothing to commit */
     w->epoch = checkpoint_id;
     return SL_OK;
