@@ -1119,7 +1119,25 @@ SL_TEST(pipeline_validate) {
                  "uid, parallelism, host, port, user, password, "
                  "password_env, database, table, key, mode, delivery, "
                  "batch_size, commit_table, fence_table, epoch_column, "
-                 "connect_timeout_ms");
+                 "connect_timeout");
+  /* One connect_timeout key for both database sinks, a duration. */
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, "
+                         "connect_timeout_ms: 5000}\n",
+                 "4:74: sink.connect_timeout_ms: unknown field; expected one "
+                 "of: type, uid, parallelism, host, port, user, password, "
+                 "password_env, database, table, key, mode, delivery, "
+                 "batch_size, commit_table, fence_table, epoch_column, "
+                 "connect_timeout");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, "
+                         "connect_timeout: 5000}\n",
+                 "4:91: sink.connect_timeout: '5000' has no unit; expected "
+                 "us, ms, s, m or h after the number");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, "
+                         "connect_timeout: 2h}\n",
+                 "4:91: sink.connect_timeout: must be at most 1h, got '2h'");
   expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
                          "database: d, table: t, key: key, fence_table: "
                          "sluice_xa_commits}\n",
@@ -1273,6 +1291,43 @@ SL_TEST(pipeline_validate_connect) {
   free(err);
   mysql_close(m);
   sl_server_destroy(srv);
+}
+
+/* connect_timeout from a pipeline file bounds the connect: a listener
+ * that never answers (it accepts no connection, so the server's greeting
+ * never comes) fails `validate --connect` after about 1s, not after the
+ * default 10s, with a message naming host:port. */
+SL_TEST(pipeline_connect_timeout) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  SL_ASSERT_TRUE(fd >= 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  SL_ASSERT_EQ_INT(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+  SL_ASSERT_EQ_INT(listen(fd, 8), 0);
+  socklen_t al = sizeof(a);
+  SL_ASSERT_EQ_INT(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+  int port = ntohs(a.sin_port);
+  char text[1024];
+  snprintf(text, sizeof(text),
+           "name: balances\ncheckpoint: {dir: /nonexistent/ck}\n"
+           "source: {type: generator, count: 10, columns: [key, amount]}\n"
+           "sink: {type: mariadb, host: 127.0.0.1, port: %d, user: root, "
+           "database: sluice, table: b, key: key, connect_timeout: 1s}\n",
+           port);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  char *err = NULL;
+  SL_ASSERT_EQ_INT(validate_connect(text, &err), 2);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  char want[200];
+  snprintf(want, sizeof(want), "cannot connect to 127.0.0.1:%d", port);
+  SL_ASSERT_TRUE(strstr(err, want) != NULL);
+  printf("took %ld s\n", (long)(t1.tv_sec - t0.tv_sec));
+  SL_ASSERT_TRUE(t1.tv_sec - t0.tv_sec < 8);
+  free(err);
+  close(fd);
 }
 
 /* The server is killed and restarted in the middle of an epoch: the open
