@@ -74,6 +74,20 @@ static int count_xa(MYSQL *m, const char *bqual_prefix) {
   return n;
 }
 
+/* Open InnoDB transactions of client connections (thread 0 runs the
+ * server's own background transactions). */
+#define USER_TRX                                                        \
+  "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE "           \
+  "trx_mysql_thread_id <> 0"
+
+/* The fence epoch of job "job", sink "snk", subtask s. */
+static int64_t fence_of(MYSQL *m, uint32_t s) {
+  char sql[200];
+  snprintf(sql, sizeof(sql), "SELECT epoch FROM sluice_xa_fence WHERE job ="
+           " 'job' AND sink_uid = 'snk' AND subtask = %u", s);
+  return my_int(m, sql);
+}
+
 static sl_schema_t *make_schema(void) {
   sl_field_t f[5] = {
       {"id", {SL_TYPE_INT64, 0, 0, false}},
@@ -524,6 +538,18 @@ SL_TEST(eo_recover_owned_only) {
   SL_ASSERT_EQ_INT(count_xa(fx.m, "2/"), 0);
   SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t"), 1);
   SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT v FROM t WHERE id = 102"), 2);
+  /* The fence rows of old subtasks 0 and 2 are bumped, 1's is not; old
+   * subtask 2's writer, which has no successor, fails its next branch. */
+  SL_ASSERT_EQ_INT(fence_of(fx.m, 0), 2);
+  SL_ASSERT_EQ_INT(fence_of(fx.m, 1), 1);
+  SL_ASSERT_EQ_INT(fence_of(fx.m, 2), 2);
+  SL_ASSERT_TRUE(strstr(w_row_fails(&fx, w[2], 300, 1, &err),
+                        "mariadb sink 'snk' subtask 2: fenced off: "
+                        "sluice.sluice_xa_fence holds fence epoch 2 for job "
+                        "'job', sink 'snk', subtask 2, but this writer "
+                        "opened at fence epoch 1") != NULL);
+  sl_error_destroy(err);
+  err = NULL;
   /* The zombie is gone: a new writer of subtask 0 takes its lock and
    * writes key 200 without waiting for its row lock. */
   void *wn = w_open(&fx, 0, 2, 30);
@@ -542,6 +568,8 @@ SL_TEST(eo_recover_owned_only) {
   /* Recovering again is harmless and keeps subtask 1's branch. */
   SL_ASSERT_OK_E(fx.vt->recover(c, &err), err);
   SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 1);
+  SL_ASSERT_EQ_INT(fence_of(fx.m, 0), 3);
+  SL_ASSERT_EQ_INT(fence_of(fx.m, 1), 1);
   for (uint32_t i = 0; i < 3; i++) {
     SL_ASSERT_OK(fx.vt->writer_close(w[i], false, NULL));
     sl_bytes_close(&cm[i]);
@@ -555,20 +583,6 @@ SL_TEST(eo_recover_owned_only) {
 
 /* ------------------------------------------------------------------ */
 /* Fencing writers of older attempts (W9; mariadb_fence.c F1-F4). */
-
-/* Open InnoDB transactions of client connections (thread 0 runs the
- * server's own background transactions). */
-#define USER_TRX                                                        \
-  "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE "           \
-  "trx_mysql_thread_id <> 0"
-
-/* The fence epoch of job "job", sink "snk", subtask s. */
-static int64_t fence_of(MYSQL *m, uint32_t s) {
-  char sql[200];
-  snprintf(sql, sizeof(sql), "SELECT epoch FROM sluice_xa_fence WHERE job ="
-           " 'job' AND sink_uid = 'snk' AND subtask = %u", s);
-  return my_int(m, sql);
-}
 
 /* Attempt A's writer is between epochs (it prepared epoch 21 at
  * checkpoint 22, which never completes) when attempt B, a second sink
