@@ -752,7 +752,13 @@ SL_API int sl_null_sink_create(const sl_sink_vt_t **out_vt, void **out_ctx);
  * ends and prepares the branch and closes the connection (a prepared
  * branch cannot be committed by another connection while its own lives),
  * the committer commits it with XA COMMIT from its own connection and
- * resolves an unknown xid through the marker.  At-least-once: rows are
+ * resolves an unknown xid through the marker.  Writers of an older
+ * attempt are fenced: recover() bumps the subtask's row in the fence
+ * table (one row per job, sink uid and subtask), and every XA branch
+ * first reads that row LOCK IN SHARE MODE and fails the task when it
+ * holds another fence epoch than the one its writer opened with (so a
+ * branch of an older attempt either ends before the bump or fails its
+ * check after it).  At-least-once: rows are
  * written and committed at every flush, and an upsert never replaces a row
  * whose epoch column is newer.  Row kinds: +I inserts (mode insert) or
  * upserts (mode upsert, INSERT ... ON DUPLICATE KEY UPDATE), +U upserts,
@@ -767,6 +773,7 @@ typedef enum sl_mariadb_mode_e {
 #define SL_MARIADB_DEFAULT_PORT 3306
 #define SL_MARIADB_DEFAULT_BATCH 500u
 #define SL_MARIADB_DEFAULT_COMMIT_TABLE "sluice_xa_commits"
+#define SL_MARIADB_DEFAULT_FENCE_TABLE "sluice_xa_fence"
 #define SL_MARIADB_DEFAULT_EPOCH_COLUMN "sluice_epoch"
 /* The XA formatID of sluice's xids ("SL"). */
 #define SL_MARIADB_XA_FORMAT 21324
@@ -788,6 +795,8 @@ typedef struct sl_mariadb_sink_config_s {
   const char *epoch_column; /* at-least-once version column of the
                                target table; NULL: default */
   uint32_t connect_timeout_ms; /* 0: 10000; bounds connect and handshake */
+  const char *fence_table; /* exactly-once fence table; NULL: default,
+                              created when absent */
 } sl_mariadb_sink_config_t;
 
 /** @brief Defaults: port 3306, mode upsert, exactly-once.  @thread any */
@@ -809,7 +818,8 @@ SL_API int sl_mariadb_sink_create(const sl_mariadb_sink_config_t *cfg,
 /**
  * @brief Connect once and run the start checks of a writer for rows of
  * schema (NULL: skip the column checks): reachability, credentials, the
- * table and its column types, XA RECOVER and the server version (exactly-
+ * table and its column types, XA RECOVER, the server version and the
+ * engine of the commit-log and fence tables where they exist (exactly-
  * once), the epoch column (at-least-once).  For `sluice validate
  * --connect`.
  * @return SL_OK; SL_EIO (connection), SL_EINVAL (table, types, settings)
