@@ -319,7 +319,8 @@ int sl_job_metrics(sl_job_t *job, sl_metrics_t *out) {
   /* The plan is immutable while the scheduler exists. */
   out->ops = sl_calloc(job->n_ops + 1, sizeof(sl_op_metrics_t));
   out->tasks = sl_calloc(job->rt.n_tasks + 1, sizeof(sl_task_metrics_t));
-  if (out->ops == NULL || out->tasks == NULL) {
+  out->sinks = sl_calloc(job->n_ops + 1, sizeof(sl_sink_metrics_t));
+  if (out->ops == NULL || out->tasks == NULL || out->sinks == NULL) {
     sl_metrics_close(out);
     return SL_ENOMEM;
   }
@@ -331,6 +332,8 @@ int sl_job_metrics(sl_job_t *job, sl_metrics_t *out) {
     m->task = op->task->index;
     m->records_in = atomic_load_explicit(&op->n_in, memory_order_relaxed);
     m->records_out = atomic_load_explicit(&op->n_out, memory_order_relaxed);
+    if (sl__sink2pc_metrics(op, out->time_ns, &out->sinks[out->n_sinks]))
+      out->n_sinks++;
   }
   for (uint32_t i = 0; i < job->rt.n_tasks; i++) {
     sl_task_t *t = job->rt.tasks[i];
@@ -350,5 +353,6 @@ int sl_job_metrics(sl_job_t *job, sl_metrics_t *out) {
 void sl_metrics_close(sl_metrics_t *m) {
   sl_free(m->ops);
   sl_free(m->tasks);
+  sl_free(m->sinks);
   memset(m, 0, sizeof(*m));
 }
