@@ -479,10 +479,10 @@ static int check_newer_output(sl_op_t *op, sink2pc_t *s) {
   }
   sl_error_t *f = sl_error_create(
       SL_ESTATE, "sink '%s' already committed checkpoint %llu > %llu; "
-      "restoring checkpoint %llu re-emits output%s%.*s%s.  Restore the "
-      "newest checkpoint (--resume), or accept the duplicates with "
-      "--allow-duplicate-sink-output (sl_job_config_t."
-      "allow_duplicate_sink_output)", op->uid, (unsigned long long)k,
+      "restoring checkpoint %llu re-emits output%s%.*s%s; resume from the "
+      "newest checkpoint (--resume), or pass --allow-duplicate-sink-output "
+      "(sl_job_config_t.allow_duplicate_sink_output) to accept the "
+      "duplicates", op->uid, (unsigned long long)k,
       (unsigned long long)s->restored_id, (unsigned long long)s->restored_id,
       why_len ? " (" : "", why_len, why, why_len ? ")" : "");
   sl_bytes_close(&ev);
