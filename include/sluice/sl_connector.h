@@ -339,7 +339,11 @@ SL_API void sl_enum_set_discovery_interval(sl_enum_ctx_t *ec,
  *            external transactions of the subtasks it owns, then opens the
  *            writer.  After a change of parallelism from p to p', new
  *            subtask j owns the committables and transactions of every old
- *            subtask i with i % p' == j.
+ *            subtask i with i % p' == j.  Before it commits anything, a
+ *            sink that sets committed_max is asked whether output of a
+ *            checkpoint after C is already committed: then the restore
+ *            would emit it twice, and it fails unless the job allows
+ *            duplicate sink output.
  *
  * Naming transactions.  Transaction ids must be stable and unique: derive
  * them from (job, sink uid, subtask, epoch id).  The epoch id names the

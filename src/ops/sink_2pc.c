@@ -95,7 +95,8 @@ typedef struct sink_stats_s {
   _Atomic uint64_t attempts, ok, already, retries, lost;
 } sink_stats_t;
 
-/* One sink subtask; used on its task's thread only. */
+/* One sink subtask; used on its task's thread only, except stats and
+ * counters, which are atomics that the metrics reader loads. */
 typedef struct sink2pc_s {
   void *writer;
   void *committer;
