@@ -343,6 +343,21 @@ SL_TEST(pg_older_checkpoint_refused) { older_checkpoint_refused(K_PG); }
 SL_TEST(mariadb_older_checkpoint_refused) { older_checkpoint_refused(K_MY); }
 SL_TEST(file_older_checkpoint_refused) { older_checkpoint_refused(K_FILE); }
 
+/* The flag belongs to run: validate refuses it as a usage error. */
+SL_TEST(validate_refuses_the_flag) {
+  env_t v;
+  setup(&v, K_FILE);
+  const char *argv[] = {v.bin, "validate", v.pipeline,
+                        "--allow-duplicate-sink-output", NULL};
+  int st = sl_test_wait(sl_test_spawn(argv, NULL, v.errp, 0));
+  expect_exit(&v, st, 2, "validate --allow-duplicate-sink-output");
+  char *e = sl_test_read_file(v.errp, NULL);
+  SL_ASSERT_TRUE(strstr(e, "validate takes only --set and --connect") !=
+                 NULL);
+  free(e);
+  teardown(&v);
+}
+
 /* --metrics-json "sinks" after checkpoint 2 of the run aborted and the
  * process was killed right after the sink's second successful commit,
  * before it dropped that committable: the resumed run commits it again
