@@ -2353,6 +2353,7 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
       rc = FAIL(pl, root, "", "--resume needs a checkpoint section with a dir");
     }
     cfg.resume_latest = run->is_resume;
+    cfg.allow_duplicate_sink_output = run->allow_duplicate_sink_output;
   }
   if (rc == SL_OK && parallelism) cfg.parallelism = parallelism;
   if (rc == SL_OK && cfg.parallelism > cfg.max_parallelism) {

@@ -34,6 +34,7 @@ typedef struct mcommitter_s {
   /* Xids handed to commit(): recover() never rolls them back. */
   uint64_t *seen; /* pairs (subtask, epoch) */
   size_t n_seen, cap_seen;
+  sl_sink_counters_t *counters; /* the engine's, or NULL */
 } mcommitter_t;
 
 void sl__mariadb_committer_close(void *committer) {
@@ -69,6 +70,7 @@ int sl__mariadb_committer_open(void *ctx, const sl_committer_init_t *init,
            uid, init->subtask);
   m->subtask = init->subtask;
   m->epoch_id = init->epoch_id;
+  m->counters = init->counters;
   m->job = sl_strdup(job);
   m->uid = sl_strdup(uid);
   m->n_owned = init->n_owned_subtasks;
@@ -418,6 +420,7 @@ static int rollback_lingering(mcommitter_t *m, sl_error_t **out_err) {
         sl_log(SL_LOG_INFO, "%s: rolled back the lingering XA branch '%s',"
                "'%s' (subtask %" PRIu32 ", epoch %" PRIu64 ")", m->pfx,
                r->xid.gtrid, r->xid.bqual, r->subtask, r->epoch);
+        sl_sink_counters_add_lingering_aborted(m->counters, 1);
         break;
       }
       if (e == ER_XAER_NOTA && round == 0 &&
@@ -493,4 +496,59 @@ int sl__mariadb_recover(void *committer, sl_error_t **out_err) {
                         m->conn != NULL ? mysql_error(m->conn)
                                         : "connection lost");
   }
+}
+
+/*
+ * Rule 0.3-7 (docs/connectors.md "Restoring an older checkpoint"): the
+ * newest checkpoint whose marker row is committed, over every subtask of
+ * this job and sink.  The marker is written inside its epoch's XA branch,
+ * so it is visible exactly when the branch committed; its checkpoint_id
+ * is the id prepare() was given.
+ */
+int sl__mariadb_committed_max(void *committer, uint64_t *out_ckpt,
+                              sl_bytes_t *out_evidence,
+                              sl_error_t **out_err) {
+  mcommitter_t *m = committer;
+  *out_ckpt = 0;
+  int rc = mc_connect(m, out_err);
+  if (rc != SL_OK) return rc;
+  sl_bytes_t q;
+  sl_bytes_init(&q);
+  rc = sl_bytes_append_str(&q, "SELECT checkpoint_id, subtask, epoch FROM ");
+  if (rc == SL_OK) rc = sl__mariadb_ident(&q, m->s->commit_table);
+  if (rc == SL_OK) rc = sl_bytes_append_str(&q, " WHERE job = ");
+  if (rc == SL_OK) rc = sl__mariadb_hex(&q, m->job, strlen(m->job));
+  if (rc == SL_OK) rc = sl_bytes_append_str(&q, " AND sink_uid = ");
+  if (rc == SL_OK) rc = sl__mariadb_hex(&q, m->uid, strlen(m->uid));
+  if (rc == SL_OK)
+    rc = sl_bytes_append_str(&q, " ORDER BY checkpoint_id DESC LIMIT 1");
+  if (rc == SL_OK) rc = sl_bytes_append(&q, "", 1);
+  if (rc != SL_OK) {
+    sl_bytes_close(&q);
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  }
+  MYSQL_RES *r = NULL;
+  if (mysql_real_query(m->conn, (const char *)q.data,
+                       (unsigned long)(q.len - 1)) != 0 ||
+      (r = mysql_store_result(m->conn)) == NULL) {
+    unsigned e = mysql_errno(m->conn);
+    rc = sl_error_set(out_err, SL_EIO, "%s: reading the commit-log table "
+                      "%s.%s failed: error %u: %s", m->pfx, m->s->database,
+                      m->s->commit_table, e, mysql_error(m->conn));
+    if (sl__mariadb_is_conn_error(e)) mc_drop_conn(m);
+    sl_bytes_close(&q);
+    return rc;
+  }
+  sl_bytes_close(&q);
+  MYSQL_ROW row = mysql_fetch_row(r);
+  if (row != NULL && row[0] != NULL) {
+    *out_ckpt = strtoull(row[0], NULL, 10);
+    if (sl_bytes_printf(out_evidence, "the commit-log table %s.%s holds the "
+                        "marker of checkpoint %s, subtask %s, epoch %s",
+                        m->s->database, m->s->commit_table, row[0],
+                        row[1] ? row[1] : "?", row[2] ? row[2] : "?") != SL_OK)
+      rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  }
+  mysql_free_result(r);
+  return rc;
 }

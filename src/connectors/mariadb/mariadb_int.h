@@ -193,6 +193,9 @@ int sl__mariadb_commit(void *committer, uint64_t checkpoint_id,
                        sl_commit_status_t *out_status,
                        sl_error_t **out_err);
 int sl__mariadb_recover(void *committer, sl_error_t **out_err);
+int sl__mariadb_committed_max(void *committer, uint64_t *out_ckpt,
+                              sl_bytes_t *out_evidence,
+                              sl_error_t **out_err);
 void sl__mariadb_committer_close(void *committer);
 
 #endif

@@ -113,7 +113,8 @@ static const sl_sink_vt_t mariadb_eo_vt = {
     sl__mariadb_committer_open,
     sl__mariadb_commit,
     sl__mariadb_recover,
-    sl__mariadb_committer_close};
+    sl__mariadb_committer_close,
+    sl__mariadb_committed_max};
 static const sl_sink_vt_t mariadb_alo_vt = {
     "mariadb",
     sl__mariadb_writer_open,
