@@ -47,7 +47,11 @@
  *
  * Timing: hits of injection points, not moments, choose the step (the
  * sink runs at parallelism 1 except in W10, so the k-th hit is the k-th
- * barrier).  Run 1 reads its input at a bounded rate, so that the step is
+ * barrier).  W10 runs the whole job at parallelism 4, then 2, so that the
+ * sink keeps forward edges from the keyed balance: an upsert sink given
+ * another parallelism than the operator before it is fed round robin, and
+ * then two of its subtasks write the same account (each blocking on the
+ * other's prepared row locks).  Run 1 reads its input at a bounded rate, so that the step is
  * reached long before the input ends; the later runs read at full speed.
  *
  * Windows tested elsewhere: W4 (commit durable, reply lost) is the hold
@@ -1277,10 +1281,14 @@ static void w12_my_at_stop(env_t *e) {
     SL_TEST_FAIL("no failed prepare in:\n%s", e->err1);
   uint64_t failed = strtoull(p + strlen("writing the marker of epoch "),
                              NULL, 10);
-  SL_ASSERT_EQ_INT(e->restarts1, 1);
+  SL_ASSERT_TRUE(e->restarts1 >= 1);
   SL_ASSERT_TRUE(find_marker(e->M, e->nM, 0, failed) == NULL);
-  SL_ASSERT_EQ_INT(db_int(&e->db, "SELECT NEXTVAL(marker_inserts)"),
-                   e->nM + 2); /* every marker, the failed one, this */
+  /* Every insert was a committed marker, a marker rolled back with its
+   * branch, the failed one, or this query. */
+  int64_t inserts = db_int(&e->db, "SELECT NEXTVAL(marker_inserts)");
+  SL_ASSERT_TRUE(inserts >= e->nM + 2);
+  SL_ASSERT_TRUE(inserts <= e->nM + 2 +
+                                (int64_t)attempts(&e->db, e->db.r_rollback));
 }
 
 static const char *const lock_1s[] = {"innodb_lock_wait_timeout=1", NULL};
