@@ -809,9 +809,31 @@ static void check_restored(env_t *e) {
   }
 }
 
+/* What a failed final check prints besides the difference. */
+static void dump_state(env_t *e) {
+  prep_t p[MAXN];
+  int np = db_prepared(&e->db, p);
+  for (int i = 0; i < np; i++)
+    printf("still prepared: %s (subtask %u, epoch %llu)\n", p[i].id, p[i].s,
+           (unsigned long long)p[i].e);
+  marker_t m[MAXN];
+  int nm = db_markers(&e->db, m);
+  for (int i = 0; i < nm; i++)
+    printf("marker: subtask %u, epoch %llu, checkpoint %llu%s\n", m[i].s,
+           (unsigned long long)m[i].e, (unsigned long long)m[i].ck,
+           ck_is_completed(m[i].ck) ? "" : " (not completed)");
+  printf("commits %llu, rollbacks %llu, prepares %llu\n",
+         (unsigned long long)attempts(&e->db, e->db.r_commit),
+         (unsigned long long)attempts(&e->db, e->db.r_rollback),
+         (unsigned long long)attempts(&e->db, e->db.r_prepare));
+  printf("run 1:\n%s\nrun 2:\n%s\nrun 3:\n%s\n", e->err1,
+         e->err2 ? e->err2 : "", e->err3 ? e->err3 : "");
+}
+
 /* The outcome every window ends with. */
 static void check_final(env_t *e) {
   char *t = db_table(&e->db);
+  if (strcmp(t, e->want) != 0) dump_state(e);
   SL_ASSERT_EQ_STR(t, e->want);
   sl_free(t);
   SL_ASSERT_EQ_INT(db_int(&e->db, "SELECT COUNT(*) FROM violations"), 0);
