@@ -51,8 +51,9 @@
  * sink keeps forward edges from the keyed balance: an upsert sink given
  * another parallelism than the operator before it is fed round robin, and
  * then two of its subtasks write the same account (each blocking on the
- * other's prepared row locks).  Run 1 reads its input at a bounded rate, so that the step is
- * reached long before the input ends; the later runs read at full speed.
+ * other's prepared row locks).  Run 1 reads its input at a bounded rate,
+ * so that the step is reached long before the input ends; the later runs
+ * read at full speed.
  *
  * Windows tested elsewhere: W4 (commit durable, reply lost) is the hold
  * proxy's seed 000 §10.3 test: sl-fault-pg-eo-commit-reply-lost-then-resume
