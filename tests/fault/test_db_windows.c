@@ -457,7 +457,10 @@ static void wait_sessions_gone(db_t *db) {
                 : "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE "
                   "ID <> CONNECTION_ID() AND USER = 'root'";
   for (int i = 0; db_int(db, sql) != 0; i++) {
-    if (i == 3000) SL_TEST_FAIL("sessions of the killed sluice still open");
+    /* A statement of the killed process waiting for a row lock holds its
+     * session until the lock wait times out. */
+    if (i == 6000)
+      SL_TEST_FAIL("sessions of the killed sluice still open after 60 s");
     struct timespec ts = {0, 10 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
@@ -544,6 +547,21 @@ static int ck_completed(uint64_t *out) {
     }
   sl_free(ids);
   return k;
+}
+
+/* The id high-water mark (_checkpoint_ids: "SLID", u8 version, 3 bytes,
+ * u64 id, docs/checkpoint-format.md): every id used so far, checkpoint or
+ * epoch. */
+static uint64_t ck_high_water(void) {
+  char jd[4200], p[4300];
+  job_dir(jd, sizeof(jd));
+  snprintf(p, sizeof(p), "%s/_checkpoint_ids", jd);
+  size_t n = 0;
+  char *b = sl_test_read_file(p, &n);
+  SL_ASSERT_TRUE(b != NULL && n == 24 && memcmp(b, "SLID", 4) == 0);
+  uint64_t id = sl_load_u64le((const uint8_t *)b + 8);
+  free(b);
+  return id;
 }
 
 static uint64_t ck_latest(void) {
@@ -644,6 +662,7 @@ struct env_s {
   char pipeline[4300], bin[4300];
   /* At the end of run 1. */
   uint64_t C;
+  uint64_t hw1; /* the id high-water mark */
   int nR, nG, nM;
   marker_t M[MAXN];
   tx_t T[MAXN];
@@ -776,11 +795,19 @@ static void rollback_line(const env_t *e, uint32_t s, uint64_t ep,
  * any writer opened): every committable of C committed once by the
  * restore (its marker names its checkpoint), every other transaction
  * prepared at the end of run 1 rolled back once by recover, as the owner
- * i mod p' of its subtask i, never committed; nothing of the job is
- * prepared. */
+ * i mod p' of its subtask i, never committed; nothing else of run 1 is
+ * prepared.  (At p' > 1 a subtask that finished its restore before the
+ * last one reached the point opens its writer and may prepare an epoch
+ * of run 2: an id above run 1's high-water mark, left to run 3's
+ * recover.) */
 static void check_restored(env_t *e) {
   prep_t now[MAXN];
-  SL_ASSERT_EQ_INT(db_prepared(&e->db, now), 0);
+  int nnow = db_prepared(&e->db, now);
+  for (int i = 0; i < nnow; i++) {
+    if (e->w->par2 == 1 || now[i].e <= e->hw1)
+      SL_TEST_FAIL("'%s' is still prepared after the restore", now[i].id);
+    SL_ASSERT_TRUE(find_tx(e, now[i].s, now[i].e) == NULL);
+  }
   marker_t m[MAXN];
   int nm = db_markers(&e->db, m);
   for (int i = 0; i < e->nT; i++) {
@@ -904,6 +931,7 @@ static void run_window(sl_server_kind_t kind, const window_t *w) {
   }
   /* What the servers and the checkpoint directory hold now. */
   e->C = ck_latest();
+  e->hw1 = ck_high_water();
   cm_t R[MAXN];
   prep_t G[MAXN];
   e->nR = e->C ? ck_committables(&e->db, e->C, R) : 0;
@@ -1315,6 +1343,7 @@ static void w12_my_at_stop(env_t *e) {
 }
 
 static const char *const lock_1s[] = {"innodb_lock_wait_timeout=1", NULL};
+static const char *const lock_2s[] = {"innodb_lock_wait_timeout=2", NULL};
 
 /* Every window of the notes; those with covered_by are tested elsewhere
  * (see the file comment) and have no test here. */
@@ -1354,11 +1383,13 @@ static const window_t windows[] = {
      .inject = "coordinator.before_complete_notify=fail:3,"
                "sink.before_prepare=kill:13",
      .kill_point = "sink.before_prepare", .par1 = 4, .par2 = 2,
-     .is_job_par = true,
+     .is_job_par = true, .pg_sink_extra = ", lock_timeout_ms: 2000",
+     .my_settings = lock_2s,
      .at_stop = w10_pending_at_stop},
     {.id = "w10-lingering", .inject = "sink.after_prepare=kill:12",
      .kill_point = "sink.after_prepare", .par1 = 4, .par2 = 2,
-     .is_job_par = true, .at_stop = w10_lingering_at_stop},
+     .is_job_par = true, .pg_sink_extra = ", lock_timeout_ms: 2000",
+     .my_settings = lock_2s, .at_stop = w10_lingering_at_stop},
     {.id = "w11", .covered_by = "the refusal tests (rule 0.3-7)"},
     {.id = "w12", .dbs = DB_PG, .inject = "sink.before_prepare=kill:3",
      .kill_point = "sink.before_prepare", .par1 = 1, .par2 = 1,
