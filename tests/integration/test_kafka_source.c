@@ -12,6 +12,8 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
@@ -682,4 +684,154 @@ SL_TEST(unreachable_bootstrap) {
   SL_ASSERT_TRUE(ms < 30000);
   sl_error_destroy(err);
   sl_schema_unref(schema);
+}
+
+/* ------------------------------------------------------------------ */
+/*
+ * The running example from a pipeline file run by the sluice command: two
+ * partitions of account deltas -> keyed balance (updates) -> an
+ * exactly-once file sink, bounded at the offsets seen at the first start.
+ * The process is killed (SIGKILL) at random moments and at checkpoint and
+ * sink steps, and resumed each time; then a last run completes.  Every
+ * update (account, n) must be in the output exactly once, and each
+ * account's last update must hold the balance the test computed from what
+ * it produced.
+ */
+enum { P_ACCOUNTS = 50, P_RECORDS = 60000 };
+static int64_t want_sum[P_ACCOUNTS], want_n[P_ACCOUNTS];
+
+static void write_text(const char *path, const char *text) {
+  sl_test_write_file(path, text);
+}
+
+static pid_t spawn_sluice(const char *pipeline, const char *inject) {
+  char bin[4096], errp[4300];
+  snprintf(bin, sizeof(bin), "%s/sluice", sl_test_bin_dir());
+  snprintf(errp, sizeof(errp), "%s/stderr.txt", sl_test_dir());
+  const char *argv[] = {bin, "run", pipeline, "--resume", "--quiet", NULL};
+  return sl_test_spawn(argv, inject, errp, SL_TEST_SPAWN_APPEND);
+}
+
+static void fail_with_log(const char *what, int st) {
+  char ep[4300];
+  snprintf(ep, sizeof(ep), "%s/stderr.txt", sl_test_dir());
+  char *e = sl_test_read_file(ep, NULL);
+  SL_TEST_FAIL("%s: sluice exited with status %d:\n%s", what, st, e ? e : "");
+}
+
+/* Read every finished part file of dir; check each (account, n) once and
+ * the final balances. */
+static void check_output(const char *dir) {
+  static uint8_t seen[P_ACCOUNTS][P_RECORDS + 1];
+  memset(seen, 0, sizeof(seen));
+  int64_t last_bal[P_ACCOUNTS] = {0};
+  char cmd[4500];
+  snprintf(cmd, sizeof(cmd), "cat %s/part-* 2>/dev/null", dir);
+  FILE *fp = popen(cmd, "r");
+  SL_ASSERT_TRUE(fp != NULL);
+  char line[256];
+  int64_t rows = 0;
+  while (fgets(line, sizeof(line), fp)) {
+    char op[4];
+    long long a, bal, n;
+    if (sscanf(line, "%3[^,],%lld,%lld,%lld", op, &a, &bal, &n) != 4)
+      SL_TEST_FAIL("bad output line '%s'", line);
+    if (strcmp(op, "-U") == 0) continue;
+    SL_ASSERT_TRUE(a >= 0 && a < P_ACCOUNTS && n >= 1 && n <= P_RECORDS);
+    if (seen[a][n]++)
+      SL_TEST_FAIL("account %lld: update n=%lld written twice", a, n);
+    if (n == want_n[a]) last_bal[a] = bal;
+    rows++;
+  }
+  pclose(fp);
+  int64_t want_rows = 0;
+  for (int a = 0; a < P_ACCOUNTS; a++) {
+    want_rows += want_n[a];
+    for (int64_t n = 1; n <= want_n[a]; n++)
+      if (!seen[a][n])
+        SL_TEST_FAIL("account %d: update n=%lld missing", a, (long long)n);
+    SL_ASSERT_EQ_INT(last_bal[a], want_sum[a]);
+  }
+  SL_ASSERT_EQ_INT(rows, want_rows);
+}
+
+SL_TEST(pipeline_sigkill) {
+  sl_kafka_t *k = start_kafka();
+  create_topic(k, "deltas", 2);
+  rd_kafka_t *p = producer(k);
+  uint64_t x = 0x5eed;
+  char v[96];
+  for (int i = 0; i < P_RECORDS; i++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    int a = (int)((x >> 33) % P_ACCOUNTS);
+    int amount = (int)((x >> 13) % 2001) - 1000;
+    want_sum[a] += amount;
+    want_n[a]++;
+    snprintf(v, sizeof(v), "{\"account\":%d,\"amount\":%d}", a, amount);
+    produce(p, "deltas", a % 2, v, NULL, 0, NULL, NULL);
+  }
+  flush(p);
+  rd_kafka_destroy(p);
+  char pipeline[4400], text[8192], out[4400];
+  snprintf(pipeline, sizeof(pipeline), "%s/balances.yaml", sl_test_dir());
+  snprintf(out, sizeof(out), "%s/out", sl_test_dir());
+  snprintf(text, sizeof(text),
+           "name: balances\nparallelism: 2\n"
+           "checkpoint: {dir: %s/ckpt, interval_ms: 20, retain: 2}\n"
+           "source:\n  type: kafka\n  uid: deltas\n"
+           "  bootstrap_servers: %s\n  topic: deltas\n"
+           "  group_id: balances\n  bounded: true\n  timeout: 30s\n"
+           "  properties: {max.partition.fetch.bytes: '4096'}\n"
+           "  schema: [{name: account, type: int64}, "
+           "{name: amount, type: int64}]\n"
+           "transforms:\n  - aggregate:\n      key: [account]\n"
+           "      values: {balance: sum(amount), n: count()}\n"
+           "      emit: updates\n    uid: balance\n"
+           "sink:\n  type: file\n  uid: out\n  path: %s\n  format: csv\n"
+           "  changelog: true\n  delivery: exactly-once\n",
+           sl_test_dir(), sl_kafka_bootstrap(k), out);
+  write_text(pipeline, text);
+  static const char *points[] = {
+      "task.after_sync_snapshot", "coordinator.before_metadata_rename",
+      "coordinator.after_metadata_rename",
+      "coordinator.before_complete_notify", "sink.before_commit"};
+  const char *rs = getenv("SL_KAFKA_KILL_ROUNDS");
+  int rounds = rs ? atoi(rs) : 10, n_killed = 0, n_completed = 0;
+  uint64_t r64 = 0xabcdef;
+  for (int r = 0; r < rounds; r++) {
+    r64 = r64 * 6364136223846793005ull + 1442695040888963407ull;
+    char inject[160];
+    const char *inj = NULL;
+    long delay_us = 0;
+    if (r % 2 == 0) {
+      snprintf(inject, sizeof(inject), "%s=kill:%u",
+               points[(r64 >> 33) % 5], (unsigned)(1 + (r64 >> 20) % 3));
+      inj = inject;
+    } else {
+      delay_us = 2000 + (long)((r64 >> 30) % 60000);
+    }
+    pid_t pid = spawn_sluice(pipeline, inj);
+    if (delay_us > 0) {
+      /* The kill moment is random; correctness must not depend on it. */
+      struct timespec ts = {0, delay_us * 1000};
+      nanosleep(&ts, NULL);
+      kill(pid, SIGKILL);
+    }
+    int st = sl_test_wait(pid);
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
+      n_killed++;
+    } else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+      n_completed++;
+    } else {
+      char what[64];
+      snprintf(what, sizeof(what), "round %d", r);
+      fail_with_log(what, st);
+    }
+  }
+  int st = sl_test_wait(spawn_sluice(pipeline, NULL));
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fail_with_log("final run", st);
+  printf("%d rounds: %d killed, %d completed\n", rounds, n_killed,
+         n_completed);
+  check_output(out);
+  sl_kafka_destroy(k);
 }
