@@ -216,13 +216,13 @@ static void src_cfg(sl_kafka_source_config_t *c, const sl_kafka_t *k,
 static char ckdir[4300];
 
 /* source (parallelism 2) -> key_by key -> checker -> upsert sink. */
-static sl_job_t *keyed_job(const sl_kafka_source_config_t *kc,
-                           const char *restore_from) {
+static sl_job_t *keyed_job_par(const sl_kafka_source_config_t *kc,
+                               const char *restore_from, uint32_t par) {
   snprintf(ckdir, sizeof(ckdir), "%s/ck", sl_test_dir());
   sl_job_config_t cfg;
   sl_job_config_init(&cfg);
   cfg.name = "kafka";
-  cfg.parallelism = 2;
+  cfg.parallelism = par;
   cfg.n_workers = 2;
   cfg.checkpoint.dir = ckdir;
   cfg.restore_from = restore_from;
@@ -248,6 +248,11 @@ static sl_job_t *keyed_job(const sl_kafka_source_config_t *kc,
   sl_schema_unref(schema);
   sl_schema_unref(out_schema);
   return job;
+}
+
+static sl_job_t *keyed_job(const sl_kafka_source_config_t *kc,
+                           const char *restore_from) {
+  return keyed_job_par(kc, restore_from, 2);
 }
 
 /* A bounded job, parallelism 1, rows into `collected`; returns the job's
@@ -338,7 +343,8 @@ static void wait_committed(const sl_kafka_t *k, const char *group,
  * checker restarts the job from checkpoint 1 in the process and the
  * partitions continue at the offsets of the checkpoint, each record once;
  * the offsets of the snapshots are committed to the group; a new job
- * restoring checkpoint 2 reads exactly what was produced after it.
+ * restoring checkpoint 2 at parallelism 3 reads exactly what was produced
+ * after it.
  */
 SL_TEST(keyed_restart_and_restore) {
   reset();
@@ -379,7 +385,9 @@ SL_TEST(keyed_restart_and_restore) {
   pthread_mutex_lock(&lock);
   n_processed = 0;
   pthread_mutex_unlock(&lock);
-  job = keyed_job(&kc, from);
+  /* At parallelism 3: the partitions' positions come back to the
+   * enumerator and are assigned again. */
+  job = keyed_job_par(&kc, from, 3);
   SL_ASSERT_OK(sl_job_start(job, NULL));
   wait_counts(200);
   check_sums(200);
@@ -651,6 +659,117 @@ SL_TEST(discovery_and_deleted_offset) {
                    "by retention?); refusing to skip records");
   sl_error_destroy(err);
   sl_job_destroy(job);
+  rd_kafka_destroy(p);
+  sl_schema_unref(schema);
+  sl_kafka_destroy(k);
+}
+
+/* The values of `collected`'s rows' seq, "s1,s2,...". */
+static char *seqs(void) {
+  char *all = take_collected(), *o = calloc(1, strlen(all) + 1), *q = all;
+  SL_ASSERT_TRUE(o != NULL);
+  while ((q = strstr(q, "\"seq\":")) != NULL) {
+    q += 6;
+    if (o[0]) strcat(o, ",");
+    strncat(o, q, strcspn(q, ",}"));
+  }
+  free(all);
+  return o;
+}
+
+/* Commit offset off of topic/0 for group. */
+static void commit_group(const sl_kafka_t *k, const char *group,
+                         const char *topic, int64_t off) {
+  rd_kafka_t *c = NULL;
+  sl_error_t *err = NULL;
+  const char *set[] = {"group.id", group, NULL};
+  SL_ASSERT_OK_E(sl_kc_new(sl_kafka_bootstrap(k), RD_KAFKA_CONSUMER, set, &c,
+                           &err), err);
+  rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(l, topic, 0)->offset = off;
+  SL_ASSERT_EQ_INT(rd_kafka_commit(c, l, 0), RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_topic_partition_list_destroy(l);
+  rd_kafka_consumer_close(c);
+  rd_kafka_destroy(c);
+}
+
+/*
+ * Start positions of a bounded read of seq 0..9 (record i has timestamp
+ * 1000 + 10 i ms): earliest, latest, the group's committed offset (and
+ * earliest for a group without one), a timestamp, given offsets; and the
+ * CSV format.
+ */
+SL_TEST(start_positions_and_csv) {
+  reset();
+  sl_kafka_t *k = start_kafka();
+  create_topic(k, "st", 1);
+  rd_kafka_t *p = producer(k);
+  char v[64];
+  for (int i = 0; i < 10; i++) {
+    snprintf(v, sizeof(v), "{\"key\":0,\"seq\":%d}", i);
+    produce(p, "st", 0, v, NULL, 1000 + 10 * i, NULL, NULL);
+  }
+  flush(p);
+  sl_schema_t *schema = seq_schema();
+  const char *st[] = {"st"};
+  sl_kafka_source_config_t kc;
+  sl_error_t *err = NULL;
+  char *got;
+#define READ_AS(setup, want)                                               \
+  do {                                                                     \
+    src_cfg(&kc, k, st, schema);                                           \
+    kc.bounded = true;                                                     \
+    setup;                                                                 \
+    SL_ASSERT_OK_E(run_collect(&kc, &err), err);                           \
+    got = seqs();                                                          \
+    SL_ASSERT_EQ_STR(got, want);                                           \
+    free(got);                                                             \
+  } while (0)
+  READ_AS((void)0, "0,1,2,3,4,5,6,7,8,9");
+  READ_AS(kc.start = SL_KAFKA_START_LATEST, "");
+  commit_group(k, "g-st", "st", 6);
+  READ_AS((kc.start = SL_KAFKA_START_COMMITTED, kc.group_id = "g-st"),
+          "6,7,8,9");
+  READ_AS((kc.start = SL_KAFKA_START_COMMITTED, kc.group_id = "g-none"),
+          "0,1,2,3,4,5,6,7,8,9");
+  READ_AS((kc.start = SL_KAFKA_START_TIMESTAMP,
+           kc.start_timestamp_ms = 1035), "4,5,6,7,8,9");
+  READ_AS((kc.start = SL_KAFKA_START_TIMESTAMP,
+           kc.start_timestamp_ms = 5000), "");
+  sl_kafka_partition_offset_t po = {"st", 0, 7};
+  READ_AS((kc.start = SL_KAFKA_START_OFFSETS, kc.start_offsets = &po,
+           kc.n_start_offsets = 1), "7,8,9");
+  /* A given offset before the log's start is refused, not moved. */
+  delete_records(k, "st", 0, 3);
+  po.offset = 1;
+  src_cfg(&kc, k, st, schema);
+  kc.bounded = true;
+  kc.start = SL_KAFKA_START_OFFSETS;
+  kc.start_offsets = &po;
+  kc.n_start_offsets = 1;
+  SL_ASSERT_EQ_INT(run_collect(&kc, &err), SL_ENOTFOUND);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "operator 'kafka-in' (subtask 1 of 1): kafka source: "
+                   "topic 'st' partition 0: offset 1 is no longer in the log "
+                   "(its earliest offset is 3: deleted by retention?); "
+                   "refusing to skip records");
+  sl_error_destroy(err);
+  err = NULL;
+  free(take_collected());
+
+  /* CSV values, with a line end the source ignores. */
+  create_topic(k, "csv", 1);
+  produce(p, "csv", 0, "3,10\n", NULL, 0, NULL, NULL);
+  produce(p, "csv", 0, "4,11", NULL, 0, NULL, NULL);
+  flush(p);
+  const char *csv[] = {"csv"};
+  src_cfg(&kc, k, csv, schema);
+  kc.bounded = true;
+  kc.format = SL_KAFKA_FORMAT_CSV;
+  SL_ASSERT_OK_E(run_collect(&kc, &err), err);
+  got = take_collected();
+  SL_ASSERT_EQ_STR(got, "{\"key\":3,\"seq\":10}\n{\"key\":4,\"seq\":11}\n");
+  free(got);
   rd_kafka_destroy(p);
   sl_schema_unref(schema);
   sl_kafka_destroy(k);
