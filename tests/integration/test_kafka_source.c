@@ -775,6 +775,124 @@ SL_TEST(start_positions_and_csv) {
   sl_kafka_destroy(k);
 }
 
+/* ------------------------------------------------------------------ */
+/* Per-partition watermarks: a keyed operator with an event-time timer. */
+static _Atomic int64_t wm_timer_at, wm_fired_at = -1, wm_rows;
+
+static int wm_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
+  (void)user, (void)row;
+  atomic_fetch_add(&wm_rows, 1);
+  return sl_ctx_event_timer_register(ctx, atomic_load(&wm_timer_at));
+}
+
+static int wm_timer(sl_ctx_t *ctx, void *user, int64_t ts_us) {
+  (void)user, (void)ts_us;
+  atomic_store(&wm_fired_at, sl_ctx_watermark(ctx));
+  return SL_OK;
+}
+
+/* One reader (parallelism 1) of both partitions of "wm", watermarks from
+ * the record timestamp. */
+static sl_job_t *wm_job(const sl_kafka_t *k, int64_t idle_ms) {
+  sl_job_config_t cfg;
+  sl_job_config_init(&cfg);
+  cfg.name = "wm";
+  cfg.parallelism = 1;
+  cfg.n_workers = 2;
+  sl_schema_t *schema = seq_schema(), *os;
+  const char *topics[] = {"wm"};
+  sl_kafka_source_config_t kc;
+  src_cfg(&kc, k, topics, schema);
+  kc.timestamp_field = "ts";
+  kc.discovery_interval_ms = 0;
+  const sl_source_vt_t *vt;
+  void *ctx;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_kafka_source_create(&kc, &vt, &ctx, &os, &err), err);
+  sl_job_t *job;
+  SL_ASSERT_OK(sl_job_create(&cfg, &job, NULL));
+  sl_stream_t *s = sl_job_source(job, "kafka-in", vt, ctx, os);
+  sl_watermark_config_t wc;
+  sl_watermark_config_init(&wc);
+  wc.time_field = "ts";
+  wc.strategy = SL_WM_MONOTONOUS;
+  wc.per_record = true;
+  wc.idle_timeout_ms = idle_ms;
+  s = sl_source_watermarks(s, &wc);
+  const char *key[] = {"key"};
+  s = sl_stream_key_by_fields(s, key, 1);
+  sl_process_fns_t fns = {0};
+  fns.process = wm_process;
+  fns.on_event_timer = wm_timer;
+  s = sl_stream_process(s, "timers", schema, &fns, NULL);
+  SL_ASSERT_OK(sl_stream_sink(s, "upsert", &upsert_vt, NULL));
+  sl_schema_unref(os);
+  sl_schema_unref(schema);
+  return job;
+}
+
+static void wait_rows(int64_t n) {
+  for (int64_t t0 = mono_ms(); atomic_load(&wm_rows) < n; nap())
+    if (mono_ms() - t0 > 60000)
+      SL_TEST_FAIL("timed out: %lld rows, waiting for %lld",
+                   (long long)atomic_load(&wm_rows), (long long)n);
+}
+
+static void wait_fired(void) {
+  for (int64_t t0 = mono_ms(); atomic_load(&wm_fired_at) < 0; nap())
+    if (mono_ms() - t0 > 60000) SL_TEST_FAIL("the event timer never fired");
+}
+
+static void wm_produce(rd_kafka_t *p, int part, int64_t ts_s) {
+  produce(p, "wm", part, "{\"key\":0,\"seq\":0}", NULL, ts_s * 1000, NULL,
+          NULL);
+}
+
+/*
+ * The watermark of a reader of two partitions is the minimum over them:
+ * partition 1 at 1 s holds the timer at 5 s back while partition 0 goes to
+ * 20 s, until partition 1 reaches 30 s.  Then, with an idle timeout, a
+ * partition without records stops holding it back.
+ */
+SL_TEST(per_partition_watermarks_and_idleness) {
+  sl_kafka_t *k = start_kafka();
+  create_topic(k, "wm", 2);
+  rd_kafka_t *p = producer(k);
+  wm_produce(p, 1, 1);
+  for (int t = 10; t <= 20; t++) wm_produce(p, 0, t);
+  flush(p);
+  atomic_store(&wm_timer_at, 5 * 1000000LL);
+  sl_job_t *job = wm_job(k, 0);
+  SL_ASSERT_OK(sl_job_start(job, NULL));
+  wait_rows(12);
+  /* A record that does not advance partition 0: the watermark after 20 s
+   * reached the operator before it. */
+  wm_produce(p, 0, 20);
+  flush(p);
+  wait_rows(13);
+  SL_ASSERT_EQ_INT(atomic_load(&wm_fired_at), -1);
+  wm_produce(p, 1, 30);
+  flush(p);
+  wait_fired();
+  SL_ASSERT_EQ_INT(atomic_load(&wm_fired_at), 20 * 1000000LL - 1);
+  stop(job);
+
+  /* Idleness: partition 1 stays at 30 s; partition 0 goes to 60 s; the
+   * timer at 50 s fires once partition 1 is idle. */
+  atomic_store(&wm_fired_at, -1);
+  atomic_store(&wm_rows, 0);
+  atomic_store(&wm_timer_at, 50 * 1000000LL);
+  wm_produce(p, 0, 60);
+  flush(p);
+  job = wm_job(k, 100);
+  SL_ASSERT_OK(sl_job_start(job, NULL));
+  wait_fired();
+  SL_ASSERT_EQ_INT(atomic_load(&wm_fired_at), 60 * 1000000LL - 1);
+  stop(job);
+  rd_kafka_destroy(p);
+  sl_kafka_destroy(k);
+}
+
 /* No broker at the bootstrap address: an error naming it within the
  * timeout, not a hang. */
 SL_TEST(unreachable_bootstrap) {
