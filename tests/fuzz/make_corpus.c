@@ -325,7 +325,7 @@ static void format_seeds(void) {
   /* kafka_record: format byte, then value \xff key \xff name \xff value. */
   put_str("kafka_record", "json-meta",
           "\x04{\"b\":true,\"i64\":1,\"d\":0}\xffk1\xffh\xffv\xffn\xff\xfe");
-  put_str("kafka_record", "json-bad", "\x00{\"b\":true,");
+  put("kafka_record", "json-bad", "\x00{\"b\":true,", 11);
   put_str("kafka_record", "csv", "\x01true,1,2,1.5,3.25,s,,\n");
   put_str("kafka_record", "csv-meta-bad-utf8-key",
           "\x05true,1,2,1.5,3.25,s,,\xff\xc3\x28");
