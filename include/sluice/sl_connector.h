@@ -339,7 +339,11 @@ SL_API void sl_enum_set_discovery_interval(sl_enum_ctx_t *ec,
  *            external transactions of the subtasks it owns, then opens the
  *            writer.  After a change of parallelism from p to p', new
  *            subtask j owns the committables and transactions of every old
- *            subtask i with i % p' == j.
+ *            subtask i with i % p' == j.  Before it commits anything, a
+ *            sink that sets committed_max is asked whether output of a
+ *            checkpoint after C is already committed: then the restore
+ *            would emit it twice, and it fails unless the job allows
+ *            duplicate sink output.
  *
  * Naming transactions.  Transaction ids must be stable and unique: derive
  * them from (job, sink uid, subtask, epoch id).  The epoch id names the
@@ -393,6 +397,21 @@ typedef enum sl_commit_status_e {
   SL_COMMIT_FATAL = 4    /* cannot work (permissions, configuration) */
 } sl_commit_status_t;
 
+/**
+ * Counters a committer adds to, for the sink's metrics (sl_metrics.h,
+ * docs/metrics.md); the engine counts commits itself.  Owned by the engine.
+ */
+typedef struct sl_sink_counters_s sl_sink_counters_t;
+
+/**
+ * @brief Count n lingering external transactions that recover() aborted
+ * (the metric lingering_aborted).  NULL does nothing, so a committer opened
+ * outside the engine (a test) needs no counters.
+ * @thread the sink's task.
+ */
+SL_API void sl_sink_counters_add_lingering_aborted(sl_sink_counters_t *c,
+                                                   uint64_t n);
+
 /** @brief What a committer learns when it opens. */
 typedef struct sl_committer_init_s {
   const char *job;             /* the job's name; borrowed for the call */
@@ -411,6 +430,9 @@ typedef struct sl_committer_init_s {
                                   sl_sink_init_t): a lingering transaction
                                   of an owned subtask named by an id below
                                   it belongs to an earlier attempt */
+  /* Appended.  The committer's counters; valid until committer_close,
+   * NULL when no engine runs the committer. */
+  sl_sink_counters_t *counters;
 } sl_committer_init_t;
 
 struct sl_sink_vt_s {
@@ -490,6 +512,28 @@ struct sl_sink_vt_s {
   int (*recover)(void *committer, sl_error_t **out_err);
   /** @brief Optional: free a committer.  @thread the sink's task. */
   void (*committer_close)(void *committer);
+  /**
+   * @brief Optional (appended): the newest checkpoint whose output this
+   * sink has committed, as far as the external system proves it, over
+   * every subtask of this job and sink uid (a marker table, finished
+   * files).  The engine calls it when an attempt restores checkpoint C,
+   * once per sink subtask, after committer_open and before the restored
+   * committables are committed; an answer K > C means that restoring C
+   * would emit K's output again, and the engine refuses the restore unless
+   * the job allows duplicate sink output (sl_job_config_t,
+   * docs/connectors.md "Restoring an older checkpoint").
+   *
+   * *out_checkpoint_id: a checkpoint id (the id prepare() was given)
+   * whose epoch is committed, the largest one the connector can prove, or
+   * a lower bound of it; 0 when nothing is proven.  Never more than the
+   * truth: a K that is too large refuses a restore that was safe.
+   * out_evidence: optional text naming the proof (a table, a file), for
+   * the message; the engine owns it.
+   * @return SL_OK, or an error with *out_err (the task fails).
+   * @thread the sink's task.
+   */
+  int (*committed_max)(void *committer, uint64_t *out_checkpoint_id,
+                       sl_bytes_t *out_evidence, sl_error_t **out_err);
 };
 
 /**
@@ -844,7 +888,13 @@ SL_API int sl_null_sink_create(const sl_sink_vt_t **out_vt, void **out_ctx);
  * ends and prepares the branch and closes the connection (a prepared
  * branch cannot be committed by another connection while its own lives),
  * the committer commits it with XA COMMIT from its own connection and
- * resolves an unknown xid through the marker.  At-least-once: rows are
+ * resolves an unknown xid through the marker.  Writers of an older
+ * attempt are fenced: recover() bumps the subtask's row in the fence
+ * table (one row per job, sink uid and subtask), and every XA branch
+ * first reads that row LOCK IN SHARE MODE and fails the task when it
+ * holds another fence epoch than the one its writer opened with (so a
+ * branch of an older attempt either ends before the bump or fails its
+ * check after it).  At-least-once: rows are
  * written and committed at every flush, and an upsert never replaces a row
  * whose epoch column is newer.  Row kinds: +I inserts (mode insert) or
  * upserts (mode upsert, INSERT ... ON DUPLICATE KEY UPDATE), +U upserts,
@@ -859,6 +909,7 @@ typedef enum sl_mariadb_mode_e {
 #define SL_MARIADB_DEFAULT_PORT 3306
 #define SL_MARIADB_DEFAULT_BATCH 500u
 #define SL_MARIADB_DEFAULT_COMMIT_TABLE "sluice_xa_commits"
+#define SL_MARIADB_DEFAULT_FENCE_TABLE "sluice_xa_fence"
 #define SL_MARIADB_DEFAULT_EPOCH_COLUMN "sluice_epoch"
 /* The XA formatID of sluice's xids ("SL"). */
 #define SL_MARIADB_XA_FORMAT 21324
@@ -880,6 +931,8 @@ typedef struct sl_mariadb_sink_config_s {
   const char *epoch_column; /* at-least-once version column of the
                                target table; NULL: default */
   uint32_t connect_timeout_ms; /* 0: 10000; bounds connect and handshake */
+  const char *fence_table; /* exactly-once fence table; NULL: default,
+                              created when absent */
 } sl_mariadb_sink_config_t;
 
 /** @brief Defaults: port 3306, mode upsert, exactly-once.  @thread any */
@@ -901,7 +954,8 @@ SL_API int sl_mariadb_sink_create(const sl_mariadb_sink_config_t *cfg,
 /**
  * @brief Connect once and run the start checks of a writer for rows of
  * schema (NULL: skip the column checks): reachability, credentials, the
- * table and its column types, XA RECOVER and the server version (exactly-
+ * table and its column types, XA RECOVER, the server version and the
+ * engine of the commit-log and fence tables where they exist (exactly-
  * once), the epoch column (at-least-once).  For `sluice validate
  * --connect`.
  * @return SL_OK; SL_EIO (connection), SL_EINVAL (table, types, settings)

@@ -94,6 +94,12 @@ typedef struct sl_job_config_s {
   /* Start from the newest usable checkpoint under checkpoint.dir/<name>,
    * if there is one. */
   bool resume_latest;
+  /* Appended.  Restore a checkpoint even when a transactional sink proves
+   * that it already committed the output of a newer one (the restore then
+   * emits that output again).  Without it such a restore fails with an
+   * error naming the sink and both checkpoints.  See docs/checkpoints.md.
+   * sluice run: --allow-duplicate-sink-output. */
+  bool allow_duplicate_sink_output;
 } sl_job_config_t;
 
 /** @brief Fill cfg with the defaults above. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Metrics of a running job: per operator subtask records in and out, per
- * task busy, idle and backpressured time.  Counters are monotonic; rates are
+ * task busy, idle and backpressured time, per transactional sink subtask
+ * its pending committables and commit outcomes.  Counters are monotonic; rates are
  * the caller's differences between two snapshots.  See docs/metrics.md.
  */
 #ifndef SLUICE_SL_METRICS_H
@@ -34,6 +35,30 @@ typedef struct sl_task_metrics_s {
   bool is_finished;
 } sl_task_metrics_t;
 
+/*
+ * One subtask of a transactional (two-phase-commit) sink, counted since
+ * the attempt started, like records_in (sl_job_restarts counts attempts).
+ */
+typedef struct sl_sink_metrics_s {
+  const char *uid;             /* borrowed from the job */
+  uint32_t subtask;
+  uint32_t pending;            /* committables prepared and not yet
+                                  confirmed committed (restored ones too) */
+  int64_t oldest_pending_age_ns; /* how long the oldest of them has been
+                                    pending (since its prepare, or since
+                                    the restore for a restored one); 0
+                                    when none is */
+  uint64_t commit_attempts;    /* calls of commit, retries included */
+  uint64_t committed;          /* answered OK */
+  uint64_t already_committed;  /* answered ALREADY (a lost reply, a
+                                  restore of committed output) */
+  uint64_t retries;            /* answered RETRY */
+  uint64_t lost;               /* answered LOST (the job fails) */
+  uint64_t lingering_aborted;  /* external transactions recover() aborted:
+                                  prepared or open, named by no completed
+                                  checkpoint */
+} sl_sink_metrics_t;
+
 typedef struct sl_metrics_s {
   int64_t time_ns;           /* when the snapshot was taken */
   int64_t start_ns;          /* when the job started */
@@ -41,6 +66,9 @@ typedef struct sl_metrics_s {
   uint32_t n_ops;
   sl_task_metrics_t *tasks;
   uint32_t n_tasks;
+  /* Appended: transactional sink subtasks. */
+  sl_sink_metrics_t *sinks;
+  uint32_t n_sinks;
 } sl_metrics_t;
 
 /**

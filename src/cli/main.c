@@ -42,6 +42,10 @@ static void usage(FILE *f) {
           "  --from-checkpoint DIR  start from a checkpoint (a chk-N directory)\n"
           "  --resume               start from the newest usable checkpoint of\n"
           "                         the pipeline's checkpoint dir, if any\n"
+          "  --allow-duplicate-sink-output\n"
+          "                         restore even when a transactional sink\n"
+          "                         already committed output of a newer\n"
+          "                         checkpoint (that output is emitted again)\n"
           "  --progress-interval S  seconds between progress reports\n"
           "                         (default 1 on a terminal, else 5; 0 = off)\n"
           "  --quiet                no progress and no summary\n"
@@ -133,6 +137,7 @@ int main(int argc, char **argv) {
   uint32_t n_sets = 0, parallelism = 0;
   double interval = -1;
   bool is_quiet = false, is_resume = false, is_connect = false;
+  bool is_allow_dup = false;
   const char *restore_from = NULL;
   int exit_code = EXIT_USAGE;
   for (int i = 2; i < argc; i++) {
@@ -183,6 +188,8 @@ int main(int argc, char **argv) {
       restore_from = val;
     } else if (strcmp(a, "--resume") == 0) {
       is_resume = true;
+    } else if (strcmp(a, "--allow-duplicate-sink-output") == 0) {
+      is_allow_dup = true;
     } else if (strcmp(a, "--connect") == 0) {
       is_connect = true;
     } else if (strcmp(a, "--quiet") == 0) {
@@ -207,7 +214,7 @@ int main(int argc, char **argv) {
     goto out;
   }
   if (!is_run && (parallelism || metrics_json || interval >= 0 || is_quiet ||
-                  restore_from || is_resume)) {
+                  restore_from || is_resume || is_allow_dup)) {
     fprintf(stderr, "sluice: validate takes only --set and --connect\n");
     goto out;
   }
@@ -225,7 +232,7 @@ int main(int argc, char **argv) {
   }
   sl_job_t *job = NULL;
   sl_pipeline_run_t run = {parallelism, restore_from, is_resume, !is_run,
-                           is_connect};
+                           is_connect,  is_allow_dup};
   if (sl_pipeline_build(pl, &run, &job, &msg) != SL_OK) {
     fprintf(stderr, "sluice: %s\n", msg ? msg : "invalid pipeline");
     sl_free(msg);

@@ -1959,6 +1959,24 @@ static int check_sink_path(build_t *b, int snk, const char *path,
 }
 
 /*
+ * connect_timeout of the database sinks: a duration of 1ms to 1h (the
+ * same key and form for postgres and mariadb), in milliseconds; *out_ms
+ * is left alone when the key is absent.
+ */
+static int get_connect_timeout(sl_pipeline_t *pl, int snk, const char *path,
+                               int64_t *out_ms) {
+  int rc = get_duration_ms(pl, snk, path, "connect_timeout", out_ms);
+  if (rc != SL_OK) return rc;
+  if (*out_ms > 3600000) {
+    char f[256];
+    join_path(f, sizeof(f), path, "connect_timeout");
+    int v = map_get(pl, snk, "connect_timeout", NULL);
+    return FAIL(pl, v, f, "must be at most 1h, got '%s'", scalar(pl, v));
+  }
+  return SL_OK;
+}
+
+/*
  * sink: {type: mariadb, ...} (docs/pipeline.md).  Checked without
  * connecting: the settings, and that the XA transaction id of an
  * exactly-once sink ("sl/<job name>/<sink uid>") fits MariaDB's 64 bytes.
@@ -1972,7 +1990,8 @@ static int build_mariadb_sink(build_t *b, int snk, const char *path,
                                "user", "password", "password_env",
                                "database", "table", "key", "mode",
                                "delivery", "batch_size", "commit_table",
-                               "epoch_column", "connect_timeout_ms", NULL};
+                               "fence_table", "epoch_column",
+                               "connect_timeout", NULL};
   int rc = check_keys(pl, snk, path, keys);
   if (rc != SL_OK) return rc;
   sl_mariadb_sink_config_t cfg;
@@ -1980,6 +1999,7 @@ static int build_mariadb_sink(build_t *b, int snk, const char *path,
   uint32_t par = 0, port = SL_MARIADB_DEFAULT_PORT;
   const char *pw_env = NULL;
   int mode = 1, delivery = 0;
+  int64_t connect_ms = 0;
   static const char *modes[] = {"insert", "upsert", NULL};
   static const char *deliveries[] = {"exactly-once", "at-least-once", NULL};
   if ((rc = get_str(pl, snk, path, "uid", false, &uid)) ||
@@ -1998,11 +2018,13 @@ static int build_mariadb_sink(build_t *b, int snk, const char *path,
                     &cfg.batch_rows)) ||
       (rc = get_str(pl, snk, path, "commit_table", false,
                     &cfg.commit_table)) ||
+      (rc = get_str(pl, snk, path, "fence_table", false,
+                    &cfg.fence_table)) ||
       (rc = get_str(pl, snk, path, "epoch_column", false,
                     &cfg.epoch_column)) ||
-      (rc = get_u32(pl, snk, path, "connect_timeout_ms", 1, 3600000,
-                    &cfg.connect_timeout_ms)))
+      (rc = get_connect_timeout(pl, snk, path, &connect_ms)))
     return rc;
+  cfg.connect_timeout_ms = (uint32_t)connect_ms; /* 0: the default */
   char f[300];
   if (cfg.password != NULL && pw_env != NULL) {
     join_path(f, sizeof(f), path, "password_env");
@@ -2166,7 +2188,7 @@ static int build_pg_sink(build_t *b, int snk, const char *path,
       "type", "uid", "parallelism", "conninfo", "host", "port", "dbname",
       "user", "password", "sslmode", "table", "key", "mode", "delivery",
       "batch_size", "commit_table", "epoch_column", "version_field",
-      "connect_timeout_s", "lock_timeout_ms", "fence_table", NULL};
+      "connect_timeout", "lock_timeout_ms", "fence_table", NULL};
   int rc = check_keys(pl, snk, path, keys);
   if (rc != SL_OK) return rc;
   static const char *modes[] = {"insert", "upsert", NULL};
@@ -2177,6 +2199,7 @@ static int build_pg_sink(build_t *b, int snk, const char *path,
                                     "password", "sslmode"};
   uint32_t par = 0;
   int mode = 0, delivery = 0;
+  int64_t connect_ms = 0;
   sl_pg_sink_config_t cfg;
   sl_pg_sink_config_init(&cfg);
   const char *key_list[32];
@@ -2197,12 +2220,13 @@ static int build_pg_sink(build_t *b, int snk, const char *path,
                     &cfg.epoch_column)) ||
       (rc = get_str(pl, snk, path, "version_field", false,
                     &cfg.version_field)) ||
-      (rc = get_u32(pl, snk, path, "connect_timeout_s", 1, 3600,
-                    &cfg.connect_timeout_s)) ||
+      (rc = get_connect_timeout(pl, snk, path, &connect_ms)) ||
       (rc = get_u32(pl, snk, path, "lock_timeout_ms", 1, 3600000,
                     &cfg.lock_timeout_ms)) ||
       (rc = get_str(pl, snk, path, "fence_table", false, &cfg.fence_table)))
     return rc;
+  /* libpq's connect_timeout is in whole seconds: rounded up. */
+  cfg.connect_timeout_s = (uint32_t)((connect_ms + 999) / 1000);
   for (int i = 0; i < 6; i++)
     if ((rc = get_str(pl, snk, path, part_keys[i], false, &parts[i])))
       return rc;
@@ -2508,6 +2532,7 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
       rc = FAIL(pl, root, "", "--resume needs a checkpoint section with a dir");
     }
     cfg.resume_latest = run->is_resume;
+    cfg.allow_duplicate_sink_output = run->allow_duplicate_sink_output;
   }
   if (rc == SL_OK && parallelism) cfg.parallelism = parallelism;
   if (rc == SL_OK && cfg.parallelism > cfg.max_parallelism) {

@@ -38,6 +38,8 @@ typedef struct sl_pipeline_run_s {
   /* sluice validate --connect: also connect to the sinks' servers and
    * check reachability, credentials, tables and server settings. */
   bool is_connect;
+  /* --allow-duplicate-sink-output (sl_job_config_t). */
+  bool allow_duplicate_sink_output;
 } sl_pipeline_run_t;
 
 /** @brief Build the job (run may be NULL).  The job is not started. */

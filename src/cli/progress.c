@@ -275,6 +275,19 @@ void sl_progress_summary(sl_job_t *job, const char *name, FILE *f) {
               100.0 * (double)tasks[i].bp / tot,
               100.0 * (double)tasks[i].idle / tot);
     }
+    if (m.n_sinks)
+      fprintf(f, "  %-24s %8s %8s %8s %8s %8s %8s %8s\n",
+              "sink (two-phase commit)", "subtask", "pending", "attempts",
+              "ok", "already", "lost", "aborted");
+    for (uint32_t i = 0; i < m.n_sinks; i++) {
+      const sl_sink_metrics_t *k = &m.sinks[i];
+      fprintf(f, "  %-24s %8u %8u %8llu %8llu %8llu %8llu %8llu\n", k->uid,
+              k->subtask, k->pending, (unsigned long long)k->commit_attempts,
+              (unsigned long long)k->committed,
+              (unsigned long long)k->already_committed,
+              (unsigned long long)k->lost,
+              (unsigned long long)k->lingering_aborted);
+    }
   }
   free(ops);
   free(tasks);
@@ -338,6 +351,27 @@ int sl_progress_write_json(sl_job_t *job, const char *name, int result,
     json_array_append_new(tasks, o);
   }
   json_object_set_new(root, "tasks", tasks);
+  json_t *sinks = json_array();
+  for (uint32_t i = 0; i < m.n_sinks; i++) {
+    const sl_sink_metrics_t *k = &m.sinks[i];
+    json_t *o = json_object();
+    json_object_set_new(o, "uid", json_string(k->uid));
+    json_object_set_new(o, "subtask", json_integer(k->subtask));
+    json_object_set_new(o, "pending", json_integer(k->pending));
+    json_object_set_new(o, "oldest_pending_age_ns",
+                        json_integer((json_int_t)k->oldest_pending_age_ns));
+    json_object_set_new(o, "commit_attempts",
+                        json_integer((json_int_t)k->commit_attempts));
+    json_object_set_new(o, "committed", json_integer((json_int_t)k->committed));
+    json_object_set_new(o, "already_committed",
+                        json_integer((json_int_t)k->already_committed));
+    json_object_set_new(o, "retries", json_integer((json_int_t)k->retries));
+    json_object_set_new(o, "lost", json_integer((json_int_t)k->lost));
+    json_object_set_new(o, "lingering_aborted",
+                        json_integer((json_int_t)k->lingering_aborted));
+    json_array_append_new(sinks, o);
+  }
+  json_object_set_new(root, "sinks", sinks);
   json_object_set_new(root, "restarts", json_integer(sl_job_restarts(job)));
   sl_checkpoint_stats_t hist[64];
   uint32_t nh = sl_job_checkpoint_history(job, hist, 64);

@@ -488,6 +488,7 @@ int sl_stream_sink(sl_stream_t *in, const char *uid, const sl_sink_vt_t *vt,
     n->cfg.commit_max_attempts = cc->sink_commit_max_attempts;
     n->cfg.commit_backoff_ms = cc->sink_commit_backoff_ms;
     n->cfg.commit_max_backoff_ms = cc->sink_commit_max_backoff_ms;
+    n->cfg.allow_duplicate_output = in->job->cfg.allow_duplicate_sink_output;
   }
   return SL_OK;
 }

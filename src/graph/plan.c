@@ -520,8 +520,10 @@ void sl__plan_destroy(sl_job_t *job) {
   sl_free(job->chains);
   job->chains = NULL;
   job->n_chains = 0;
-  if (job->rt.sched) job->rt.sched->ops->destroy(job->rt.sched);
-  job->rt.sched = NULL;
+  if (job->rt.sched) { /* a restart unset it already, under rt.lock */
+    job->rt.sched->ops->destroy(job->rt.sched);
+    job->rt.sched = NULL;
+  }
   sl_error_destroy(job->rt.err);
   job->rt.err = NULL;
   job->rt.has_failed = false;

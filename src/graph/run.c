@@ -89,8 +89,8 @@ static int run_attempt(sl_job_t *job, const sl_ckpt_meta_t *meta,
     }
     job->rt.ckpt = job->hooks;
   }
+  pthread_mutex_lock(&job->rt.lock); /* sl_job_metrics reads both */
   if (job->start_ns == 0) job->start_ns = sl__clock_realtime_ns();
-  pthread_mutex_lock(&job->rt.lock);
   job->rt.sched = sched;
   pthread_mutex_unlock(&job->rt.lock);
   sl__enum_plan_attach(job); /* the tasks' scheduler exists now */
@@ -130,7 +130,14 @@ static int run_attempt(sl_job_t *job, const sl_ckpt_meta_t *meta,
 }
 
 static void teardown_attempt(sl_job_t *job) {
+  /* sl_job_metrics reads the plan under rt.lock while rt.sched is set:
+   * unset it first, so that no snapshot reads what is freed below. */
+  pthread_mutex_lock(&job->rt.lock);
+  sl_sched_t *sched = job->rt.sched;
+  job->rt.sched = NULL;
+  pthread_mutex_unlock(&job->rt.lock);
   sl__plan_destroy(job);
+  if (sched) sched->ops->destroy(sched);
   sl__ckpt_hooks_destroy(job->hooks);
   job->hooks = NULL;
   job->rt.ckpt = NULL;
@@ -311,15 +318,20 @@ void sl_job_cancel(sl_job_t *job) {
 int sl_job_metrics(sl_job_t *job, sl_metrics_t *out) {
   memset(out, 0, sizeof(*out));
   out->time_ns = sl__clock_realtime_ns();
+  /* The plan is immutable while the scheduler exists, and a restart
+   * unsets rt.sched under rt.lock before it frees the plan
+   * (teardown_attempt): hold the lock for the whole snapshot. */
   pthread_mutex_lock(&job->rt.lock);
-  bool is_running = job->rt.sched != NULL;
   out->start_ns = job->start_ns;
-  pthread_mutex_unlock(&job->rt.lock);
-  if (!is_running) return SL_OK;
-  /* The plan is immutable while the scheduler exists. */
+  if (job->rt.sched == NULL) {
+    pthread_mutex_unlock(&job->rt.lock);
+    return SL_OK;
+  }
   out->ops = sl_calloc(job->n_ops + 1, sizeof(sl_op_metrics_t));
   out->tasks = sl_calloc(job->rt.n_tasks + 1, sizeof(sl_task_metrics_t));
-  if (out->ops == NULL || out->tasks == NULL) {
+  out->sinks = sl_calloc(job->n_ops + 1, sizeof(sl_sink_metrics_t));
+  if (out->ops == NULL || out->tasks == NULL || out->sinks == NULL) {
+    pthread_mutex_unlock(&job->rt.lock);
     sl_metrics_close(out);
     return SL_ENOMEM;
   }
@@ -331,6 +343,8 @@ int sl_job_metrics(sl_job_t *job, sl_metrics_t *out) {
     m->task = op->task->index;
     m->records_in = atomic_load_explicit(&op->n_in, memory_order_relaxed);
     m->records_out = atomic_load_explicit(&op->n_out, memory_order_relaxed);
+    if (sl__sink2pc_metrics(op, out->time_ns, &out->sinks[out->n_sinks]))
+      out->n_sinks++;
   }
   for (uint32_t i = 0; i < job->rt.n_tasks; i++) {
     sl_task_t *t = job->rt.tasks[i];
@@ -344,11 +358,13 @@ int sl_job_metrics(sl_job_t *job, sl_metrics_t *out) {
     m->watermark = atomic_load_explicit(&t->wm_metric, memory_order_relaxed);
     m->is_finished = atomic_load_explicit(&t->is_finished, memory_order_acquire);
   }
+  pthread_mutex_unlock(&job->rt.lock);
   return SL_OK;
 }
 
 void sl_metrics_close(sl_metrics_t *m) {
   sl_free(m->ops);
   sl_free(m->tasks);
+  sl_free(m->sinks);
   memset(m, 0, sizeof(*m));
 }

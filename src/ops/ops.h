@@ -26,6 +26,8 @@ typedef struct sl_op_cfg_s {
   uint32_t commit_max_attempts;
   int64_t commit_backoff_ms;
   int64_t commit_max_backoff_ms;
+  /* sl_job_config_t.allow_duplicate_sink_output (rule 0.3-7). */
+  bool allow_duplicate_output;
 } sl_op_cfg_t;
 
 extern const sl_op_vt_t sl__op_source_vt;
@@ -51,6 +53,15 @@ struct sl_ckpt_op_s;
 int sl__sink2pc_restore(const struct sl_ckpt_meta_s *m,
                         const struct sl_ckpt_op_s *mop, sl_op_t *op,
                         sl_error_t **out_err);
+struct sl_sink_metrics_s;
+/**
+ * @brief Fill out with the metrics of op when it is a two-phase-commit
+ * sink subtask (uid and subtask too); now_ns is the snapshot's realtime
+ * clock.  @return false for any other operator.
+ * @thread any (atomic loads; the plan is immutable while the job runs).
+ */
+bool sl__sink2pc_metrics(const sl_op_t *op, int64_t now_ns,
+                         struct sl_sink_metrics_s *out);
 
 /* The keyed aggregate (aggregate.c): config for sl__agg_fns. */
 #include "sluice/sl_ops.h"

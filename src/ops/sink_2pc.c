@@ -44,6 +44,12 @@
  *      subtask i % p' (sl__sink2pc_restore); the largest parallelism ever
  *      recorded is kept in the state, so ownership of lingering
  *      transactions of subtasks beyond p' is never forgotten.
+ *  S7. Restoring C never re-emits committed output silently: before the
+ *      restored committables are committed, a sink that can prove it
+ *      (committed_max) is asked for the newest checkpoint K it committed;
+ *      K > C fails the job (fatal, nothing committed) unless the job
+ *      allows duplicate sink output (check_newer_output).  A fresh start
+ *      is not checked: it is a new run, not a return to older output.
  *
  * The single commit point of an epoch is the connector's commit; the
  * engine's part is to call it, at least once, for every committable of a
@@ -54,6 +60,7 @@
 #include "checkpoint/checkpoint.h"
 #include "core/inject.h"
 #include "ops/ops.h"
+#include "sluice/sl_metrics.h"
 
 #define STATE_NAME "sink.committables"
 #define META_KEY UINT32_MAX  /* entry holding the recorded parallelism */
@@ -68,9 +75,28 @@ typedef struct pend_s {
   uint32_t attempts;
   uint8_t *bytes; /* owned */
   uint32_t len;
+  int64_t since_ns; /* realtime clock: prepared, or restored (metrics) */
 } pend_t;
 
-/* One sink subtask; used on its task's thread only. */
+/* The counters a connector adds to (sl_connector.h). */
+struct sl_sink_counters_s {
+  _Atomic uint64_t lingering_aborted;
+};
+
+/*
+ * The subtask's metrics (sl_sink_metrics_t).  Stored on the task's thread
+ * (and by the planner before the task runs), loaded by
+ * sl__sink2pc_metrics() on any thread.  All relaxed: each is a value on
+ * its own and orders nothing else.
+ */
+typedef struct sink_stats_s {
+  _Atomic uint32_t pending;
+  _Atomic int64_t oldest_since_ns; /* 0: nothing pending */
+  _Atomic uint64_t attempts, ok, already, retries, lost;
+} sink_stats_t;
+
+/* One sink subtask; used on its task's thread only, except stats and
+ * counters, which are atomics that the metrics reader loads. */
 typedef struct sink2pc_s {
   void *writer;
   void *committer;
@@ -84,7 +110,29 @@ typedef struct sink2pc_s {
   uint32_t max_par;      /* largest parallelism recorded in the state */
   bool is_ended;         /* end_input ran */
   int fail_rc;           /* a failure to report from poll (S2 stays) */
+  sink_stats_t stats;
+  sl_sink_counters_t counters;
 } sink2pc_t;
+
+#define STAT_ADD(s, f) \
+  atomic_fetch_add_explicit(&(s)->stats.f, 1, memory_order_relaxed)
+
+/* Publish the pending gauges after the list changed. */
+static void pend_publish(sink2pc_t *s) {
+  int64_t oldest = 0;
+  for (uint32_t i = 0; i < s->n_pend; i++)
+    if (oldest == 0 || s->pend[i].since_ns < oldest)
+      oldest = s->pend[i].since_ns;
+  atomic_store_explicit(&s->stats.pending, s->n_pend, memory_order_relaxed);
+  atomic_store_explicit(&s->stats.oldest_since_ns, oldest,
+                        memory_order_relaxed);
+}
+
+void sl_sink_counters_add_lingering_aborted(sl_sink_counters_t *c,
+                                           uint64_t n) {
+  if (c != NULL)
+    atomic_fetch_add_explicit(&c->lingering_aborted, n, memory_order_relaxed);
+}
 
 static const sl_op_cfg_t *cfg_of(const sl_op_t *op) { return op->cfg; }
 
@@ -130,8 +178,10 @@ static int pend_add(sink2pc_t *s, uint64_t ckpt, uint32_t origin,
     s->cap_pend = cap;
   }
   memmove(&s->pend[at + 1], &s->pend[at], (s->n_pend - at) * sizeof(pend_t));
-  s->pend[at] = (pend_t){ckpt, origin, attempts, bytes, len};
+  int64_t now = sl__clock_realtime_ns();
+  s->pend[at] = (pend_t){ckpt, origin, attempts, bytes, len, now ? now : 1};
   s->n_pend++;
+  pend_publish(s);
   return SL_OK;
 }
 
@@ -139,6 +189,7 @@ static void pend_remove_first(sink2pc_t *s) {
   sl_free(s->pend[0].bytes);
   memmove(&s->pend[0], &s->pend[1], (s->n_pend - 1) * sizeof(pend_t));
   s->n_pend--;
+  pend_publish(s);
 }
 
 /* Fail the task (the error is recorded on the op) and remember it, so
@@ -193,9 +244,14 @@ static int commit_due(sl_op_t *op, sink2pc_t *s, uint64_t upto,
                   "sink.before_commit"), rc, false);
     sl_commit_status_t st = SL_COMMIT_FATAL;
     sl_error_t *err = NULL;
+    STAT_ADD(s, attempts);
     rc = vt->commit(s->committer, e->ckpt, e->origin, e->bytes, e->len,
                     e->attempts, &st, &err);
     if (rc != SL_OK) st = SL_COMMIT_FATAL;
+    if (st == SL_COMMIT_OK) STAT_ADD(s, ok);
+    else if (st == SL_COMMIT_ALREADY) STAT_ADD(s, already);
+    else if (st == SL_COMMIT_RETRY) STAT_ADD(s, retries);
+    else if (st == SL_COMMIT_LOST) STAT_ADD(s, lost);
     if (st == SL_COMMIT_OK || st == SL_COMMIT_ALREADY) {
       sl_error_destroy(err);
       rc = SL_INJECT("sink.after_commit_ok");
@@ -343,8 +399,96 @@ corrupt:
                       (unsigned long long)m->id, op->uid, STATE_NAME);
 }
 
+bool sl__sink2pc_metrics(const sl_op_t *op, int64_t now_ns,
+                         struct sl_sink_metrics_s *out) {
+  if (op->vt != &sl__op_sink2pc_vt || op->impl == NULL) return false;
+  sink2pc_t *s = op->impl;
+  memset(out, 0, sizeof(*out));
+  out->uid = op->uid;
+  out->subtask = op->subtask;
+  out->pending = atomic_load_explicit(&s->stats.pending, memory_order_relaxed);
+  int64_t since =
+      atomic_load_explicit(&s->stats.oldest_since_ns, memory_order_relaxed);
+  out->oldest_pending_age_ns = since > 0 && now_ns > since ? now_ns - since
+                                                           : 0;
+  out->commit_attempts =
+      atomic_load_explicit(&s->stats.attempts, memory_order_relaxed);
+  out->committed = atomic_load_explicit(&s->stats.ok, memory_order_relaxed);
+  out->already_committed =
+      atomic_load_explicit(&s->stats.already, memory_order_relaxed);
+  out->retries = atomic_load_explicit(&s->stats.retries, memory_order_relaxed);
+  out->lost = atomic_load_explicit(&s->stats.lost, memory_order_relaxed);
+  out->lingering_aborted = atomic_load_explicit(
+      &s->counters.lingering_aborted, memory_order_relaxed);
+  return true;
+}
+
 /* ------------------------------------------------------------------ */
 /* The operator. */
+
+/*
+ * S7 (rule 0.3-7 of the connectors note).  Restoring checkpoint C replays
+ * the input after C, and the sink emits it again; if the sink already
+ * committed the output of a checkpoint K > C, that output appears twice.
+ * Only the connector can know (its marker rows, finished files), so it is
+ * asked, once per subtask: each asks about every subtask of the sink, so
+ * all refuse alike before any of them commits.  The comparison is between
+ * checkpoint ids, the ids prepare() was given, never epoch ids: the epoch
+ * that follows C is named C and is committed at a checkpoint after C.
+ *
+ * Every completed checkpoint commits only committables <= itself, so a
+ * restore of the newest completed checkpoint (a restart, --resume) always
+ * passes, also after aborted checkpoints (their transactions are committed
+ * only by a later completed checkpoint, or rolled back by recover).  A
+ * restore of an older one (--from-checkpoint of a retained checkpoint or
+ * a savepoint, or --resume falling back past a damaged newest checkpoint
+ * whose output was committed) is refused unless allowed.
+ */
+static int check_newer_output(sl_op_t *op, sink2pc_t *s) {
+  const sl_op_cfg_t *c = cfg_of(op);
+  if (c->sink_vt->committed_max == NULL) return SL_OK;
+  uint64_t k = 0;
+  sl_bytes_t ev;
+  sl_bytes_init(&ev);
+  sl_error_t *err = NULL;
+  int rc = c->sink_vt->committed_max(s->committer, &k, &ev, &err);
+  if (rc != SL_OK) {
+    sl_bytes_close(&ev);
+    if (err == NULL) err = sl_error_create(rc, "%s", sl_strerror(rc));
+    sl_error_prefix(err, "sink '%s' (subtask %u of %u): cannot tell which "
+                    "checkpoints it already committed", op->uid,
+                    op->subtask + 1, op->parallelism);
+    return fail(op, s, err, rc, false);
+  }
+  sl_error_destroy(err);
+  if (k <= s->restored_id) {
+    sl_bytes_close(&ev);
+    return SL_OK;
+  }
+  const char *why = ev.len ? (const char *)ev.data : "";
+  int why_len = ev.len > 1000 ? 1000 : (int)ev.len;
+  if (c->allow_duplicate_output) {
+    if (op->subtask == 0)
+      sl_log(SL_LOG_WARN, "sink '%s' already committed checkpoint %llu > %llu; "
+             "restoring checkpoint %llu re-emits output (allowed by "
+             "--allow-duplicate-sink-output)%s%.*s", op->uid,
+             (unsigned long long)k, (unsigned long long)s->restored_id,
+             (unsigned long long)s->restored_id, why_len ? ": " : "", why_len,
+             why);
+    sl_bytes_close(&ev);
+    return SL_OK;
+  }
+  sl_error_t *f = sl_error_create(
+      SL_ESTATE, "sink '%s' already committed checkpoint %llu > %llu; "
+      "restoring checkpoint %llu re-emits output%s%.*s%s; resume from the "
+      "newest checkpoint (--resume), or pass --allow-duplicate-sink-output "
+      "(sl_job_config_t.allow_duplicate_sink_output) to accept the "
+      "duplicates", op->uid, (unsigned long long)k,
+      (unsigned long long)s->restored_id, (unsigned long long)s->restored_id,
+      why_len ? " (" : "", why_len, why, why_len ? ")" : "");
+  sl_bytes_close(&ev);
+  return fail(op, s, f, SL_ESTATE, true);
+}
 
 static int sink_open(sl_op_t *op) {
   const sl_op_cfg_t *c = cfg_of(op);
@@ -365,7 +509,7 @@ static int sink_open(sl_op_t *op) {
                             op->subtask,       op->parallelism,
                             s->restored_id,    s->restored_par,
                             owned,             n_owned,
-                            rt->epoch_id};
+                            rt->epoch_id,      &s->counters};
   sl_error_t *err = NULL;
   int rc = vt->committer_open(c->sink_ctx, &ci, &s->committer, &err);
   sl_free(owned);
@@ -374,7 +518,10 @@ static int sink_open(sl_op_t *op) {
     return fail(op, s, err, rc, false);
   }
   s->max_par = span;
-  /* S5: restored committables first, then recover, then the writer. */
+  /* S7 before anything is committed; S5: restored committables first,
+   * then recover, then the writer. */
+  if (s->restored_id != 0 && (rc = check_newer_output(op, s)) != SL_OK)
+    return rc;
   if (s->restored_id != 0) {
     if ((rc = SL_INJECT("sink.restore.before_commit")) != SL_OK)
       return fail(op, s, sl_error_create(rc, "injected failure at "

@@ -7,6 +7,8 @@
  * RETRY/LOST, and checks the committed rows exactly once, the leftover
  * prepared transactions (none) and the commit counts.
  */
+#include <time.h>
+
 #include "core/inject.h"
 #include "tx_sink.h"
 
@@ -30,6 +32,9 @@ typedef struct opts_s {
   uint32_t max_attempts;
   sl_ckpt_mode_t mode;
   int64_t alignment_timeout_ms;
+  const char *restore_from;
+  bool is_allow_dup;
+  bool is_unbounded;
 } opts_t;
 
 static sl_job_t *make_job(const opts_t *o) {
@@ -45,6 +50,8 @@ static sl_job_t *make_job(const opts_t *o) {
   cfg.checkpoint.mode = o->mode;
   cfg.checkpoint.alignment_timeout_ms = o->alignment_timeout_ms;
   cfg.resume_latest = o->is_resume;
+  cfg.restore_from = o->restore_from;
+  cfg.allow_duplicate_sink_output = o->is_allow_dup;
   if (o->is_restarting) {
     cfg.restart.kind = SL_RESTART_FIXED_DELAY;
     cfg.restart.max_attempts = 20;
@@ -53,7 +60,7 @@ static sl_job_t *make_job(const opts_t *o) {
   sl_gen_config_t g;
   sl_gen_config_init(&g);
   g.seed = 7;
-  g.count = SPLITS * PER_SPLIT;
+  g.count = o->is_unbounded ? 0 : SPLITS * PER_SPLIT;
   g.rate = o->rate > 0 ? o->rate : 30000;
   g.splits = SPLITS;
   g.columns = SL_GEN_COL_SEQ | SL_GEN_COL_SPLIT;
@@ -350,4 +357,234 @@ SL_TEST(transactional_sink_without_checkpoints_is_refused) {
     SL_TEST_FAIL("unexpected message: %s", sl_error_message(err));
   sl_error_destroy(err);
   sl_job_destroy(job);
+}
+
+/* ---- Rule 0.3-7: restoring a checkpoint older than committed output ---- */
+
+/* The smallest and largest chk-N of the job "tx"; asserts there are two. */
+static void chk_range(uint64_t *out_min, uint64_t *out_max) {
+  char d[4400];
+  snprintf(d, sizeof(d), "%s/tx", ckdir);
+  DIR *dd = opendir(d);
+  SL_ASSERT_TRUE(dd != NULL);
+  uint64_t lo = UINT64_MAX, hi = 0;
+  uint32_t n = 0;
+  struct dirent *e;
+  while ((e = readdir(dd)) != NULL) {
+    unsigned long long id;
+    char m[4800];
+    if (sscanf(e->d_name, "chk-%llu", &id) != 1) continue;
+    snprintf(m, sizeof(m), "%s/%s/_metadata", d, e->d_name);
+    if (access(m, F_OK) != 0) continue;
+    n++;
+    if (id < lo) lo = id;
+    if (id > hi) hi = id;
+  }
+  closedir(dd);
+  if (n < 2) SL_TEST_FAIL("%u completed checkpoints retained, need 2", n);
+  *out_min = lo;
+  *out_max = hi;
+}
+
+/* W11: a job ran to its end; restoring its oldest retained checkpoint C
+ * would emit again what the final checkpoint F > C committed.  Refused,
+ * fatal (no restart), before anything is committed or rolled back; with
+ * allow_duplicate_sink_output it runs (and the duplicates appear); a
+ * restore of the newest checkpoint is never refused. */
+SL_TEST(restore_older_than_committed_is_refused) {
+  setup();
+  opts_t o = {2, 15, false, false, 6000, 0};
+  sl_error_t *err = NULL;
+  if (run(&o, &err) != SL_OK) SL_TEST_FAIL("run: %s", sl_error_message(err));
+  expect_exactly_once();
+  uint64_t c, f;
+  chk_range(&c, &f);
+  SL_ASSERT_EQ_INT(txs.max_committed_ckpt, f); /* the final checkpoint */
+  uint32_t n_committed = txs_count_files(store, "committed");
+
+  char from[4600];
+  snprintf(from, sizeof(from), "%s/tx/chk-%llu", ckdir, (unsigned long long)c);
+  txs.commit_calls = 0;
+  txs.committed_max_calls = 0;
+  opts_t o2 = {2, 15, true, false, 6000, 0};
+  o2.restore_from = from;
+  sl_job_t *job = make_job(&o2);
+  int rc = sl_job_run(job, &err);
+  uint32_t restarts = sl_job_restarts(job);
+  sl_job_destroy(job);
+  SL_ASSERT_EQ_INT(rc, SL_ESTATE);
+  char want[300];
+  snprintf(want, sizeof(want), "sink 'txsink' already committed checkpoint "
+           "%llu > %llu; restoring checkpoint %llu re-emits output",
+           (unsigned long long)f, (unsigned long long)c,
+           (unsigned long long)c);
+  const char *msg = sl_error_message(err);
+  if (!strstr(msg, want) || !strstr(msg, "--allow-duplicate-sink-output") ||
+      !strstr(msg, "the test store committed checkpoint"))
+    SL_TEST_FAIL("unexpected message: %s", msg);
+  SL_ASSERT_TRUE(sl_error_is_fatal(err));
+  sl_error_destroy(err);
+  err = NULL;
+  SL_ASSERT_EQ_INT(restarts, 0);
+  SL_ASSERT_TRUE(txs.committed_max_calls >= 1);
+  SL_ASSERT_EQ_INT(txs.commit_calls, 0);  /* nothing committed */
+  SL_ASSERT_EQ_INT(txs.recovered, 0);     /* nothing rolled back */
+  SL_ASSERT_EQ_INT(txs_count_files(store, "committed"), n_committed);
+  SL_ASSERT_EQ_INT(txs_count_files(store, "prepared"), 0);
+  expect_exactly_once();
+
+  /* Allowed: the restore runs and re-emits what followed C. */
+  o2.is_allow_dup = true;
+  o2.is_restarting = false;
+  if (run(&o2, &err) != SL_OK)
+    SL_TEST_FAIL("allowed run: %s", sl_error_message(err));
+  SL_ASSERT_TRUE(txs.commit_calls >= 1);
+  SL_ASSERT_TRUE(txs_count_files(store, "committed") > n_committed);
+  SL_ASSERT_EQ_INT(txs.lost, 0);
+
+  /* The newest checkpoint (the allowed run's final one): fine. */
+  uint32_t calls = txs.committed_max_calls;
+  opts_t o3 = {2, 15, false, true, 6000, 0};
+  if (run(&o3, &err) != SL_OK)
+    SL_TEST_FAIL("resume: %s", sl_error_message(err));
+  SL_ASSERT_TRUE(txs.committed_max_calls > calls);
+}
+
+/* An aborted checkpoint, then a failure: the restore of the latest
+ * completed checkpoint is not refused (the aborted epoch was committed by
+ * the next completed checkpoint, never by itself). */
+SL_TEST(restore_after_aborted_checkpoint_is_not_refused) {
+  setup();
+  SL_ASSERT_OK(sl_inject_arm("coordinator.before_metadata_rename",
+                             SL_INJECT_FAIL, 2, false));
+  SL_ASSERT_OK(sl_inject_arm("sink.after_prepare", SL_INJECT_FAIL, 5, false));
+  opts_t o = {2, 15, true, false, 6000, 0};
+  sl_job_t *job = make_job(&o);
+  sl_error_t *err = NULL;
+  int rc = sl_job_run(job, &err);
+  uint32_t restarts = sl_job_restarts(job);
+  sl_job_destroy(job);
+  if (rc != SL_OK) SL_TEST_FAIL("run: %s", sl_error_message(err));
+  SL_ASSERT_TRUE(restarts >= 1);
+  SL_ASSERT_TRUE(txs.committed_max_calls >= 1);
+  expect_exactly_once();
+}
+
+/* A fresh start is a new run, not a restore: not checked, even with
+ * committed output of the same job and sink in the store. */
+SL_TEST(fresh_start_is_not_checked) {
+  setup();
+  opts_t o = {1, 15, false, false, 0, 0};
+  sl_error_t *err = NULL;
+  if (run(&o, &err) != SL_OK) SL_TEST_FAIL("run: %s", sl_error_message(err));
+  SL_ASSERT_TRUE(txs.max_committed_ckpt > 0);
+  txs.committed_max_calls = 0;
+  if (run(&o, &err) != SL_OK) SL_TEST_FAIL("run 2: %s", sl_error_message(err));
+  SL_ASSERT_EQ_INT(txs.committed_max_calls, 0);
+}
+
+/* ---- Rule 0.3-9: the sink's metrics ------------------------------------ */
+
+static bool sink_metrics(sl_job_t *job, sl_sink_metrics_t *out,
+                         uint64_t *out_rows) {
+  sl_metrics_t m;
+  if (sl_job_metrics(job, &m) != SL_OK) return false;
+  bool found = m.n_sinks == 1;
+  if (found) *out = m.sinks[0];
+  *out_rows = 0;
+  for (uint32_t i = 0; i < m.n_ops; i++)
+    if (strcmp(m.ops[i].uid, "txsink") == 0) *out_rows += m.ops[i].records_in;
+  sl_metrics_close(&m);
+  return found;
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Poll the metrics until cond holds (at most a minute). */
+#define WAIT_METRICS(job, k, rows, cond)                                  \
+  do {                                                                    \
+    int64_t until_ = now_ms() + 60000;                            \
+    for (;;) {                                                            \
+      if (sink_metrics(job, &(k), &(rows)) && (cond)) break;              \
+      if (now_ms() > until_)                                      \
+        SL_TEST_FAIL("timed out waiting for %s", #cond);                  \
+      usleep(1000);                                                       \
+    }                                                                     \
+  } while (0)
+
+static void trigger_and_wait(sl_job_t *job, int want_rc) {
+  uint64_t id;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_job_trigger_checkpoint(job, &id, &err), err);
+  int rc = sl_job_wait_checkpoint(job, id, 60000, NULL);
+  if (want_rc == SL_OK) SL_ASSERT_EQ_INT(rc, SL_OK);
+  else SL_ASSERT_TRUE(rc != SL_OK && rc != SL_EAGAIN);
+}
+
+/* Every value after: a completed checkpoint A, an aborted B (its epoch
+ * pending), D completing (commits B and D), a failure right after the sink
+ * prepared E, the restart restoring D (B and D again: ALREADY; E rolled
+ * back: lingering_aborted), then F completing. */
+SL_TEST(metrics_after_aborted_checkpoint_and_restore) {
+  setup();
+  opts_t o = {1, 0, true, false, 4000, 0};
+  o.is_unbounded = true;
+  sl_job_t *job = make_job(&o);
+  SL_ASSERT_OK(sl_job_start(job, NULL));
+  sl_sink_metrics_t k;
+  uint64_t rows = 0, seen;
+  WAIT_METRICS(job, k, rows, rows > 0);
+  trigger_and_wait(job, SL_OK); /* A */
+  WAIT_METRICS(job, k, rows, k.committed == 1);
+  seen = rows; /* rows after this are in B's epoch: A's barrier passed */
+  WAIT_METRICS(job, k, rows, rows > seen);
+  SL_ASSERT_OK(sl_inject_arm("coordinator.before_metadata_rename",
+                             SL_INJECT_FAIL, 1, false));
+  trigger_and_wait(job, SL_EFAILED); /* B, aborted after every ack */
+  SL_ASSERT_TRUE(sink_metrics(job, &k, &rows));
+  SL_ASSERT_EQ_INT(k.pending, 1);
+  SL_ASSERT_TRUE(k.oldest_pending_age_ns > 0);
+  SL_ASSERT_EQ_INT(k.commit_attempts, 1);
+  seen = rows;
+  WAIT_METRICS(job, k, rows, rows > seen);
+  trigger_and_wait(job, SL_OK); /* D: commits B, then D */
+  WAIT_METRICS(job, k, rows, k.committed == 3);
+  SL_ASSERT_EQ_INT(k.pending, 0);
+  SL_ASSERT_EQ_INT(k.oldest_pending_age_ns, 0);
+  SL_ASSERT_EQ_INT(k.commit_attempts, 3);
+  SL_ASSERT_EQ_INT(k.already_committed, 0);
+  SL_ASSERT_EQ_INT(k.lingering_aborted, 0);
+  seen = rows;
+  WAIT_METRICS(job, k, rows, rows > seen);
+  SL_ASSERT_OK(sl_inject_arm("sink.after_prepare", SL_INJECT_FAIL, 1, false));
+  uint64_t e_id;
+  SL_ASSERT_OK(sl_job_trigger_checkpoint(job, &e_id, NULL)); /* E */
+  /* The restart restores D, whose state holds B and D. */
+  WAIT_METRICS(job, k, rows, sl_job_restarts(job) == 1 &&
+                                 k.already_committed == 2 &&
+                                 k.lingering_aborted == 1);
+  trigger_and_wait(job, SL_OK); /* F */
+  WAIT_METRICS(job, k, rows, k.committed == 1);
+  sl_job_cancel(job);
+  sl_error_t *err = NULL;
+  SL_ASSERT_EQ_INT(sl_job_wait(job, &err), SL_ECANCELED);
+  sl_error_destroy(err);
+  /* Read after the end: the last attempt's values stay. */
+  SL_ASSERT_TRUE(sink_metrics(job, &k, &rows));
+  SL_ASSERT_EQ_INT(k.subtask, 0);
+  SL_ASSERT_EQ_STR(k.uid, "txsink"); /* borrowed from the job */
+  sl_job_destroy(job);
+  SL_ASSERT_EQ_INT(k.already_committed, 2);
+  SL_ASSERT_EQ_INT(k.lingering_aborted, 1);
+  SL_ASSERT_EQ_INT(k.commit_attempts, 3); /* B, D at restore; F */
+  SL_ASSERT_EQ_INT(k.committed, 1);
+  SL_ASSERT_EQ_INT(k.lost, 0);
+  SL_ASSERT_EQ_INT(k.retries, 0);
+  SL_ASSERT_EQ_INT(k.pending, 0);
+  SL_ASSERT_EQ_INT(txs.lost, 0);
+  SL_ASSERT_EQ_INT(txs.recovered, 1); /* E, the one lingering_aborted */
 }

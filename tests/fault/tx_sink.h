@@ -8,7 +8,10 @@
  * says "committed", so a second commit answers ALREADY, and a transaction
  * in neither directory answers LOST), recover deletes the prepared files
  * of the subtasks the committer owns.  The files survive process kills.
- * Counters and knobs (answer RETRY k times) are process globals.
+ * Counters and knobs (answer RETRY k times) are process globals, and so is
+ * what committed_max answers (the newest checkpoint committed in this
+ * process): the tests that restore an older checkpoint run every job in
+ * one process.
  */
 #ifndef SL_TEST_TX_SINK_H
 #define SL_TEST_TX_SINK_H
@@ -31,6 +34,8 @@ typedef struct txs_stats_s {
   uint32_t max_attempt;      /* largest attempt number seen */
   uint32_t retry_left;       /* knob: answer RETRY this many times */
   uint32_t retry_forever;    /* knob: always RETRY */
+  uint64_t max_committed_ckpt; /* newest checkpoint answered OK/ALREADY */
+  uint32_t committed_max_calls;
 } txs_stats_t;
 
 static pthread_mutex_t txs_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -50,6 +55,7 @@ typedef struct txs_committer_s {
   uint32_t subtask, parallelism;
   uint32_t owned[64];
   uint32_t n_owned;
+  sl_sink_counters_t *counters;
 } txs_committer_t;
 
 static void txs_path(char *out, size_t n, const char *dir, const char *sub,
@@ -123,6 +129,7 @@ static int txs_copen(void *ctx, const sl_committer_init_t *ci, void **out,
   snprintf(c->uid, sizeof(c->uid), "%s", ci->uid);
   c->subtask = ci->subtask;
   c->parallelism = ci->parallelism;
+  c->counters = ci->counters;
   for (uint32_t i = 0; i < ci->n_owned_subtasks && i < 64; i++)
     c->owned[c->n_owned++] = ci->owned_subtasks[i];
   *out = c;
@@ -132,7 +139,6 @@ static int txs_copen(void *ctx, const sl_committer_init_t *ci, void **out,
 static int txs_commit(void *cm, uint64_t ckpt, uint32_t origin,
                       const uint8_t *b, size_t len, uint32_t attempt,
                       sl_commit_status_t *st, sl_error_t **err) {
-  (void)ckpt;
   txs_committer_t *c = cm;
   char name[256], p[4600], q[4600];
   snprintf(name, sizeof(name), "%.*s", (int)len, (const char *)b);
@@ -164,6 +170,9 @@ static int txs_commit(void *cm, uint64_t ckpt, uint32_t origin,
   if (*st == SL_COMMIT_OK) txs.ok++;
   if (*st == SL_COMMIT_ALREADY) txs.already++;
   if (*st == SL_COMMIT_LOST) txs.lost++;
+  if ((*st == SL_COMMIT_OK || *st == SL_COMMIT_ALREADY) &&
+      ckpt > txs.max_committed_ckpt)
+    txs.max_committed_ckpt = ckpt;
   pthread_mutex_unlock(&txs_lock);
   return SL_OK;
 }
@@ -193,10 +202,24 @@ static int txs_recover(void *cm, sl_error_t **err) {
       pthread_mutex_lock(&txs_lock);
       txs.recovered++;
       pthread_mutex_unlock(&txs_lock);
+      sl_sink_counters_add_lingering_aborted(c->counters, 1);
     }
   }
   closedir(dir);
   return SL_OK;
+}
+
+static int txs_committed_max(void *cm, uint64_t *out, sl_bytes_t *ev,
+                             sl_error_t **err) {
+  (void)cm;
+  (void)err;
+  pthread_mutex_lock(&txs_lock);
+  txs.committed_max_calls++;
+  *out = txs.max_committed_ckpt;
+  pthread_mutex_unlock(&txs_lock);
+  return *out ? sl_bytes_printf(ev, "the test store committed checkpoint "
+                                "%llu", (unsigned long long)*out)
+              : SL_OK;
 }
 
 static void txs_cclose(void *cm) { free(cm); }
@@ -213,6 +236,7 @@ static const sl_sink_vt_t txs_vt = {
     .commit = txs_commit,
     .recover = txs_recover,
     .committer_close = txs_cclose,
+    .committed_max = txs_committed_max,
 };
 
 static inline void txs_reset(const char *dir) {

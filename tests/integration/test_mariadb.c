@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <sys/socket.h>
@@ -73,6 +74,20 @@ static int count_xa(MYSQL *m, const char *bqual_prefix) {
   return n;
 }
 
+/* Open InnoDB transactions of client connections (thread 0 runs the
+ * server's own background transactions). */
+#define USER_TRX                                                        \
+  "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE "           \
+  "trx_mysql_thread_id <> 0"
+
+/* The fence epoch of job "job", sink "snk", subtask s. */
+static int64_t fence_of(MYSQL *m, uint32_t s) {
+  char sql[200];
+  snprintf(sql, sizeof(sql), "SELECT epoch FROM sluice_xa_fence WHERE job ="
+           " 'job' AND sink_uid = 'snk' AND subtask = %u", s);
+  return my_int(m, sql);
+}
+
 static sl_schema_t *make_schema(void) {
   sl_field_t f[5] = {
       {"id", {SL_TYPE_INT64, 0, 0, false}},
@@ -121,6 +136,18 @@ static void fx_sink(fx_t *fx, sl_delivery_t delivery) {
   sl_error_t *err = NULL;
   SL_ASSERT_OK_E(sl_mariadb_sink_create(&c, &fx->vt, &fx->ctx, &err), err);
 }
+
+/* A second instance of the same sink (another attempt, as a new process
+ * would create it), connecting to port: the same fixture with another
+ * ctx.  Destroy its ctx with fx_close_second. */
+static fx_t fx_second(const fx_t *fx, int port) {
+  fx_t b = *fx;
+  b.port = port;
+  fx_sink(&b, SL_DELIVERY_EXACTLY_ONCE);
+  return b;
+}
+
+static void fx_close_second(fx_t *b) { b->vt->destroy(b->ctx); }
 
 static void fx_init(fx_t *fx, const char *ddl, sl_delivery_t d) {
   memset(fx, 0, sizeof(*fx));
@@ -172,6 +199,24 @@ static void w_row(fx_t *fx, void *w, sl_row_kind_t kind, int64_t id,
   SL_ASSERT_OK_E(fx->vt->write(w, &row, &err), err);
 }
 
+/* A row that must fail; returns the message (the caller frees err). */
+static const char *w_row_fails(fx_t *fx, void *w, int64_t id, int64_t v,
+                               sl_error_t **err) {
+  sl_row_builder_reset(&fx->b, SL_ROW_INSERT);
+  sl_row_builder_set_i64(&fx->b, 0, id);
+  sl_row_builder_set_i64(&fx->b, 1, v);
+  sl_row_builder_set_null(&fx->b, 2);
+  sl_row_builder_set_null(&fx->b, 3);
+  sl_row_builder_set_null(&fx->b, 4);
+  sl_row_t row;
+  SL_ASSERT_OK(sl_row_builder_finish(&fx->b, &row, NULL));
+  *err = NULL;
+  SL_ASSERT_TRUE(fx->vt->write(w, &row, err) != SL_OK);
+  SL_ASSERT_TRUE(*err != NULL);
+  printf("write: %s\n", sl_error_message(*err));
+  return sl_error_message(*err);
+}
+
 static void w_close(fx_t *fx, void *w) {
   sl_error_t *err = NULL;
   SL_ASSERT_OK_E(fx->vt->writer_close(w, true, &err), err);
@@ -199,6 +244,13 @@ static void *c_open(fx_t *fx, uint32_t subtask, uint32_t p,
   sl_error_t *err = NULL;
   SL_ASSERT_OK_E(fx->vt->committer_open(fx->ctx, &in, &c, &err), err);
   return c;
+}
+
+/* recover(), as the engine runs it after the restored commits and before
+ * the writer of the committer's subtask opens. */
+static void c_recover(fx_t *fx, void *c) {
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(fx->vt->recover(c, &err), err);
 }
 
 static sl_commit_status_t c_commit(fx_t *fx, void *c, uint64_t ckpt,
@@ -245,6 +297,7 @@ SL_TEST(eo_prepare_commit) {
   fx_init(&fx, TABLE_DDL, SL_DELIVERY_EXACTLY_ONCE);
   uint32_t owned[] = {0};
   void *c = c_open(&fx, 0, 1, owned, 1, 5);
+  c_recover(&fx, c);
   void *w = w_open(&fx, 0, 1, 5);
   w_row(&fx, w, SL_ROW_INSERT, 1, 10);
   w_row(&fx, w, SL_ROW_INSERT, 2, 20);
@@ -309,6 +362,7 @@ SL_TEST(eo_next_epoch_waits_for_commit) {
   my_ok(fx.m, "SET GLOBAL innodb_lock_wait_timeout = 2");
   uint32_t owned[] = {0};
   void *c = c_open(&fx, 0, 1, owned, 1, 40);
+  c_recover(&fx, c);
   void *w = w_open(&fx, 0, 1, 40);
   w_row(&fx, w, SL_ROW_INSERT, 1, 10);
   sl_bytes_t a, b;
@@ -360,6 +414,7 @@ SL_TEST(eo_half_open_holder_killed) {
   fx_sink(&fx, SL_DELIVERY_EXACTLY_ONCE);
   uint32_t owned[] = {0};
   void *c = c_open(&fx, 0, 1, owned, 1, 3);
+  c_recover(&fx, c);
   void *w = w_open(&fx, 0, 1, 3);
   w_row(&fx, w, SL_ROW_INSERT, 1, 10);
   sl_bytes_t cm;
@@ -398,6 +453,7 @@ SL_TEST(eo_lost_fails_loudly) {
   fx_init(&fx, TABLE_DDL, SL_DELIVERY_EXACTLY_ONCE);
   uint32_t owned[] = {0};
   void *c = c_open(&fx, 0, 1, owned, 1, 11);
+  c_recover(&fx, c);
   void *w = w_open(&fx, 0, 1, 11);
   w_row(&fx, w, SL_ROW_INSERT, 1, 10);
   sl_bytes_t cm;
@@ -454,10 +510,12 @@ SL_TEST(eo_recover_owned_only) {
   fx_t fx;
   fx_init(&fx, TABLE_DDL, SL_DELIVERY_EXACTLY_ONCE);
   uint32_t all[] = {0, 1, 2};
-  void *c0 = c_open(&fx, 0, 3, all, 1, 20);
+  void *c0[3];
   void *w[3];
   sl_bytes_t cm[3];
   for (uint32_t i = 0; i < 3; i++) {
+    c0[i] = c_open(&fx, i, 3, &all[i], 1, 20);
+    c_recover(&fx, c0[i]);
     w[i] = w_open(&fx, i, 3, 20);
     w_row(&fx, w[i], SL_ROW_INSERT, 100 + i, (int64_t)i);
     w_prepare(&fx, w[i], 21, &cm[i]);
@@ -466,7 +524,7 @@ SL_TEST(eo_recover_owned_only) {
    * connection is alive: a zombie writer. */
   w_row(&fx, w[0], SL_ROW_INSERT, 200, 1);
   SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 3);
-  fx.vt->committer_close(c0);
+  for (uint32_t i = 0; i < 3; i++) fx.vt->committer_close(c0[i]);
   /* The restore: new subtask 0 of 2 owns old 0 and 2; the restored
    * checkpoint named subtask 2's branch (committed first). */
   uint32_t owned[] = {0, 2};
@@ -480,6 +538,18 @@ SL_TEST(eo_recover_owned_only) {
   SL_ASSERT_EQ_INT(count_xa(fx.m, "2/"), 0);
   SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t"), 1);
   SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT v FROM t WHERE id = 102"), 2);
+  /* The fence rows of old subtasks 0 and 2 are bumped, 1's is not; old
+   * subtask 2's writer, which has no successor, fails its next branch. */
+  SL_ASSERT_EQ_INT(fence_of(fx.m, 0), 2);
+  SL_ASSERT_EQ_INT(fence_of(fx.m, 1), 1);
+  SL_ASSERT_EQ_INT(fence_of(fx.m, 2), 2);
+  SL_ASSERT_TRUE(strstr(w_row_fails(&fx, w[2], 300, 1, &err),
+                        "mariadb sink 'snk' subtask 2: fenced off: "
+                        "sluice.sluice_xa_fence holds fence epoch 2 for job "
+                        "'job', sink 'snk', subtask 2, but this writer "
+                        "opened at fence epoch 1") != NULL);
+  sl_error_destroy(err);
+  err = NULL;
   /* The zombie is gone: a new writer of subtask 0 takes its lock and
    * writes key 200 without waiting for its row lock. */
   void *wn = w_open(&fx, 0, 2, 30);
@@ -498,6 +568,8 @@ SL_TEST(eo_recover_owned_only) {
   /* Recovering again is harmless and keeps subtask 1's branch. */
   SL_ASSERT_OK_E(fx.vt->recover(c, &err), err);
   SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 1);
+  SL_ASSERT_EQ_INT(fence_of(fx.m, 0), 3);
+  SL_ASSERT_EQ_INT(fence_of(fx.m, 1), 1);
   for (uint32_t i = 0; i < 3; i++) {
     SL_ASSERT_OK(fx.vt->writer_close(w[i], false, NULL));
     sl_bytes_close(&cm[i]);
@@ -506,6 +578,214 @@ SL_TEST(eo_recover_owned_only) {
   sl_bytes_close(&cn);
   sl_bytes_close(&cz);
   fx.vt->committer_close(c);
+  fx_close(&fx);
+}
+
+/* ------------------------------------------------------------------ */
+/* Fencing writers of older attempts (W9; mariadb_fence.c F1-F4). */
+
+/* Attempt A's writer is between epochs (it prepared epoch 21 at
+ * checkpoint 22, which never completes) when attempt B, a second sink
+ * instance restoring checkpoint 21, recovers the subtask: B commits the
+ * restored committable (already committed), rolls A's prepared branch
+ * back and bumps the fence.  A's writer then starts its next branch: the
+ * fence check fails (F3) with a message naming sink, subtask and both
+ * fence epochs, the writer stays fenced, and the commit of A's checkpoint
+ * 22 by A's committer finds nothing (lost).  None of A's rows after
+ * checkpoint 21 is ever visible; B's replay makes the table exact.  A
+ * writer opened before recover() refuses to start a branch. */
+SL_TEST(eo_fence_zombie_rejected) {
+  fx_t fx;
+  fx_init(&fx, TABLE_DDL, SL_DELIVERY_EXACTLY_ONCE);
+  uint32_t owned[] = {0};
+  void *ca = c_open(&fx, 0, 1, owned, 1, 20);
+  c_recover(&fx, ca);
+  SL_ASSERT_EQ_INT(fence_of(fx.m, 0), 1);
+  void *wa = w_open(&fx, 0, 1, 20);
+  sl_bytes_t a21, a22;
+  w_row(&fx, wa, SL_ROW_INSERT, 1, 10);
+  w_prepare(&fx, wa, 21, &a21);
+  SL_ASSERT_EQ_INT(c_commit(&fx, ca, 21, 0, &a21, 1, NULL, 0), SL_COMMIT_OK);
+  w_row(&fx, wa, SL_ROW_INSERT, 2, 20);
+  w_prepare(&fx, wa, 22, &a22);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, "0/21/"), 1);
+
+  /* Attempt B.  Its writer may not start a branch before recover(). */
+  fx_t fb = fx_second(&fx, fx.port);
+  sl_error_t *err = NULL;
+  void *early = w_open(&fb, 0, 1, 30);
+  SL_ASSERT_EQ_STR(w_row_fails(&fb, early, 2, 21, &err),
+                   "mariadb sink 'snk' subtask 0: no fence epoch: recover() "
+                   "of this subtask's committer did not run in this sink "
+                   "instance before the writer opened (the engine runs "
+                   "committer_open, the restored commits and recover before "
+                   "writer_open)");
+  sl_error_destroy(err);
+  SL_ASSERT_OK(fb.vt->writer_close(early, false, NULL));
+  void *cb = c_open(&fb, 0, 1, owned, 1, 30);
+  SL_ASSERT_EQ_INT(c_commit(&fb, cb, 21, 0, &a21, 1, NULL, 0),
+                   SL_COMMIT_ALREADY);
+  c_recover(&fb, cb);
+  SL_ASSERT_EQ_INT(fence_of(fx.m, 0), 2);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 0);
+
+  /* The zombie's next branch fails its fence check, and stays fenced. */
+  const char *want =
+      "mariadb sink 'snk' subtask 0: fenced off: sluice.sluice_xa_fence "
+      "holds fence epoch 2 for job 'job', sink 'snk', subtask 0, but this "
+      "writer opened at fence epoch 1: a newer attempt has recovered the "
+      "subtask, so this writer belongs to an older attempt and stops (what "
+      "it wrote since its last prepare is rolled back)";
+  SL_ASSERT_EQ_STR(w_row_fails(&fx, wa, 3, 99, &err), want);
+  sl_error_destroy(err);
+  SL_ASSERT_EQ_STR(w_row_fails(&fx, wa, 4, 99, &err), want);
+  sl_error_destroy(err);
+  sl_bytes_t z;
+  sl_bytes_init(&z);
+  err = NULL;
+  SL_ASSERT_EQ_INT(fx.vt->prepare(wa, 23, &z, &err), SL_ESTATE);
+  SL_ASSERT_EQ_STR(sl_error_message(err), want);
+  sl_error_destroy(err);
+  SL_ASSERT_EQ_INT(z.len, 0);
+  /* The fenced writer's branch is rolled back and its connection gone. */
+  SL_ASSERT_EQ_INT(my_int(fx.m, USER_TRX), 0);
+  /* A's coordinator completes checkpoint 22: its branch is gone. */
+  char msg[1024];
+  SL_ASSERT_EQ_INT(c_commit(&fx, ca, 22, 0, &a22, 1, msg, sizeof(msg)),
+                   SL_COMMIT_LOST);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t WHERE id <> 1"), 0);
+
+  /* B replays from checkpoint 21. */
+  void *wb = w_open(&fb, 0, 1, 30);
+  w_row(&fb, wb, SL_ROW_INSERT, 2, 21);
+  w_row(&fb, wb, SL_ROW_INSERT, 3, 30);
+  sl_bytes_t b31;
+  w_prepare(&fb, wb, 31, &b31);
+  SL_ASSERT_EQ_INT(c_commit(&fb, cb, 31, 0, &b31, 1, NULL, 0), SL_COMMIT_OK);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t"), 3);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT SUM(v) FROM t"), 10 + 21 + 30);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT v FROM t WHERE id = 2"), 21);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM sluice_xa_commits"),
+                   2);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 0);
+  w_close(&fb, wb);
+  SL_ASSERT_OK(fx.vt->writer_close(wa, false, NULL));
+  fx.vt->committer_close(ca);
+  fb.vt->committer_close(cb);
+  sl_bytes_close(&a21);
+  sl_bytes_close(&a22);
+  sl_bytes_close(&b31);
+  sl_bytes_close(&z);
+  fx_close_second(&fb);
+  fx_close(&fx);
+}
+
+typedef struct recover_arg_s {
+  fx_t *fx;
+  void *c;
+  int rc;
+  sl_error_t *err;
+} recover_arg_t;
+
+static void *recover_thread(void *p) {
+  recover_arg_t *a = p;
+  a->rc = a->fx->vt->recover(a->c, &a->err);
+  return NULL;
+}
+
+/* Attempt B's recover() is held (its XA RECOVER reply, by the proxy)
+ * after it looked for writers of older attempts and found none; attempt
+ * A's writer, which the kill did not reach, starts its next branch then,
+ * passes its fence check (the fence is not bumped yet) and writes a row.
+ * Released, B's bump waits for the fence row A's branch holds, times out
+ * (1205), and the next round kills A's writer through its writer lock,
+ * which rolls its branch back, and bumps (F2, F4).  A's row is never
+ * visible; A's writer fails; B's replay makes the table exact. */
+SL_TEST(eo_fence_bump_waits_for_zombie_branch) {
+  fx_t fx;
+  fx_init(&fx, TABLE_DDL, SL_DELIVERY_EXACTLY_ONCE);
+  uint32_t owned[] = {0};
+  void *ca = c_open(&fx, 0, 1, owned, 1, 20);
+  c_recover(&fx, ca);
+  void *wa = w_open(&fx, 0, 1, 20);
+  sl_bytes_t a21;
+  w_row(&fx, wa, SL_ROW_INSERT, 1, 10);
+  w_prepare(&fx, wa, 21, &a21);
+  SL_ASSERT_EQ_INT(c_commit(&fx, ca, 21, 0, &a21, 1, NULL, 0), SL_COMMIT_OK);
+
+  /* Attempt B connects through the proxy. */
+  sl_proxy_t *p = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_proxy_start(SL_PROXY_MYSQL, sl_server_port(fx.srv), 0,
+                                &p, &err),
+                 err);
+  fx_t fb = fx_second(&fx, sl_proxy_port(p));
+  void *cb = c_open(&fb, 0, 1, owned, 1, 30);
+  SL_ASSERT_EQ_INT(c_commit(&fb, cb, 21, 0, &a21, 1, NULL, 0),
+                   SL_COMMIT_ALREADY);
+  sl_proxy_rule_t r;
+  memset(&r, 0, sizeof(r));
+  r.match = "XA RECOVER";
+  r.action = SL_PROXY_HOLD;
+  r.times = 1;
+  int hold = -1;
+  SL_ASSERT_OK_E(sl_proxy_arm(p, &r, &hold, &err), err);
+  memset(&r, 0, sizeof(r));
+  r.match = "UPDATE `sluice_xa_fence`";
+  r.action = SL_PROXY_PASS;
+  int bumps = -1;
+  SL_ASSERT_OK_E(sl_proxy_arm(p, &r, &bumps, &err), err);
+  recover_arg_t arg = {&fb, cb, -1, NULL};
+  pthread_t th;
+  SL_ASSERT_EQ_INT(pthread_create(&th, NULL, recover_thread, &arg), 0);
+  SL_ASSERT_OK(sl_proxy_wait_paused(p, hold, 60000));
+
+  /* B's recover is held: A's writer starts epoch 21 and writes key 2. */
+  w_row(&fx, wa, SL_ROW_INSERT, 2, 20);
+  SL_ASSERT_OK_E(fx.vt->flush(wa, &err), err);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 0); /* open, not prepared */
+  SL_ASSERT_EQ_INT(my_int(fx.m, USER_TRX), 1);
+  SL_ASSERT_EQ_INT(sl_proxy_release(p, hold), 1);
+  SL_ASSERT_EQ_INT(pthread_join(th, NULL), 0);
+  SL_ASSERT_OK_E(arg.rc, arg.err);
+
+  /* Two rounds: XA RECOVER twice, the first bump timed out. */
+  sl_proxy_counts_t pc;
+  SL_ASSERT_OK(sl_proxy_count(p, hold, &pc));
+  SL_ASSERT_EQ_INT(pc.attempts, 2);
+  SL_ASSERT_OK(sl_proxy_count(p, bumps, &pc));
+  SL_ASSERT_EQ_INT(pc.attempts, 2);
+  SL_ASSERT_EQ_INT(fence_of(fx.m, 0), 2);
+  SL_ASSERT_EQ_INT(my_int(fx.m, USER_TRX), 0);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t"), 1);
+  /* A's writer lost its connection with its branch. */
+  sl_bytes_t z;
+  sl_bytes_init(&z);
+  SL_ASSERT_TRUE(fx.vt->prepare(wa, 22, &z, &err) != SL_OK);
+  printf("zombie prepare: %s\n", sl_error_message(err));
+  sl_error_destroy(err);
+  err = NULL;
+  SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 0);
+
+  /* B replays from checkpoint 21. */
+  void *wb = w_open(&fb, 0, 1, 30);
+  w_row(&fb, wb, SL_ROW_INSERT, 2, 21);
+  w_row(&fb, wb, SL_ROW_INSERT, 3, 30);
+  sl_bytes_t b31;
+  w_prepare(&fb, wb, 31, &b31);
+  SL_ASSERT_EQ_INT(c_commit(&fb, cb, 31, 0, &b31, 1, NULL, 0), SL_COMMIT_OK);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM t"), 3);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT SUM(v) FROM t"), 10 + 21 + 30);
+  SL_ASSERT_EQ_INT(count_xa(fx.m, NULL), 0);
+  w_close(&fb, wb);
+  SL_ASSERT_OK(fx.vt->writer_close(wa, false, NULL));
+  fx.vt->committer_close(ca);
+  fb.vt->committer_close(cb);
+  sl_bytes_close(&a21);
+  sl_bytes_close(&b31);
+  sl_bytes_close(&z);
+  fx_close_second(&fb);
+  sl_proxy_stop(p);
   fx_close(&fx);
 }
 
@@ -593,6 +873,89 @@ SL_TEST(bad_config) {
   SL_ASSERT_EQ_STR(sl_error_message(err),
                    "mariadb sink: port 70000 is not in 1..65535");
   sl_error_destroy(err);
+  err = NULL;
+  c.port = 0;
+  c.mode = SL_MARIADB_UPSERT;
+  c.delivery = SL_DELIVERY_EXACTLY_ONCE;
+  c.key = KEY;
+  c.n_key = 1;
+  c.fence_table = "sluice_xa_commits";
+  SL_ASSERT_EQ_INT(sl_mariadb_sink_create(&c, &vt, &ctx, &err), SL_EINVAL);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "mariadb sink: the commit-log table and the fence table "
+                   "are both 'sluice_xa_commits'; they need different names");
+  sl_error_destroy(err);
+  err = NULL;
+  c.fence_table = "t";
+  SL_ASSERT_EQ_INT(sl_mariadb_sink_create(&c, &vt, &ctx, &err), SL_EINVAL);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "mariadb sink: table 't' is also the sink's fence table; "
+                   "the rows need a table of their own");
+  sl_error_destroy(err);
+}
+
+/* The commit-log and fence tables must be InnoDB (a marker must commit
+ * and roll back with its branch, a fence row must lock): a MyISAM one is
+ * refused when the committer opens, with the table named; a fence table
+ * of another name (fence_table) is created and used. */
+SL_TEST(bad_fence_table_engine) {
+  fx_t fx;
+  fx_init(&fx, TABLE_DDL, SL_DELIVERY_EXACTLY_ONCE);
+  my_ok(fx.m, "CREATE TABLE sluice_xa_fence (job VARBINARY(64) NOT NULL, "
+              "sink_uid VARBINARY(64) NOT NULL, subtask INT UNSIGNED NOT "
+              "NULL, epoch BIGINT UNSIGNED NOT NULL, PRIMARY KEY (job, "
+              "sink_uid, subtask)) ENGINE=MyISAM");
+  sl_committer_init_t in;
+  memset(&in, 0, sizeof(in));
+  in.job = "job";
+  in.uid = "snk";
+  uint32_t owned[] = {0};
+  in.owned_subtasks = owned;
+  in.n_owned_subtasks = 1;
+  in.epoch_id = 1;
+  void *c = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_EQ_INT(fx.vt->committer_open(fx.ctx, &in, &c, &err), SL_EINVAL);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "mariadb sink 'snk' committer 0: the fence table "
+                   "sluice.sluice_xa_fence uses the MyISAM engine; "
+                   "exactly-once needs InnoDB (its rows must commit and "
+                   "lock with the XA branches)");
+  sl_error_destroy(err);
+  err = NULL;
+  my_ok(fx.m, "DROP TABLE sluice_xa_fence");
+  my_ok(fx.m, "ALTER TABLE sluice_xa_commits ENGINE=MyISAM");
+  SL_ASSERT_EQ_INT(fx.vt->committer_open(fx.ctx, &in, &c, &err), SL_EINVAL);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "mariadb sink 'snk' committer 0: the commit-log table "
+                   "sluice.sluice_xa_commits uses the MyISAM engine; "
+                   "exactly-once needs InnoDB (its rows must commit and "
+                   "lock with the XA branches)");
+  sl_error_destroy(err);
+  fx.vt->destroy(fx.ctx);
+  /* Another name. */
+  my_ok(fx.m, "DROP TABLE sluice_xa_commits");
+  sl_mariadb_sink_config_t cfg;
+  sl_mariadb_sink_config_init(&cfg);
+  cfg.host = "127.0.0.1";
+  cfg.port = fx.port;
+  cfg.user = sl_server_user(fx.srv);
+  cfg.database = "sluice";
+  cfg.table = "t";
+  cfg.key = KEY;
+  cfg.n_key = 1;
+  cfg.fence_table = "my_fence";
+  SL_ASSERT_OK_E(sl_mariadb_sink_create(&cfg, &fx.vt, &fx.ctx, &err), err);
+  c = c_open(&fx, 0, 1, owned, 1, 1);
+  c_recover(&fx, c);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT epoch FROM my_fence WHERE job = "
+                                "'job' AND sink_uid = 'snk' AND subtask = 0"),
+                   1);
+  SL_ASSERT_EQ_INT(my_int(fx.m, "SELECT COUNT(*) FROM information_schema."
+                                "TABLES WHERE TABLE_NAME = 'sluice_xa_fence'"),
+                   0);
+  fx.vt->committer_close(c);
+  fx_close(&fx);
 }
 
 /* A port nobody listens on: the message names host:port and the OS error,
@@ -769,8 +1132,32 @@ SL_TEST(pipeline_validate) {
                  "4:74: sink.path: unknown field; expected one of: type, "
                  "uid, parallelism, host, port, user, password, "
                  "password_env, database, table, key, mode, delivery, "
-                 "batch_size, commit_table, epoch_column, "
-                 "connect_timeout_ms");
+                 "batch_size, commit_table, fence_table, epoch_column, "
+                 "connect_timeout");
+  /* One connect_timeout key for both database sinks, a duration. */
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, "
+                         "connect_timeout_ms: 5000}\n",
+                 "4:74: sink.connect_timeout_ms: unknown field; expected one "
+                 "of: type, uid, parallelism, host, port, user, password, "
+                 "password_env, database, table, key, mode, delivery, "
+                 "batch_size, commit_table, fence_table, epoch_column, "
+                 "connect_timeout");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, "
+                         "connect_timeout: 5000}\n",
+                 "4:91: sink.connect_timeout: '5000' has no unit; expected "
+                 "us, ms, s, m or h after the number");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, "
+                         "connect_timeout: 2h}\n",
+                 "4:91: sink.connect_timeout: must be at most 1h, got '2h'");
+  expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
+                         "database: d, table: t, key: key, fence_table: "
+                         "sluice_xa_commits}\n",
+                 "4:7: sink: mariadb sink: the commit-log table and the "
+                 "fence table are both 'sluice_xa_commits'; they need "
+                 "different names");
   expect_invalid(PL_HEAD "sink: {type: mariadb, host: h, user: u, "
                          "database: d, table: t, key: key, password_env: "
                          "SL_NO_SUCH_VARIABLE}\n",
@@ -827,6 +1214,7 @@ SL_TEST(minimal_privileges) {
   SL_ASSERT_OK_E(sl_mariadb_sink_create(&c, &fx.vt, &fx.ctx, &err), err);
   uint32_t owned[] = {0};
   void *c0 = c_open(&fx, 0, 1, owned, 1, 50);
+  c_recover(&fx, c0);
   void *w = w_open(&fx, 0, 1, 50);
   w_row(&fx, w, SL_ROW_INSERT, 1, 10);
   sl_bytes_t a;
@@ -919,6 +1307,43 @@ SL_TEST(pipeline_validate_connect) {
   sl_server_destroy(srv);
 }
 
+/* connect_timeout from a pipeline file bounds the connect: a listener
+ * that never answers (it accepts no connection, so the server's greeting
+ * never comes) fails `validate --connect` after about 1s, not after the
+ * default 10s, with a message naming host:port. */
+SL_TEST(pipeline_connect_timeout) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  SL_ASSERT_TRUE(fd >= 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  SL_ASSERT_EQ_INT(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+  SL_ASSERT_EQ_INT(listen(fd, 8), 0);
+  socklen_t al = sizeof(a);
+  SL_ASSERT_EQ_INT(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+  int port = ntohs(a.sin_port);
+  char text[1024];
+  snprintf(text, sizeof(text),
+           "name: balances\ncheckpoint: {dir: /nonexistent/ck}\n"
+           "source: {type: generator, count: 10, columns: [key, amount]}\n"
+           "sink: {type: mariadb, host: 127.0.0.1, port: %d, user: root, "
+           "database: sluice, table: b, key: key, connect_timeout: 1s}\n",
+           port);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  char *err = NULL;
+  SL_ASSERT_EQ_INT(validate_connect(text, &err), 2);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  char want[200];
+  snprintf(want, sizeof(want), "cannot connect to 127.0.0.1:%d", port);
+  SL_ASSERT_TRUE(strstr(err, want) != NULL);
+  printf("took %ld s\n", (long)(t1.tv_sec - t0.tv_sec));
+  SL_ASSERT_TRUE(t1.tv_sec - t0.tv_sec < 8);
+  free(err);
+  close(fd);
+}
+
 /* The server is killed and restarted in the middle of an epoch: the open
  * branch is gone and the writer's prepare fails the task with the
  * connection error (the restart replays the epoch); the committed epoch
@@ -929,6 +1354,7 @@ SL_TEST(eo_server_restarted_mid_epoch) {
   fx_init(&fx, TABLE_DDL, SL_DELIVERY_EXACTLY_ONCE);
   uint32_t owned[] = {0};
   void *c = c_open(&fx, 0, 1, owned, 1, 70);
+  c_recover(&fx, c);
   void *w = w_open(&fx, 0, 1, 70);
   sl_bytes_t a, b;
   w_row(&fx, w, SL_ROW_INSERT, 1, 10);

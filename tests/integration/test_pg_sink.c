@@ -1014,3 +1014,29 @@ SL_TEST(pipeline_validate_connect_every_sink) {
   PQfinish(db);
   sl_server_destroy(srv);
 }
+
+/* One connect_timeout key for both database sinks, a duration; libpq
+ * counts whole seconds, so 1500ms connects with connect_timeout 2 (the
+ * message names it).  The old connect_timeout_s is an unknown field. */
+SL_TEST(pipeline_connect_timeout) {
+  char sink[300];
+  snprintf(sink, sizeof(sink),
+           "{type: postgres, uid: snk, conninfo: 'host=127.0.0.1 port=%d "
+           "dbname=x user=x', table: balances, connect_timeout: 1500ms}",
+           closed_port());
+  expect_validate(sink, true, true, 2,
+                  "(connect_timeout 2 s): connection to server at "
+                  "\"127.0.0.1\"");
+  expect_validate("{type: postgres, conninfo: 'host=x', table: balances, "
+                  "connect_timeout_s: 3}",
+                  true, false, 2,
+                  "sink.connect_timeout_s: unknown field; expected one of: "
+                  "type, uid, parallelism, conninfo, host, port, dbname, "
+                  "user, password, sslmode, table, key, mode, delivery, "
+                  "batch_size, commit_table, epoch_column, version_field, "
+                  "connect_timeout, lock_timeout_ms, fence_table");
+  expect_validate("{type: postgres, conninfo: 'host=x', table: balances, "
+                  "connect_timeout: 0}",
+                  true, false, 2,
+                  "sink.connect_timeout: must be greater than 0");
+}

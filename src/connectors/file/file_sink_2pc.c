@@ -33,12 +33,17 @@
  *  F4. recover() deletes in-progress and pending files of the subtasks it
  *      owns: the restored committables were committed first, so none of
  *      what is left is named by a completed checkpoint.
+ *  F5. A finished part of epoch E proves that a checkpoint K > E
+ *      committed (epoch E is closed by a barrier after E), so
+ *      committed_max answers E + 1, a lower bound of K; E >= C then means
+ *      that restoring C re-emits output (rule 0.3-7).
  * The commit point of a part is the rename to its finished name.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -88,6 +93,7 @@ typedef struct txc_s {
   char uid[96];
   uint32_t *owned;
   uint32_t n_owned;
+  sl_sink_counters_t *counters; /* the engine's, or NULL */
 } txc_t;
 
 static int64_t mono_ns(void) {
@@ -481,6 +487,7 @@ static int tx_copen(void *ctx, const sl_committer_init_t *ci, void **out,
   memcpy(c->owned, ci->owned_subtasks,
          ci->n_owned_subtasks * sizeof(uint32_t));
   c->n_owned = ci->n_owned_subtasks;
+  c->counters = ci->counters;
   *out = c;
   return SL_OK;
 }
@@ -640,6 +647,7 @@ static int recover_dir(txc_t *c, const char *dir, int depth,
         sl_log(SL_LOG_INFO, "file sink: deleted '%s', a part file no "
                "completed checkpoint names", p);
         is_changed = true;
+        sl_sink_counters_add_lingering_aborted(c->counters, 1);
       }
     }
     sl_free(p);
@@ -653,6 +661,88 @@ static int recover_dir(txc_t *c, const char *dir, int depth,
 static int tx_recover(void *cm, sl_error_t **out_err) {
   txc_t *c = cm;
   return recover_dir(c, c->s->dir, 0, out_err);
+}
+
+/* Parse a finished name "part-<uid>-<s>-<epoch>-<n><ext>" of this sink;
+ * false for anything else (hidden files, other sinks' parts). */
+static bool parse_finished(const txc_t *c, const char *name,
+                           uint64_t *out_epoch) {
+  size_t ul = strlen(c->uid);
+  if (strncmp(name, "part-", 5) != 0 || strncmp(name + 5, c->uid, ul) != 0 ||
+      name[5 + ul] != '-')
+    return false;
+  const char *p = name + 6 + ul;
+  char *end;
+  if (*p < '0' || *p > '9') return false;
+  (void)strtoul(p, &end, 10);
+  if (*end != '-' || end[1] < '0' || end[1] > '9') return false;
+  errno = 0;
+  unsigned long long e = strtoull(end + 1, &end, 10);
+  if (errno != 0 || *end != '-' || end[1] < '0' || end[1] > '9') return false;
+  *out_epoch = e;
+  return true;
+}
+
+/* The newest epoch of a finished part in dir and (depth 0) its buckets. */
+static int finished_max(const txc_t *c, const char *dir, int depth,
+                        uint64_t *io_epoch, char **io_path,
+                        sl_error_t **out_err) {
+  DIR *d = opendir(dir);
+  if (d == NULL) {
+    if (errno == ENOENT) return SL_OK;
+    return sl_error_set(out_err, -errno, "file sink: cannot list '%s': %s",
+                        dir, strerror(errno));
+  }
+  int rc = SL_OK;
+  struct dirent *e;
+  while (rc == SL_OK && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    uint64_t ep = 0;
+    bool is_part = parse_finished(c, e->d_name, &ep);
+    if (is_part && *io_path != NULL && ep <= *io_epoch) continue;
+    char *p = join3(dir, e->d_name, "");
+    if (p == NULL) {
+      rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
+      break;
+    }
+    struct stat st;
+    if (lstat(p, &st) != 0) {
+      sl_free(p);
+      continue;
+    }
+    if (S_ISDIR(st.st_mode) && depth == 0) {
+      rc = finished_max(c, p, 1, io_epoch, io_path, out_err); /* a bucket */
+    } else if (S_ISREG(st.st_mode) && is_part) {
+      sl_free(*io_path);
+      *io_path = p;
+      *io_epoch = ep;
+      p = NULL;
+    }
+    sl_free(p);
+  }
+  closedir(d);
+  return rc;
+}
+
+/* Rule 0.3-7 (docs/connectors.md "Restoring an older checkpoint"), by F5:
+ * the finished parts of every subtask of this sink in the directory. */
+static int tx_committed_max(void *cm, uint64_t *out_ckpt,
+                            sl_bytes_t *out_evidence, sl_error_t **out_err) {
+  txc_t *c = cm;
+  uint64_t ep = 0;
+  char *path = NULL;
+  *out_ckpt = 0;
+  int rc = finished_max(c, c->s->dir, 0, &ep, &path, out_err);
+  if (rc == SL_OK && path != NULL) {
+    *out_ckpt = ep + 1;
+    if (sl_bytes_printf(out_evidence, "the finished part file '%s' holds "
+                        "epoch %llu, which a checkpoint after %llu committed",
+                        path, (unsigned long long)ep,
+                        (unsigned long long)ep) != SL_OK)
+      rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  }
+  sl_free(path);
+  return rc;
 }
 
 static void tx_cclose(void *cm) {
@@ -681,6 +771,7 @@ static const sl_sink_vt_t file_tx_vt = {
     .commit = tx_commit,
     .recover = tx_recover,
     .committer_close = tx_cclose,
+    .committed_max = tx_committed_max,
 };
 
 int sl__file_sink_tx_create(const sl_file_sink_config_t *cfg,

@@ -154,6 +154,7 @@ typedef struct pgcommitter_s {
   char app[SL_PG_APP_SIZE]; /* its connection's application_name */
   char **named;             /* gids given to commit() */
   uint32_t n_named, cap_named;
+  sl_sink_counters_t *counters; /* the engine's, or NULL */
 } pgcommitter_t;
 
 /* ------------------------------------------------------------------ */
@@ -1426,6 +1427,7 @@ static int committer_open_impl(void *ctx, const sl_committer_init_t *init,
   if (c == NULL || who == NULL) goto oom;
   c->s = s;
   c->subtask = init->subtask;
+  c->counters = init->counters;
   c->job = sl_strdup(job);
   c->uid = sl_strdup(init->uid);
   c->n_owned = init->n_owned_subtasks;
@@ -1702,6 +1704,7 @@ static int rollback_lingering(pgcommitter_t *c, const char *who,
       if (PQresultStatus(rr) == PGRES_COMMAND_OK) {
         sl_log(SL_LOG_INFO, "%s: rolled back the lingering prepared "
                "transaction '%s'", who, gid);
+        sl_sink_counters_add_lingering_aborted(c->counters, 1);
       } else if (strcmp(sqlstate(rr), "42704") != 0) {
         rc = res_error(out_err, c->conn, rr, who, "ROLLBACK PREPARED");
         sl_error_prefix(*out_err, "gid '%s'", gid);
@@ -1781,6 +1784,57 @@ static int recover_impl(void *committer, sl_error_t **out_err) {
       rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
 done:
   sl_free(epochs);
+  sl_free(who);
+  return rc;
+}
+
+/*
+ * Rule 0.3-7 (docs/connectors.md "Restoring an older checkpoint"): the
+ * newest checkpoint whose marker row is committed, over every subtask of
+ * this job and sink.  A marker row is written inside its epoch's prepared
+ * transaction, so it is visible exactly when that epoch committed
+ * (invariant P1); its column checkpoint is the id prepare() was given.
+ */
+static int committed_max_impl(void *committer, uint64_t *out_ckpt,
+                              sl_bytes_t *out_evidence,
+                              sl_error_t **out_err) {
+  pgcommitter_t *c = committer;
+  char *who = who_name(c->uid, c->subtask);
+  char *qt = quote_table(c->s->commit_table);
+  sl_bytes_t q;
+  sl_bytes_init(&q);
+  int rc = SL_OK;
+  *out_ckpt = 0;
+  if (who == NULL || qt == NULL ||
+      sl_bytes_printf(&q, "SELECT checkpoint, subtask, gid FROM %s WHERE job "
+                      "= $1 AND sink_uid = $2 ORDER BY checkpoint DESC "
+                      "LIMIT 1", qt) != SL_OK) {
+    rc = sl_error_set(out_err, SL_ENOMEM, "postgres sink: out of memory");
+    goto done;
+  }
+  if (!committer_ensure_conn(c, who)) {
+    rc = sl_error_set(out_err, SL_EIO, "%s: cannot connect to read the "
+                      "commit-log table '%s'", who, c->s->commit_table);
+    goto done;
+  }
+  const char *params[2] = {c->job, c->uid};
+  PGresult *res = PQexecParams(c->conn, (const char *)q.data, 2, NULL, params,
+                               NULL, NULL, 0);
+  if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+    rc = res_error(out_err, c->conn, res, who, "reading the commit-log table");
+    sl_error_prefix(*out_err, "table '%s'", c->s->commit_table);
+  } else if (PQntuples(res) == 1) {
+    *out_ckpt = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    if (sl_bytes_printf(out_evidence, "the commit-log table '%s' holds the "
+                        "marker of checkpoint %s, subtask %s, gid '%s'",
+                        c->s->commit_table, PQgetvalue(res, 0, 0),
+                        PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2)) != SL_OK)
+      rc = sl_error_set(out_err, SL_ENOMEM, "postgres sink: out of memory");
+  }
+  PQclear(res);
+done:
+  sl_bytes_close(&q);
+  sl_free(qt);
   sl_free(who);
   return rc;
 }
@@ -1865,10 +1919,17 @@ static int pg_recover(void *committer, sl_error_t **out_err) {
   return pass_err(e, out_err, rc);
 }
 
+static int pg_committed_max(void *committer, uint64_t *out_ckpt,
+                            sl_bytes_t *out_evidence, sl_error_t **out_err) {
+  sl_error_t *e = NULL;
+  int rc = committed_max_impl(committer, out_ckpt, out_evidence, &e);
+  return pass_err(e, out_err, rc);
+}
+
 static const sl_sink_vt_t pg_vt_2pc = {
     "postgres",      pg_writer_open, pg_write,          pg_flush,
     pg_writer_close, pg_destroy,     pg_prepare,        pg_committer_open,
-    pg_commit,       pg_recover,     pg_committer_close};
+    pg_commit,       pg_recover,     pg_committer_close, pg_committed_max};
 
 static const sl_sink_vt_t pg_vt_plain = {
     "postgres", pg_writer_open, pg_write, pg_flush, pg_writer_close,
