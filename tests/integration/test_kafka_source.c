@@ -1072,3 +1072,42 @@ SL_TEST(pipeline_sigkill) {
   check_output(out);
   sl_kafka_destroy(k);
 }
+
+/* examples/pipelines/balances-kafka.yaml against the test broker, bounded:
+ * every delta counted once (the output's last update per account). */
+SL_TEST(example_pipeline) {
+  memset(want_sum, 0, sizeof(want_sum));
+  memset(want_n, 0, sizeof(want_n));
+  sl_kafka_t *k = start_kafka();
+  create_topic(k, "deltas", 3);
+  rd_kafka_t *p = producer(k);
+  char v[96];
+  for (int i = 0; i < 3000; i++) {
+    int a = (i * 7) % P_ACCOUNTS, amount = (i % 13) - 6;
+    want_sum[a] += amount;
+    want_n[a]++;
+    snprintf(v, sizeof(v), "{\"account\":%d,\"amount\":%d}", a, amount);
+    produce(p, "deltas", a % 3, v, NULL, 0, NULL, NULL);
+  }
+  flush(p);
+  rd_kafka_destroy(p);
+  char example[4400], bs[600], dir[4400], out[4400], outset[4500], bin[4096],
+      errp[4300];
+  snprintf(example, sizeof(example),
+           "%s/examples/pipelines/balances-kafka.yaml", sl_test_src_dir());
+  snprintf(bs, sizeof(bs), "source.bootstrap_servers=%s",
+           sl_kafka_bootstrap(k));
+  snprintf(dir, sizeof(dir), "checkpoint.dir=%s/ckpt", sl_test_dir());
+  snprintf(out, sizeof(out), "%s/out", sl_test_dir());
+  snprintf(outset, sizeof(outset), "sink.path=%s", out);
+  snprintf(bin, sizeof(bin), "%s/sluice", sl_test_bin_dir());
+  snprintf(errp, sizeof(errp), "%s/stderr.txt", sl_test_dir());
+  const char *argv[] = {bin, "run", example, "--quiet", "--set", bs,
+                        "--set", dir, "--set", outset,
+                        "--set", "source.bounded=true",
+                        "--set", "checkpoint.interval_ms=50", NULL};
+  int st = sl_test_wait(sl_test_spawn(argv, NULL, errp, SL_TEST_SPAWN_APPEND));
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fail_with_log("example", st);
+  check_output(out);
+  sl_kafka_destroy(k);
+}
