@@ -622,8 +622,9 @@ SL_API int sl_file_source_create(const sl_file_source_config_t *cfg,
  * read_uncommitted is set.  Bounded: each partition is read up to the end
  * offset the enumerator saw at its first discovery (the last stable offset
  * under read_committed), then the source ends.  With group_id, the offsets
- * of each reader snapshot are committed to the group for monitoring (never
- * read back, except by start SL_KAFKA_START_COMMITTED).  See
+ * of each completed checkpoint are committed to the group by the
+ * enumerator, for monitoring (never read back, except by start
+ * SL_KAFKA_START_COMMITTED).  See
  * docs/connectors.md.
  */
 typedef enum sl_kafka_start_e {

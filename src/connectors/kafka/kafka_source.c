@@ -30,10 +30,15 @@
  * event gives the position past it).
  *
  * Commits.  The engine has no checkpoint-complete callback for source
- * readers, so a reader commits (asynchronously) the offsets of its latest
- * snapshot at its next poll: the group's offsets follow the snapshots
- * taken, which may run one checkpoint ahead of the last completed one.
- * They are for monitoring; a restore uses the checkpoint.
+ * readers, but enumerators have one.  A reader sends the position of each
+ * split it snapshots to the enumerator (an event, posted from the snapshot
+ * on the reader's task, so it is in the enumerator's inbox before that
+ * checkpoint's completion); the enumerator keeps the latest offset per
+ * partition and commits them (asynchronously) to the group when a
+ * checkpoint completes.  With one checkpoint in flight (the default) the
+ * group thus gets exactly the offsets of each completed checkpoint; with
+ * several, possibly those of a later snapshot.  They are for monitoring; a
+ * restore uses the checkpoint.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +208,10 @@ typedef struct kenum_s {
   kpend_t *pend;
   uint32_t n_pend, cap_pend;
   bool *ready; /* reader subtask opened */
+  /* Offsets reported by readers' snapshots, committed on completion. */
+  char **c_ids;
+  int64_t *c_offs;
+  uint32_t n_commit, cap_commit;
 } kenum_t;
 
 static bool enum_seen(const kenum_t *e, const char *id) {
@@ -254,6 +263,8 @@ static void enum_close(void *en) {
   for (uint32_t i = 0; i < e->n_pend; i++) sl_free(e->pend[i].id);
   sl_free(e->pend);
   sl_free(e->ready);
+  free_strs(e->c_ids, e->n_commit);
+  sl_free(e->c_offs);
   sl_free(e);
 }
 
@@ -343,13 +354,69 @@ static int enum_create(void *ctx, const sl_enum_init_t *init, void **out,
                           (unsigned long long)init->restored_checkpoint_id);
     }
   }
-  int rc = new_handle(s, RD_KAFKA_CONSUMER, false, &e->rk, out_err);
+  int rc = new_handle(s, RD_KAFKA_CONSUMER, s->group != NULL, &e->rk,
+                      out_err);
   if (rc != SL_OK) {
     enum_close(e);
     return rc;
   }
   *out = e;
   return SL_OK;
+}
+
+/* A reader's snapshot offset: kind byte 2, i64le offset, the split id. */
+static int enum_event(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
+                      const uint8_t *ev, size_t len, sl_error_t **out_err) {
+  kenum_t *e = en;
+  (void)ec, (void)subtask;
+  if (len < 10 || len > 9 + 4096 || ev[0] != 2 || memchr(ev + 9, 0, len - 9))
+    return sl_error_set(out_err, SL_ECORRUPT, "kafka source: a corrupt "
+                        "offset event from reader %u", subtask);
+  if (e->src->group == NULL) return SL_OK;
+  int64_t off = (int64_t)sl_load_u64le(ev + 1);
+  const char *id = (const char *)ev + 9;
+  size_t idlen = len - 9;
+  for (uint32_t i = 0; i < e->n_commit; i++)
+    if (strlen(e->c_ids[i]) == idlen && memcmp(e->c_ids[i], id, idlen) == 0) {
+      e->c_offs[i] = off;
+      return SL_OK;
+    }
+  if (e->n_commit == e->cap_commit) {
+    uint32_t cap = e->cap_commit ? 2 * e->cap_commit : 16;
+    char **l = sl_realloc(e->c_ids, cap * sizeof(char *));
+    if (l) e->c_ids = l;
+    int64_t *o = l ? sl_realloc(e->c_offs, cap * sizeof(int64_t)) : NULL;
+    if (o) e->c_offs = o;
+    if (l == NULL || o == NULL)
+      return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+    e->cap_commit = cap;
+  }
+  if ((e->c_ids[e->n_commit] = sl_strndup(id, idlen)) == NULL)
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  e->c_offs[e->n_commit++] = off;
+  return SL_OK;
+}
+
+/* Commit the offsets the readers reported (monitoring: failures are not
+ * the job's; librdkafka reports them to no one). */
+static void enum_complete(void *en, uint64_t checkpoint_id) {
+  kenum_t *e = en;
+  (void)checkpoint_id;
+  if (e->src->group == NULL || e->n_commit == 0) return;
+  rd_kafka_topic_partition_list_t *l =
+      rd_kafka_topic_partition_list_new((int)e->n_commit);
+  for (uint32_t i = 0; i < e->n_commit; i++) {
+    char *topic = NULL;
+    int32_t pt;
+    if (parse_id(e->c_ids[i], &topic, &pt) == SL_OK)
+      rd_kafka_topic_partition_list_add(l, topic, pt)->offset = e->c_offs[i];
+    sl_free(topic);
+    sl_free(e->c_ids[i]);
+  }
+  e->n_commit = 0;
+  if (l->cnt > 0) rd_kafka_commit(e->rk, l, 1);
+  rd_kafka_topic_partition_list_destroy(l);
+  rd_kafka_poll(e->rk, 0); /* serve the replies of earlier commits */
 }
 
 /* Hand the pending splits of opened readers to them. */
@@ -536,7 +603,9 @@ static const sl_enum_vt_t kafka_enum_vt = {
     .handle_split_request = enum_request,
     .add_splits_back = enum_back,
     .add_reader = enum_add_reader,
+    .handle_reader_event = enum_event,
     .snapshot = enum_snapshot,
+    .checkpoint_complete = enum_complete,
     .close = enum_close,
 };
 
@@ -550,7 +619,6 @@ typedef struct kpart_s {
   int32_t part;
   int64_t next;   /* offset of the next record to emit */
   int64_t end;    /* bounded: stop here; -1 */
-  int64_t snap;   /* the offset of the latest snapshot, -1 none */
   bool is_done;
   bool is_reported; /* sl_source_split_finished was called */
 } kpart_t;
@@ -564,7 +632,7 @@ typedef struct kreader_s {
   uint32_t n_parts, cap_parts;
   sl_kafka_decoder_t dec;
   bool has_dec;
-  bool commit_due;
+  sl_source_out_t *out; /* the task's, from the first poll (stable) */
   bool is_all_assigned; /* bounded: the enumerator assigned every split */
 } kreader_t;
 
@@ -703,7 +771,6 @@ static int add_splits(kreader_t *rd, const sl_split_init_t *si, uint32_t n,
     p->split = si[i].split;
     p->id = si[i].id;
     p->end = -1;
-    p->snap = -1;
     int rc = parse_id(si[i].id, &p->topic, &p->part);
     if (rc != SL_OK)
       return sl_error_set(out_err, rc, "kafka source: bad split id '%s'",
@@ -785,21 +852,6 @@ static void finish_part(kreader_t *rd, kpart_t *p, sl_source_out_t *out) {
   rd_kafka_topic_partition_list_destroy(l);
 }
 
-/* Commit the offsets of the latest snapshot (monitoring). */
-static void commit_snap(kreader_t *rd) {
-  rd->commit_due = false;
-  if (rd->src->group == NULL) return;
-  rd_kafka_topic_partition_list_t *l =
-      rd_kafka_topic_partition_list_new((int)rd->n_parts);
-  for (uint32_t i = 0; i < rd->n_parts; i++)
-    if (rd->parts[i].snap >= 0)
-      rd_kafka_topic_partition_list_add(l, rd->parts[i].topic,
-                                        rd->parts[i].part)->offset =
-          rd->parts[i].snap;
-  if (l->cnt > 0) rd_kafka_commit(rd->rk, l, 1);
-  rd_kafka_topic_partition_list_destroy(l);
-}
-
 static int decode_emit(kreader_t *rd, kpart_t *p, rd_kafka_message_t *m,
                        sl_source_out_t *out, bool *out_more,
                        sl_error_t **out_err) {
@@ -849,7 +901,7 @@ static int decode_emit(kreader_t *rd, kpart_t *p, rd_kafka_message_t *m,
 
 static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
   kreader_t *rd = r;
-  if (rd->commit_due) commit_snap(rd);
+  rd->out = out;
   for (;;) {
     bool all_done = true;
     for (uint32_t i = 0; i < rd->n_parts; i++) {
@@ -932,8 +984,17 @@ static int reader_position(void *r, uint32_t split, sl_bytes_t *out) {
     if (p->split != split) continue;
     uint8_t pos[POS_LEN];
     pos_encode(pos, K_OFFSET, p->next, p->end);
-    p->snap = p->next;
-    rd->commit_due = true;
+    /* Tell the enumerator, which commits it to the group when the
+     * checkpoint completes (see the top of the file). */
+    size_t idlen = strlen(p->id);
+    if (rd->src->group && rd->out && idlen <= 4096) {
+      uint8_t ev[9 + 4096];
+      ev[0] = 2;
+      store_u64le(ev + 1, (uint64_t)p->next);
+      memcpy(ev + 9, p->id, idlen);
+      int rc = sl_source_send_event(rd->out, ev, 9 + idlen);
+      if (rc != SL_OK) return rc;
+    }
     return sl_bytes_append(out, pos, POS_LEN);
   }
   return SL_ENOTFOUND;
