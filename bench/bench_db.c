@@ -35,7 +35,13 @@
  * runs in it); all arms run in every round, in a seeded random order, so
  * drift of the shared machine hits every arm alike; a figure is the mean
  * of fork means with a Student-t 95% interval, and a ratio has the
- * harness's two intervals (expanded percentile bootstrap and Fieller).
+ * harness's two intervals (expanded percentile bootstrap and Fieller)
+ * and a paired one (the geometric mean of the per-round ratios, a t
+ * interval on their logarithms), as the load of a shared machine changes
+ * more between rounds than within one.  The micro-benchmark arms run in
+ * plain forks of their own (a fork reports several numbers per epoch).
+ * Everything is written to DIR/db-raw.csv and the report is computed from
+ * that file, so --report can analyse a run again.
  * The servers are started once (tests/tools/sl_servers.h) and stopped at
  * the end; every run gets a fresh table, a fresh checkpoint directory and
  * (PostgreSQL) a CHECKPOINT before its clock starts, and is checked after
@@ -267,8 +273,8 @@ static int make_data(void) {
            head, cl);
   snprintf(yaml, sizeof(yaml), "%s/gen.yaml", work);
   if (write_file(yaml, all) != 0) return -1;
-  char log[600];
-  snprintf(log, sizeof(log), "%s/gen.log", work);
+  char log[PATH_MAX];
+  snprintf(log, sizeof(log), "%s/gen.log", O.out_dir);
   char *argv[] = {O.sluice, "run", yaml, "--quiet", NULL};
   if (spawn_wait(argv, log) != 0) {
     fprintf(stderr, "bench-db: `%s run %s` failed; see %s\n", O.sluice, yaml,
