@@ -348,6 +348,25 @@ static int pg_prepare_table(const arm_t *a, sl_error_t **err) {
             "balance bigint NOT NULL, sluice_epoch bigint NOT NULL)"
           : "CREATE TABLE balances (account bigint PRIMARY KEY, "
             "balance bigint NOT NULL)";
+  /* Prepared transactions left behind (see my_prepared); ROLLBACK
+   * PREPARED cannot run inside a transaction block, so one at a time. */
+  PGresult *res = PQexec(c, "SELECT gid FROM pg_prepared_xacts WHERE "
+                         "database = current_database()");
+  if (PQresultStatus(res) != PGRES_TUPLES_OK)
+    rc = sl_error_set(err, SL_EIO, "reading pg_prepared_xacts: %s",
+                      PQerrorMessage(c));
+  for (int i = 0; rc == SL_OK && i < PQntuples(res); i++) {
+    char *lit = PQescapeLiteral(c, PQgetvalue(res, i, 0),
+                                strlen(PQgetvalue(res, i, 0)));
+    char sql[512];
+    snprintf(sql, sizeof(sql), "ROLLBACK PREPARED %s", lit ? lit : "''");
+    PQfreemem(lit);
+    rc = sl_pg_exec(c, sql, NULL, err);
+    if (rc == SL_OK)
+      fprintf(stderr, "bench-db: %s: rolled back a prepared transaction "
+              "left behind\n", a->name);
+  }
+  PQclear(res);
   const char *sql[] = {"SET client_min_messages = warning",
                        "DROP TABLE IF EXISTS balances",
                        "DROP TABLE IF EXISTS balances_load",
@@ -359,10 +378,59 @@ static int pg_prepare_table(const arm_t *a, sl_error_t **err) {
   return rc;
 }
 
+/*
+ * Prepared transactions a failed run or fork may have left behind would
+ * hold row locks and make the next arm wait (or fail) on its DROP TABLE:
+ * they are rolled back before every run, and counted after every
+ * exactly-once job (the check fails when any is left).  MariaDB lists them
+ * with XA RECOVER FORMAT='SQL' (the xid as an SQL literal, column 4).
+ */
+static int my_prepared(MYSQL *c, bool is_rollback, int64_t *out_n,
+                       sl_error_t **err) {
+  *out_n = 0;
+  if (mysql_query(c, "XA RECOVER FORMAT='SQL'") != 0)
+    return sl_error_set(err, SL_EIO, "XA RECOVER: error %u: %s",
+                        mysql_errno(c), mysql_error(c));
+  MYSQL_RES *res = mysql_store_result(c);
+  if (res == NULL)
+    return sl_error_set(err, SL_EIO, "XA RECOVER: no result: %s",
+                        mysql_error(c));
+  char **xids = NULL;
+  size_t n = 0;
+  MYSQL_ROW row;
+  while ((row = mysql_fetch_row(res)) != NULL) {
+    char **nx = realloc(xids, (n + 1) * sizeof(char *));
+    if (nx == NULL) break;
+    xids = nx;
+    xids[n++] = strdup(row[3] ? row[3] : "");
+  }
+  mysql_free_result(res);
+  int rc = SL_OK;
+  for (size_t i = 0; i < n; i++) {
+    if (is_rollback && rc == SL_OK && xids[i] != NULL) {
+      char sql[512];
+      snprintf(sql, sizeof(sql), "XA ROLLBACK %s", xids[i]);
+      rc = sl_my_exec(c, sql, NULL, err);
+    }
+    free(xids[i]);
+  }
+  free(xids);
+  *out_n = (int64_t)n;
+  return rc;
+}
+
 static int my_prepare_table(const arm_t *a, sl_error_t **err) {
   MYSQL *c = NULL;
   int rc = sl_my_connect(my_srv, sl_server_port(my_srv), &c, err);
   if (rc != SL_OK) return rc;
+  int64_t left = 0;
+  if ((rc = my_prepared(c, true, &left, err)) != SL_OK) {
+    mysql_close(c);
+    return rc;
+  }
+  if (left > 0)
+    fprintf(stderr, "bench-db: %s: rolled back %" PRId64 " prepared XA "
+            "branches left behind\n", a->name, left);
   const char *create =
       a->kind == K_LIMIT
           ? "CREATE TABLE balances_load (account BIGINT NOT NULL, "
@@ -415,6 +483,7 @@ static int check_table(const arm_t *a, sl_error_t **err) {
       if (rc == SL_OK)
         rc = sl_my_query_int64(c, "SELECT coalesce(sum(balance), 0) FROM "
                                "balances", &sum, err);
+      if (rc == SL_OK) rc = my_prepared(c, false, &open_tx, err);
     }
     mysql_close(c);
   }
