@@ -489,6 +489,14 @@ static msg_t *msg_new(msg_kind_t kind, uint32_t subtask, uint64_t id) {
 
 /* ------------------------------------------------------------------ */
 
+/* Does msg name source uid ("source '<uid>'")? */
+static bool names_source(const char *msg, const char *uid) {
+  size_t n = strlen(uid);
+  for (const char *p = msg; (p = strstr(p, "source '")) != NULL; p++)
+    if (strncmp(p + 8, uid, n) == 0 && p[8 + n] == '\'') return true;
+  return false;
+}
+
 int sl__enum_host_create(const char *uid, const sl_enum_vt_t *vt,
                          void *src_ctx, const sl_enum_init_t *init,
                          bool has_thread, sl_enum_host_t **out,
@@ -530,8 +538,12 @@ int sl__enum_host_create(const char *uid, const sl_enum_vt_t *vt,
   if (rc != SL_OK) {
     h->en = NULL;
     sl__enum_host_destroy(h);
-    if (err) sl_error_prefix(err, "source '%s'", uid);
-    else err = sl_error_create(rc, "source '%s': cannot create its "
+    /* A message that names the source already (a restore check) is
+     * not prefixed with it again. */
+    if (err && !names_source(sl_error_message(err), uid))
+      sl_error_prefix(err, "source '%s'", uid);
+    else if (err == NULL)
+      err = sl_error_create(rc, "source '%s': cannot create its "
                                "enumerator: %s", uid, sl_strerror(rc));
     if (out_err && *out_err == NULL) *out_err = err;
     else sl_error_destroy(err);
