@@ -257,8 +257,12 @@ void sl__enum_plan_attach(sl_job_t *job) {
 
 void sl__enum_plan_detach(sl_job_t *job) {
   for (uint32_t i = 0; i < job->n_nodes; i++)
-    if (job->nodes[i]->enum_host)
+    if (job->nodes[i]->enum_host) {
       sl__enum_host_attach(job->nodes[i]->enum_host, NULL, NULL);
+      /* A trigger waiting for a stuck enumerator ends now, so that the
+       * coordinator can stop. */
+      sl__enum_host_interrupt(job->nodes[i]->enum_host);
+    }
 }
 
 void sl__enum_plan_destroy(sl_job_t *job) {
