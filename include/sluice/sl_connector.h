@@ -132,7 +132,8 @@ struct sl_source_vt_s {
   /* --- The source framework (FLIP-27 shape); see sl_enum_vt_t below.
    * A source that leaves these NULL keeps the static enumerator: plan()
    * lists the splits once and split s goes to subtask s % parallelism,
-   * handed to reader_open. --- */
+   * handed to reader_open.  The built-in generator and file sources have
+   * enumerators. --- */
   /**
    * Optional: the source's split enumerator.  When set, plan() is not
    * called; the enumerator discovers and assigns the splits, and the
