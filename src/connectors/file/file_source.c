@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The file source: CSV or JSON lines, one split per file (a directory
- * stands for its regular files in name order).  A split's id is the file's
+ * stands for its regular files in name order), handed out by the source's
+ * split enumerator (below).  A split's id is the file's
  * path (as configured, plus the name for a directory's files).  Its
  * position is the byte offset of the next line, its line number and a
  * fingerprint of the bytes read so far (a hash of the first and the last
@@ -512,14 +513,18 @@ static void fsrc_destroy(void *ctx) {
 
 /* ------------------------------------------------------------------ */
 /*
- * The enumerator of a monitored file source.  It runs on the source's
- * enumerator thread (sl_connector.h).  Every monitor interval it lists the
+ * The file source's enumerator.  It runs on the source's enumerator
+ * thread (sl_connector.h).  Monitored: every monitor interval it lists the
  * inputs again; a path it has not seen becomes a pending split.  Pending
  * splits go to readers that asked for one, oldest first; a reader that
  * asks when nothing is pending waits for the next new file.  It never says
- * "no more splits": a monitored source is unbounded.
+ * "no more splits": a monitored source is unbounded.  Unmonitored: one
+ * listing, when the enumerator is created (unmonitored_start), and every
+ * pending split goes out at discovery, file i to reader i % parallelism
+ * (as the static enumerator placed them); a reader that asks hears "no
+ * more splits", and splits a reset reader hands back go to it again.
  *
- * State (one codec, enum_encode/enum_decode): version byte 1, then u64le
+ * State (one codec, enum_snapshot/enum_decode): version byte 1, then u64le
  * count and the seen paths (u64le length, bytes), then u64le count and the
  * pending splits (path as above, then u64le length and the position bytes,
  * empty for the start).  Seen paths include assigned ones, so a file a

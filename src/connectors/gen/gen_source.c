@@ -7,7 +7,8 @@
  * checkpoints need.  The number of splits is fixed by the configuration
  * (SL_GEN_DEFAULT_SPLITS unless set), never by the parallelism, so the data
  * is the same at any parallelism.  A split's id names the seed, its index
- * and the number of splits; its position is the next record index.  With a
+ * and the number of splits; its position is the next record index.  The
+ * source's split enumerator (below) hands the splits out.  With a
  * rate, each split emits on a fixed schedule from the time its reader first
  * polls; it never bursts to catch up more than it is behind.  Event times
  * that would leave int64 are refused at create time (bounded count) or fail
