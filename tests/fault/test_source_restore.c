@@ -409,7 +409,7 @@ static void add_split_entry(sl_ckpt_subtask_t *sub, const uint8_t *id,
     if (strcmp(sub->opstates[i].name, "source.splits") == 0)
       os = &sub->opstates[i];
   if (os == NULL) {
-    sub->opstates = realloc(sub->opstates,
+    sub->opstates = sl_realloc(sub->opstates,
                             (sub->n_opstates + 1) * sizeof(*os));
     os = &sub->opstates[sub->n_opstates++];
     memset(os, 0, sizeof(*os));
@@ -420,7 +420,7 @@ static void add_split_entry(sl_ckpt_subtask_t *sub, const uint8_t *id,
   sl_bytes_init(&b);
   SL_ASSERT_OK(sl__split_pos_encode(sid, pos, pl, &b));
   free(sid);
-  os->entries = realloc(os->entries, (os->n_entries + 1) *
+  os->entries = sl_realloc(os->entries, (os->n_entries + 1) *
                                          sizeof(sl_ckpt_entry_t));
   sl_ckpt_entry_t *e = &os->entries[os->n_entries++];
   e->key = 0;
