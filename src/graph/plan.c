@@ -388,8 +388,8 @@ static int connect_edge(sl_job_t *job, sl_node_t *m, uint32_t k) {
  * in topological order, so one pass suffices).
  *
  * A reader of a source with an enumerator that holds no split yet is
- * idle the same way, as Flink's source operator marks a reader without
- * splits idle: it may get a split at any time, and then (source_out.c,
+ * idle the same way (Flink's source operator likewise reports idle when
+ * none of its outputs is active): it may get a split at any time, and then (source_out.c,
  * add_splits) it tells its receivers it is active again before its first
  * record, and so does every empty task downstream of it when its input
  * becomes active (task.c, apply_wm_min).  For that the task itself starts
