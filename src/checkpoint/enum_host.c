@@ -37,6 +37,11 @@
  *     drops the events held for s and sets reader_taken[s] to enum_snap
  *     (the checkpoints pending at the reset will never hold the new
  *     reader's snapshot).
+ * G4. A snapshot for N that the enumerator thread reaches after N was
+ *     aborted (a task finished while the coordinator was triggering N),
+ *     or after its caller gave up waiting, is not taken and does not
+ *     close the gateway: no reader will ever take N, so events stamped N
+ *     would be held for good.
  *
  * Failure.  The first error of a callback makes the host FAILED (sticky):
  * later messages are dropped, and the job fails with that error.
@@ -118,6 +123,7 @@ struct sl_enum_host_s {
   char *fail_msg;
   bool is_fail_fatal;
   uint64_t interrupts;      /* bumped by sl__enum_host_interrupt */
+  uint64_t max_aborted;     /* the newest checkpoint aborted (G4) */
 };
 
 static int64_t mono_ns(void) { return sl__clock_monotonic_ns(); }
@@ -340,9 +346,9 @@ static int handle(sl_enum_host_t *h, msg_t *m, sl_error_t **out_err) {
   }
   case M_SNAPSHOT: {
     pthread_mutex_lock(&h->lock);
-    /* A caller that gave up before the thread got here (its checkpoint
-     * is aborted): no snapshot, and the gateway stays open. */
-    bool is_abandoned = m->is_abandoned;
+    /* A caller that gave up before the thread got here, or a checkpoint
+     * aborted before (G4): no snapshot, and the gateway stays open. */
+    bool is_abandoned = m->is_abandoned || m->id <= h->max_aborted;
     if (!is_abandoned) {
       sl__enum_tracker_on_checkpoint(&h->tr, m->id);
       if (m->id > h->enum_snap) h->enum_snap = m->id; /* the gateway closes */
@@ -743,6 +749,7 @@ uint32_t sl__enum_host_parallelism(const sl_enum_host_t *h) {
 
 void sl__enum_host_checkpoint_aborted(sl_enum_host_t *h, uint64_t id) {
   pthread_mutex_lock(&h->lock);
+  if (id > h->max_aborted) h->max_aborted = id; /* G4 */
   for (uint32_t i = 0; i < h->parallelism; i++) /* G3 */
     if (h->reader_taken[i] < id && id <= h->enum_snap)
       h->reader_taken[i] = id;
