@@ -132,7 +132,8 @@ struct sl_source_vt_s {
   /* --- The source framework (FLIP-27 shape); see sl_enum_vt_t below.
    * A source that leaves these NULL keeps the static enumerator: plan()
    * lists the splits once and split s goes to subtask s % parallelism,
-   * handed to reader_open. --- */
+   * handed to reader_open.  The built-in generator and file sources have
+   * enumerators. --- */
   /**
    * Optional: the source's split enumerator.  When set, plan() is not
    * called; the enumerator discovers and assigns the splits, and the
@@ -240,6 +241,18 @@ typedef struct sl_enum_init_s {
                                       start.  Borrowed for the call */
   size_t state_len;
   uint64_t restored_checkpoint_id; /* 0 on a fresh start */
+  /* Appended (zero from a caller that predates them). */
+  const char *source_uid;          /* the source's uid, for messages;
+                                      borrowed for the call */
+  /* On a restore: every split the checkpoint's readers hold, with its
+   * position (borrowed for the call).  At the same parallelism each stays
+   * with the reader that held it; at another one (or from a checkpoint
+   * without enumerator state) they also come back through
+   * add_splits_back.  Either way the enumerator must not hand them out
+   * from its own discovery, and create may check that they still exist
+   * (an error then names the split, the source and the checkpoint). */
+  const sl_split_t *restored_splits;
+  uint32_t n_restored_splits;
 } sl_enum_init_t;
 
 /** Every slot returns SL_OK or a negative code; an error fails the job
