@@ -666,6 +666,9 @@ static int micro_child(const arm_t *a, int out_fd) {
     ci.epoch_id = epoch;
     if (vt->committer_open(sctx, &ci, &cm, &err) != SL_OK)
       return fail(err, "committer_open");
+    /* As the engine: recover (rolls back leftovers, fences) before the
+     * writer opens; the writer takes its fence epoch from it. */
+    if (vt->recover(cm, &err) != SL_OK) return fail(err, "recover");
   }
   sl_sink_init_t in;
   memset(&in, 0, sizeof(in));
