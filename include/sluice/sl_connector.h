@@ -132,7 +132,8 @@ struct sl_source_vt_s {
   /* --- The source framework (FLIP-27 shape); see sl_enum_vt_t below.
    * A source that leaves these NULL keeps the static enumerator: plan()
    * lists the splits once and split s goes to subtask s % parallelism,
-   * handed to reader_open. --- */
+   * handed to reader_open.  The built-in generator and file sources have
+   * enumerators. --- */
   /**
    * Optional: the source's split enumerator.  When set, plan() is not
    * called; the enumerator discovers and assigns the splits, and the
@@ -240,6 +241,18 @@ typedef struct sl_enum_init_s {
                                       start.  Borrowed for the call */
   size_t state_len;
   uint64_t restored_checkpoint_id; /* 0 on a fresh start */
+  /* Appended (zero from a caller that predates them). */
+  const char *source_uid;          /* the source's uid, for messages;
+                                      borrowed for the call */
+  /* On a restore: every split the checkpoint's readers hold, with its
+   * position (borrowed for the call).  At the same parallelism each stays
+   * with the reader that held it; at another one (or from a checkpoint
+   * without enumerator state) they also come back through
+   * add_splits_back.  Either way the enumerator must not hand them out
+   * from its own discovery, and create may check that they still exist
+   * (an error then names the split, the source and the checkpoint). */
+  const sl_split_t *restored_splits;
+  uint32_t n_restored_splits;
 } sl_enum_init_t;
 
 /** Every slot returns SL_OK or a negative code; an error fails the job
@@ -608,6 +621,99 @@ typedef struct sl_file_source_config_s {
 SL_API int sl_file_source_create(const sl_file_source_config_t *cfg,
                                  const sl_source_vt_t **out_vt, void **out_ctx,
                                  sl_error_t **out_err);
+
+/*
+ * The Kafka source (librdkafka).  Every partition of the topics is a split
+ * with the stable id "<topic>/<partition>"; the source's enumerator finds
+ * them (at start, then every discovery_interval_ms: a partition found later
+ * starts at its earliest offset) and assigns each to one reader subtask,
+ * which reads it with assign() (never a group rebalance).  A split's
+ * position is the offset of the next record, kept in the reader's state of
+ * every checkpoint; on a restore an offset no longer in the log (deleted by
+ * retention) is an error naming topic, partition and offset, never a jump.
+ * Records are read with isolation.level read_committed unless
+ * read_uncommitted is set.  Bounded: each partition is read up to the end
+ * offset the enumerator saw at its first discovery (the last stable offset
+ * under read_committed), then the source ends.  With group_id, the offsets
+ * of each completed checkpoint are committed to the group by the
+ * enumerator, for monitoring (never read back, except by start
+ * SL_KAFKA_START_COMMITTED).  See
+ * docs/connectors.md.
+ */
+typedef enum sl_kafka_start_e {
+  SL_KAFKA_START_EARLIEST = 0,
+  SL_KAFKA_START_LATEST = 1,
+  SL_KAFKA_START_COMMITTED = 2, /* the group's offsets; earliest without */
+  SL_KAFKA_START_TIMESTAMP = 3, /* the first record at or after
+                                   start_timestamp_ms; the end without */
+  SL_KAFKA_START_OFFSETS = 4    /* start_offsets; earliest for the others */
+} sl_kafka_start_t;
+
+/** @brief How a record's value becomes the value fields of a row. */
+typedef enum sl_kafka_format_e {
+  SL_KAFKA_FORMAT_JSON = 0,   /* one JSON object (sl_json_parse) */
+  SL_KAFKA_FORMAT_CSV = 1,    /* one CSV record (sl_csv_parse) */
+  SL_KAFKA_FORMAT_STRING = 2, /* the whole value into the one string field
+                                 (must be UTF-8) */
+  SL_KAFKA_FORMAT_BYTES = 3   /* the whole value into the one bytes field */
+} sl_kafka_format_t;
+
+typedef struct sl_kafka_partition_offset_s {
+  const char *topic;
+  int32_t partition;
+  int64_t offset; /* the first offset to read */
+} sl_kafka_partition_offset_t;
+
+typedef struct sl_kafka_source_config_s {
+  const char *bootstrap_servers; /* "host:port,..."; required */
+  const char *const *topics;     /* required, at least one */
+  uint32_t n_topics;
+  const char *group_id;          /* NULL: no commits (and no start
+                                    committed) */
+  sl_kafka_start_t start;
+  int64_t start_timestamp_ms;
+  const sl_kafka_partition_offset_t *start_offsets;
+  uint32_t n_start_offsets;
+  sl_kafka_format_t format;
+  char csv_delimiter;            /* 0: ',' */
+  const sl_schema_t *schema;     /* the value's fields (borrowed) */
+  /* Metadata fields appended after the value's fields, NULL for none:
+   * timestamp (the record's timestamp, timestamp), headers (a JSON object
+   * of string values, string), key (string), partition (int32), offset
+   * (int64).  All nullable. */
+  const char *timestamp_field;
+  const char *headers_field;
+  const char *key_field;
+  const char *partition_field;
+  const char *offset_field;
+  bool bounded;
+  bool read_uncommitted;
+  int64_t discovery_interval_ms; /* 0: find partitions once */
+  int64_t timeout_ms;            /* metadata and offset look-ups; 0:
+                                    10000 */
+  /* NULL-terminated name, value pairs passed to librdkafka after sluice's
+   * settings (bootstrap.servers, group.id and the settings sluice relies
+   * on, enable.auto.commit and auto.offset.reset, are refused). */
+  const char *const *properties;
+} sl_kafka_source_config_t;
+
+/** @brief Defaults: start earliest, JSON, unbounded, discovery every
+ * 30000 ms.  @thread any */
+SL_API void sl_kafka_source_config_init(sl_kafka_source_config_t *cfg);
+/**
+ * @brief Create a Kafka source.  Checks the configuration without
+ * connecting; the enumerator reaches the cluster when the job starts (an
+ * unreachable bootstrap or an unknown topic fails the job within
+ * timeout_ms with a message naming them).
+ * @return SL_OK; SL_EINVAL naming the setting; SL_ENOMEM.
+ * @ownership the caller owns *out_schema (one reference: the value fields
+ * and the metadata fields) and *out_ctx until it hands it to
+ * sl_job_source().
+ */
+SL_API int sl_kafka_source_create(const sl_kafka_source_config_t *cfg,
+                                  const sl_source_vt_t **out_vt,
+                                  void **out_ctx, sl_schema_t **out_schema,
+                                  sl_error_t **out_err);
 
 /** @brief The delivery guarantee a sink is asked for. */
 typedef enum sl_delivery_e {

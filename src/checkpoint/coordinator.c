@@ -318,11 +318,16 @@ static void reap_locked(sl_coord_t *c, pending_t *p) {
  */
 static int snapshot_enums(sl_coord_t *c, pending_t *p, sl_error_t **out_err) {
   SL_ASSERT(!coord_is_locked());
+  /* A stuck enumerator must not hold the trigger (and with it this
+   * thread) forever: the wait ends with the checkpoint's timeout, and the
+   * checkpoint is aborted with that reason. */
+  int64_t deadline = p->trigger_ns + c->cfg.timeout_ms * 1000000ll;
   for (uint32_t i = 0; i < c->n_ops; i++) {
     if (c->ops[i].enum_host == NULL) continue;
     sl_bytes_t b;
     sl_bytes_init(&b);
-    int rc = sl__enum_host_snapshot(c->ops[i].enum_host, p->id, &b, out_err);
+    int rc = sl__enum_host_snapshot_until(c->ops[i].enum_host, p->id,
+                                          deadline, &b, out_err);
     if (rc != SL_OK) {
       sl_bytes_close(&b);
       return rc;

@@ -37,6 +37,11 @@
  *     drops the events held for s and sets reader_taken[s] to enum_snap
  *     (the checkpoints pending at the reset will never hold the new
  *     reader's snapshot).
+ * G4. A snapshot for N that the enumerator thread reaches after N was
+ *     aborted (a task finished while the coordinator was triggering N),
+ *     or after its caller gave up waiting, is not taken and does not
+ *     close the gateway: no reader will ever take N, so events stamped N
+ *     would be held for good.
  *
  * Failure.  The first error of a callback makes the host FAILED (sticky):
  * later messages are dropped, and the job fails with that error.
@@ -72,12 +77,16 @@ typedef struct msg_s {
   size_t len;
   sl_split_t *splits; /* M_BACK: owned copies */
   uint32_t n_splits;
-  /* Synchronous messages: the caller waits for is_done. */
+  /* Synchronous messages: the caller waits for is_done, or gives up at
+   * its deadline (is_abandoned, under the lock): then the thread frees
+   * the message when it is done with it. */
   bool is_sync;
   bool is_done;
+  bool is_abandoned;
   int rc;
   sl_error_t *err;
-  sl_bytes_t *out;
+  sl_bytes_t out; /* M_SNAPSHOT: the state, owned until the caller takes
+                     it */
   struct msg_s *next;
 } msg_t;
 
@@ -113,12 +122,15 @@ struct sl_enum_host_s {
   int fail_rc;              /* sticky */
   char *fail_msg;
   bool is_fail_fatal;
+  uint64_t interrupts;      /* bumped by sl__enum_host_interrupt */
+  uint64_t max_aborted;     /* the newest checkpoint aborted (G4) */
 };
 
 static int64_t mono_ns(void) { return sl__clock_monotonic_ns(); }
 
 
 static void msg_free(msg_t *m) {
+  sl_bytes_close(&m->out);
   sl_free(m->str);
   sl_free(m->data);
   for (uint32_t i = 0; i < m->n_splits; i++) {
@@ -332,12 +344,24 @@ static int handle(sl_enum_host_t *h, msg_t *m, sl_error_t **out_err) {
     sl__enum_tracker_free_list(a, n);
     return rc;
   }
-  case M_SNAPSHOT:
+  case M_SNAPSHOT: {
     pthread_mutex_lock(&h->lock);
-    sl__enum_tracker_on_checkpoint(&h->tr, m->id);
-    if (m->id > h->enum_snap) h->enum_snap = m->id; /* the gateway closes */
+    /* A caller that gave up before the thread got here, or a checkpoint
+     * aborted before (G4): no snapshot, and the gateway stays open. */
+    bool is_abandoned = m->is_abandoned || m->id <= h->max_aborted;
+    if (!is_abandoned) {
+      sl__enum_tracker_on_checkpoint(&h->tr, m->id);
+      if (m->id > h->enum_snap) h->enum_snap = m->id; /* the gateway closes */
+    }
     pthread_mutex_unlock(&h->lock);
-    return vt->snapshot(h->en, m->id, m->out);
+    if (is_abandoned) return SL_OK;
+    int rc = SL_INJECT("enum.before_snapshot");
+    if (rc != SL_OK)
+      return sl_error_set(out_err, rc, "injected failure before the "
+                          "snapshot for checkpoint %llu",
+                          (unsigned long long)m->id);
+    return vt->snapshot(h->en, m->id, &m->out);
+  }
   case M_COMPLETE:
     pthread_mutex_lock(&h->lock);
     sl__enum_tracker_on_complete(&h->tr, m->id);
@@ -369,6 +393,7 @@ static void run_msg(sl_enum_host_t *h, msg_t *m) {
     return;
   }
   pthread_mutex_lock(&h->lock);
+  bool is_abandoned = m->is_abandoned;
   m->rc = rc;
   m->err = err;
   if (rc != SL_OK && err == NULL)
@@ -377,6 +402,7 @@ static void run_msg(sl_enum_host_t *h, msg_t *m) {
   m->is_done = true;
   pthread_cond_broadcast(&h->done_cond);
   pthread_mutex_unlock(&h->lock);
+  if (is_abandoned) msg_free(m); /* its caller is gone */
 }
 
 static msg_t *pop_locked(sl_enum_host_t *h) {
@@ -460,14 +486,48 @@ int sl__enum_host_run_pending(sl_enum_host_t *h, sl_error_t **out_err) {
   return sl__enum_host_status(h, out_err);
 }
 
-/* Post m and wait until it was handled; returns its result. */
-static int call_sync(sl_enum_host_t *h, msg_t *m, sl_error_t **out_err) {
+/*
+ * Post m and wait until it was handled, or until deadline_ns (monotonic;
+ * INT64_MAX: no deadline) or an interrupt: then m is abandoned to the
+ * thread, which frees it, and the call fails with SL_ECANCELED and
+ * *out_late set to 1 (deadline) or 2 (interrupt).  Returns m's result; *out_snapshot (if given) takes the
+ * bytes m->out collected.
+ */
+static int call_sync_until(sl_enum_host_t *h, msg_t *m, int64_t deadline_ns,
+                           sl_bytes_t *out_snapshot, int *out_late,
+                           sl_error_t **out_err) {
   m->is_sync = true;
   post(h, m);
   if (!h->has_thread) sl__enum_host_run_pending(h, NULL);
   pthread_mutex_lock(&h->lock);
-  while (!m->is_done) pthread_cond_wait(&h->done_cond, &h->lock);
+  uint64_t interrupts = h->interrupts;
+  bool is_late = false;
+  while (!m->is_done && !is_late) {
+    if (h->interrupts != interrupts) {
+      is_late = true;
+    } else if (deadline_ns == INT64_MAX) {
+      pthread_cond_wait(&h->done_cond, &h->lock);
+    } else {
+      struct timespec ts = {(time_t)(deadline_ns / 1000000000),
+                            (long)(deadline_ns % 1000000000)};
+      if (pthread_cond_timedwait(&h->done_cond, &h->lock, &ts) ==
+              ETIMEDOUT &&
+          !m->is_done)
+        is_late = true;
+    }
+  }
+  if (is_late) {
+    m->is_abandoned = true; /* run_msg frees it */
+    if (out_late) *out_late = h->interrupts != interrupts ? 2 : 1;
+    pthread_mutex_unlock(&h->lock);
+    return sl_error_set(out_err, SL_ECANCELED, "the enumerator did not "
+                        "answer in time");
+  }
   pthread_mutex_unlock(&h->lock);
+  if (out_snapshot && m->rc == SL_OK) {
+    *out_snapshot = m->out; /* moved */
+    sl_bytes_init(&m->out);
+  }
   int rc = m->rc;
   if (rc != SL_OK && out_err && *out_err == NULL) {
     *out_err = m->err;
@@ -475,6 +535,10 @@ static int call_sync(sl_enum_host_t *h, msg_t *m, sl_error_t **out_err) {
   }
   msg_free(m);
   return rc;
+}
+
+static int call_sync(sl_enum_host_t *h, msg_t *m, sl_error_t **out_err) {
+  return call_sync_until(h, m, INT64_MAX, NULL, NULL, out_err);
 }
 
 static msg_t *msg_new(msg_kind_t kind, uint32_t subtask, uint64_t id) {
@@ -488,6 +552,14 @@ static msg_t *msg_new(msg_kind_t kind, uint32_t subtask, uint64_t id) {
 }
 
 /* ------------------------------------------------------------------ */
+
+/* Does msg name source uid ("source '<uid>'")? */
+static bool names_source(const char *msg, const char *uid) {
+  size_t n = strlen(uid);
+  for (const char *p = msg; (p = strstr(p, "source '")) != NULL; p++)
+    if (strncmp(p + 8, uid, n) == 0 && p[8 + n] == '\'') return true;
+  return false;
+}
 
 int sl__enum_host_create(const char *uid, const sl_enum_vt_t *vt,
                          void *src_ctx, const sl_enum_init_t *init,
@@ -530,8 +602,12 @@ int sl__enum_host_create(const char *uid, const sl_enum_vt_t *vt,
   if (rc != SL_OK) {
     h->en = NULL;
     sl__enum_host_destroy(h);
-    if (err) sl_error_prefix(err, "source '%s'", uid);
-    else err = sl_error_create(rc, "source '%s': cannot create its "
+    /* A message that names the source already (a restore check) is
+     * not prefixed with it again. */
+    if (err && !names_source(sl_error_message(err), uid))
+      sl_error_prefix(err, "source '%s'", uid);
+    else if (err == NULL)
+      err = sl_error_create(rc, "source '%s': cannot create its "
                                "enumerator: %s", uid, sl_strerror(rc));
     if (out_err && *out_err == NULL) *out_err = err;
     else sl_error_destroy(err);
@@ -601,11 +677,39 @@ int sl__enum_host_status(sl_enum_host_t *h, sl_error_t **out_err) {
 
 int sl__enum_host_snapshot(sl_enum_host_t *h, uint64_t id, sl_bytes_t *out,
                            sl_error_t **out_err) {
+  return sl__enum_host_snapshot_until(h, id, INT64_MAX, out, out_err);
+}
+
+int sl__enum_host_snapshot_until(sl_enum_host_t *h, uint64_t id,
+                                 int64_t deadline_ns, sl_bytes_t *out,
+                                 sl_error_t **out_err) {
   msg_t *m = msg_new(M_SNAPSHOT, 0, id);
   if (m == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
-  m->out = out;
-  int rc = call_sync(h, m, out_err);
-  if (rc != SL_OK) return rc;
+  sl_bytes_init(&m->out);
+  sl_error_t *err = NULL;
+  sl_bytes_t got;
+  sl_bytes_init(&got);
+  int late = 0;
+  int rc = call_sync_until(h, m, deadline_ns, &got, &late, &err);
+  if (late) {
+    /* The enumerator is stuck (or slow) in a callback: the checkpoint
+     * does not wait for it forever (its abort reopens the gateway). */
+    sl_error_set(out_err, rc, "the enumerator of source '%s' did not take "
+                 "its snapshot for checkpoint %llu %s", h->uid,
+                 (unsigned long long)id,
+                 late == 2 ? "before the attempt ended"
+                           : "within the checkpoint timeout");
+    sl_error_destroy(err);
+    return rc;
+  }
+  if (rc != SL_OK) {
+    if (out_err && *out_err == NULL) *out_err = err;
+    else sl_error_destroy(err);
+    return rc;
+  }
+  rc = sl_bytes_append(out, got.data, got.len);
+  sl_bytes_close(&got);
+  if (rc != SL_OK) return sl_error_set(out_err, rc, "out of memory");
   /* The enumerator's state for id is taken; the sources are not yet
    * triggered for it (the caller triggers them next). */
   rc = SL_INJECT("enum.after_snapshot_before_trigger");
@@ -613,6 +717,13 @@ int sl__enum_host_snapshot(sl_enum_host_t *h, uint64_t id, sl_bytes_t *out,
     return sl_error_set(out_err, rc, "injected failure after the "
                         "enumerator snapshot of source '%s'", h->uid);
   return SL_OK;
+}
+
+void sl__enum_host_interrupt(sl_enum_host_t *h) {
+  pthread_mutex_lock(&h->lock);
+  h->interrupts++;
+  pthread_cond_broadcast(&h->done_cond);
+  pthread_mutex_unlock(&h->lock);
 }
 
 void sl__enum_host_checkpoint_complete(sl_enum_host_t *h, uint64_t id) {
@@ -638,6 +749,7 @@ uint32_t sl__enum_host_parallelism(const sl_enum_host_t *h) {
 
 void sl__enum_host_checkpoint_aborted(sl_enum_host_t *h, uint64_t id) {
   pthread_mutex_lock(&h->lock);
+  if (id > h->max_aborted) h->max_aborted = id; /* G4 */
   for (uint32_t i = 0; i < h->parallelism; i++) /* G3 */
     if (h->reader_taken[i] < id && id <= h->enum_snap)
       h->reader_taken[i] = id;

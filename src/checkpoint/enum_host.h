@@ -107,6 +107,21 @@ int sl__enum_host_status(sl_enum_host_t *h, sl_error_t **out_err);
  */
 int sl__enum_host_snapshot(sl_enum_host_t *h, uint64_t id, sl_bytes_t *out,
                            sl_error_t **out_err);
+/**
+ * @brief sl__enum_host_snapshot that gives up at deadline_ns (monotonic
+ * clock; INT64_MAX: never) or at sl__enum_host_interrupt: then it fails
+ * with SL_ECANCELED and a message naming the source and the checkpoint,
+ * and the enumerator thread drops the request when it gets to it (or, if
+ * it is inside the enumerator's snapshot already, lets it finish and
+ * discards it).  The caller aborts checkpoint id, which reopens the
+ * gateway.  @thread the coordinator's triggering thread.
+ */
+int sl__enum_host_snapshot_until(sl_enum_host_t *h, uint64_t id,
+                                 int64_t deadline_ns, sl_bytes_t *out,
+                                 sl_error_t **out_err);
+/** @brief End the coordinator's waits on this host now (the attempt is
+ * ending).  @thread any. */
+void sl__enum_host_interrupt(sl_enum_host_t *h);
 /** @brief Checkpoint id completed (asynchronous; handled in order). */
 void sl__enum_host_checkpoint_complete(sl_enum_host_t *h, uint64_t id);
 /** @brief The newest completed checkpoint the host knows (or the one it

@@ -1185,9 +1185,186 @@ static int build_watermarks(build_t *b, int src) {
   return SL_OK;
 }
 
+/*
+ * source: {type: kafka, ...} (docs/pipeline.md).  topic may be a string or
+ * a list; start is earliest, latest, committed, timestamp (with
+ * start_timestamp_ms) or offsets (with start_offsets, a list of
+ * "topic/partition:offset"); metadata names the fields that carry the
+ * record's timestamp, headers, key, partition and offset; properties are
+ * passed to librdkafka.
+ */
+static int build_kafka_source(build_t *b, int src, const char **uid,
+                              uint32_t *par) {
+  sl_pipeline_t *pl = b->pl;
+  static const char *keys[] = {
+      "type", "uid", "parallelism", "bootstrap_servers", "topic", "group_id",
+      "start", "start_timestamp_ms", "start_offsets", "format", "delimiter",
+      "schema", "metadata", "bounded", "read_committed",
+      "discovery_interval", "timeout", "properties", "watermarks", NULL};
+  int rc = check_keys(pl, src, "source", keys);
+  if (rc != SL_OK) return rc;
+  sl_kafka_source_config_t cfg;
+  sl_kafka_source_config_init(&cfg);
+  const char *topics[64];
+  uint32_t n_topics = 0;
+  int tv = map_get(pl, src, "topic", NULL);
+  if (tv == 0) return FAIL(pl, src, "source", "missing required field 'topic'");
+  static const char *starts[] = {"earliest", "latest", "committed",
+                                 "timestamp", "offsets", NULL};
+  static const char *fmts[] = {"json", "csv", "string", "bytes", NULL};
+  int start = 0, fmt = 0;
+  bool read_committed = true;
+  uint64_t ts = 0;
+  if ((rc = str_list(pl, tv, "source.topic", topics, 64, &n_topics)) ||
+      (rc = get_str(pl, src, "source", "uid", false, uid)) ||
+      (rc = get_u32(pl, src, "source", "parallelism", 1,
+                    SL_MAX_PARALLELISM_LIMIT, par)) ||
+      (rc = get_str(pl, src, "source", "bootstrap_servers", true,
+                    &cfg.bootstrap_servers)) ||
+      (rc = get_str(pl, src, "source", "group_id", false, &cfg.group_id)) ||
+      (rc = get_enum(pl, src, "source", "start", starts, &start)) ||
+      (rc = get_u64(pl, src, "source", "start_timestamp_ms", INT64_MAX,
+                    &ts)) ||
+      (rc = get_enum(pl, src, "source", "format", fmts, &fmt)) ||
+      (rc = get_delim(pl, src, "source", &cfg.csv_delimiter)) ||
+      (rc = get_bool(pl, src, "source", "bounded", &cfg.bounded)) ||
+      (rc = get_bool(pl, src, "source", "read_committed", &read_committed)) ||
+      (rc = get_duration_ms(pl, src, "source", "timeout", &cfg.timeout_ms)))
+    return rc;
+  /* discovery_interval: a duration, or off (0) for one listing. */
+  int dv = map_get(pl, src, "discovery_interval", NULL);
+  const char *dstr = dv ? scalar(pl, dv) : NULL;
+  if (dstr && (strcmp(dstr, "off") == 0 || strcmp(dstr, "0") == 0))
+    cfg.discovery_interval_ms = 0;
+  else if ((rc = get_duration_ms(pl, src, "source", "discovery_interval",
+                                 &cfg.discovery_interval_ms)) != SL_OK)
+    return rc;
+  cfg.topics = topics;
+  cfg.n_topics = n_topics;
+  cfg.start = (sl_kafka_start_t)(start < 0 ? 0 : start);
+  cfg.start_timestamp_ms = (int64_t)ts;
+  cfg.format = (sl_kafka_format_t)(fmt < 0 ? 0 : fmt);
+  cfg.read_uncommitted = !read_committed;
+  int stv = map_get(pl, src, "start_timestamp_ms", NULL);
+  if (cfg.start == SL_KAFKA_START_TIMESTAMP && stv == 0)
+    return FAIL(pl, src, "source", "start: timestamp needs "
+                "start_timestamp_ms");
+  /* start_offsets: ["topic/partition:offset", ...] */
+  sl_kafka_partition_offset_t offs[256];
+  char *off_topics[256];
+  uint32_t n_offs = 0;
+  int ov = map_get(pl, src, "start_offsets", NULL);
+  if (cfg.start == SL_KAFKA_START_OFFSETS && ov == 0)
+    return FAIL(pl, src, "source", "start: offsets needs start_offsets");
+  if (ov) {
+    const char *items[256];
+    if ((rc = str_list(pl, ov, "source.start_offsets", items, 256,
+                       &n_offs)) != SL_OK)
+      return rc;
+    for (uint32_t i = 0; i < n_offs; i++) {
+      const char *it = items[i], *slash = strrchr(it, '/');
+      const char *colon = slash ? strchr(slash, ':') : NULL;
+      char *e1 = NULL, *e2 = NULL;
+      long part = slash ? strtol(slash + 1, &e1, 10) : -1;
+      long long off = colon ? strtoll(colon + 1, &e2, 10) : -1;
+      if (slash == NULL || slash == it || colon == NULL || e1 != colon ||
+          part < 0 || part > INT32_MAX || e2 == colon + 1 || *e2 != '\0' ||
+          off < 0) {
+        for (uint32_t k = 0; k < i; k++) sl_free(off_topics[k]);
+        char f[64];
+        snprintf(f, sizeof(f), "source.start_offsets[%u]", i + 1);
+        return FAIL(pl, ov, f, "'%s' is not topic/partition:offset", it);
+      }
+      off_topics[i] = sl_strndup(it, (size_t)(slash - it));
+      offs[i].topic = off_topics[i];
+      offs[i].partition = (int32_t)part;
+      offs[i].offset = off;
+    }
+    cfg.start_offsets = offs;
+    cfg.n_start_offsets = n_offs;
+  }
+  /* metadata: {timestamp: f, headers: f, key: f, partition: f, offset: f} */
+  int mv = map_get(pl, src, "metadata", NULL);
+  static const char *mkeys[] = {"timestamp", "headers", "key", "partition",
+                                "offset", NULL};
+  if (mv && ((rc = check_keys(pl, mv, "source.metadata", mkeys)) ||
+             (rc = get_str(pl, mv, "source.metadata", "timestamp", false,
+                           &cfg.timestamp_field)) ||
+             (rc = get_str(pl, mv, "source.metadata", "headers", false,
+                           &cfg.headers_field)) ||
+             (rc = get_str(pl, mv, "source.metadata", "key", false,
+                           &cfg.key_field)) ||
+             (rc = get_str(pl, mv, "source.metadata", "partition", false,
+                           &cfg.partition_field)) ||
+             (rc = get_str(pl, mv, "source.metadata", "offset", false,
+                           &cfg.offset_field))))
+    goto out;
+  /* properties: {name: value, ...} */
+  const char *props[2 * 64 + 1];
+  uint32_t n_props = 0;
+  int pv = map_get(pl, src, "properties", NULL);
+  if (pv) {
+    yaml_node_t *n = node(pl, pv);
+    if (n == NULL || n->type != YAML_MAPPING_NODE) {
+      rc = FAIL(pl, pv, "source.properties", "expected a mapping, got %s",
+                type_word(pl, pv));
+      goto out;
+    }
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
+         p < n->data.mapping.pairs.top; p++) {
+      const char *k = scalar(pl, p->key), *v = scalar(pl, p->value);
+      if (k == NULL || v == NULL || n_props == 64) {
+        rc = FAIL(pl, p->key, "source.properties",
+                  n_props == 64 ? "at most 64 properties"
+                                : "expected name: value scalars");
+        goto out;
+      }
+      props[2 * n_props] = k;
+      props[2 * n_props + 1] = v;
+      n_props++;
+    }
+  }
+  props[2 * n_props] = NULL;
+  cfg.properties = props;
+  int sv = map_get(pl, src, "schema", NULL);
+  sl_schema_t *vschema = NULL, *schema = NULL;
+  if (sv == 0 && (cfg.format == SL_KAFKA_FORMAT_STRING ||
+                  cfg.format == SL_KAFKA_FORMAT_BYTES)) {
+    sl_field_t f = {"value",
+                    {(uint8_t)(cfg.format == SL_KAFKA_FORMAT_STRING
+                                   ? SL_TYPE_STRING
+                                   : SL_TYPE_BYTES),
+                     0, 0, true}};
+    rc = sl_schema_create(&f, 1, &vschema, NULL);
+  } else if (sv == 0) {
+    rc = FAIL(pl, src, "source", "missing required field 'schema'");
+  } else {
+    rc = parse_schema(pl, sv, "source.schema", &vschema);
+  }
+  if (rc != SL_OK) goto out;
+  cfg.schema = vschema;
+  const sl_source_vt_t *vt;
+  void *ctx;
+  sl_error_t *err = NULL;
+  rc = sl_kafka_source_create(&cfg, &vt, &ctx, &schema, &err);
+  sl_schema_unref(vschema);
+  if (rc != SL_OK) {
+    FAIL(pl, src, "source", "%s", sl_error_message(err));
+    sl_error_destroy(err);
+    goto out;
+  }
+  b->is_bounded = cfg.bounded;
+  pl->is_unbounded = !cfg.bounded;
+  b->s = sl_job_source(b->job, *uid, vt, ctx, schema);
+  sl_schema_unref(schema);
+out:
+  for (uint32_t k = 0; k < n_offs; k++) sl_free(off_topics[k]);
+  return rc;
+}
+
 static int build_source(build_t *b, int src) {
   sl_pipeline_t *pl = b->pl;
-  static const char *types[] = {"generator", "file", NULL};
+  static const char *types[] = {"generator", "file", "kafka", NULL};
   int type = -1;
   int rc = get_enum(pl, src, "source", "type", types, &type);
   if (rc != SL_OK) return rc;
@@ -1267,6 +1444,8 @@ static int build_source(build_t *b, int src) {
     }
     b->s = sl_job_source(b->job, uid, vt, ctx, schema);
     sl_schema_unref(schema);
+  } else if (type == 2) {
+    if ((rc = build_kafka_source(b, src, &uid, &par)) != SL_OK) return rc;
   } else {
     static const char *keys[] = {"type", "uid", "parallelism", "path",
                                  "format", "header", "delimiter", "schema",

@@ -52,6 +52,73 @@ static bool has_splits(const sl_ckpt_op_t *mop) {
   return false;
 }
 
+static int corrupt(const sl_ckpt_meta_t *m, const char *uid,
+                   sl_error_t **out_err) {
+  return sl_error_set(out_err, SL_CORRUPT("malformed split position"),
+                      "checkpoint %llu is corrupt: a split position of "
+                      "source '%s' is malformed", (unsigned long long)m->id,
+                      uid);
+}
+
+/*
+ * The splits the checkpoint's readers hold (every old subtask), for the
+ * enumerator's create (sl_enum_init_t.restored_splits): ids copied into
+ * *out_ids, positions borrowed from mop.  A checkpoint of an earlier
+ * sluice that stored positions by split index is refused here, as for a
+ * source without an enumerator.
+ */
+static int held_splits(const sl_ckpt_meta_t *m, const sl_ckpt_op_t *mop,
+                       sl_split_t **out, char ***out_ids, uint32_t *out_n,
+                       sl_error_t **out_err) {
+  uint32_t n_all = 0;
+  for (uint32_t i = 0; i < mop->n_subtasks; i++) {
+    if (sl__ckpt_opstate(&mop->subtasks[i], "source.positions") != NULL)
+      return sl_error_set(out_err, SL_EINVAL,
+                          "checkpoint %llu stores the positions of source "
+                          "'%s' by split index (an earlier sluice); they "
+                          "cannot be matched to splits by identity: start "
+                          "the job without restoring this checkpoint",
+                          (unsigned long long)m->id, mop->uid);
+    const sl_ckpt_opstate_t *os =
+        sl__ckpt_opstate(&mop->subtasks[i], "source.splits");
+    if (os) n_all += os->n_entries;
+  }
+  sl_split_t *all = sl_calloc(n_all + 1, sizeof(*all));
+  char **ids = sl_calloc(n_all + 1, sizeof(char *));
+  int rc = all && ids ? SL_OK : SL_ENOMEM;
+  uint32_t k = 0;
+  for (uint32_t i = 0; rc == SL_OK && i < mop->n_subtasks; i++) {
+    const sl_ckpt_opstate_t *os =
+        sl__ckpt_opstate(&mop->subtasks[i], "source.splits");
+    for (uint32_t e = 0; os && rc == SL_OK && e < os->n_entries; e++) {
+      sl_split_pos_t sp;
+      if (sl__split_pos_decode(os->entries[e].bytes, os->entries[e].len,
+                               &sp) != SL_OK) {
+        rc = corrupt(m, mop->uid, out_err);
+        break;
+      }
+      if ((ids[k] = sl_strndup(sp.id, sp.id_len)) == NULL) {
+        rc = SL_ENOMEM;
+        break;
+      }
+      all[k].id = ids[k];
+      all[k].state = sp.pos;
+      all[k].state_len = sp.pos_len;
+      k++;
+    }
+  }
+  if (rc != SL_OK) {
+    for (uint32_t i = 0; ids && i < k; i++) sl_free(ids[i]);
+    sl_free(ids);
+    sl_free(all);
+    return rc == SL_ENOMEM ? sl_error_set(out_err, rc, "out of memory") : rc;
+  }
+  *out = all;
+  *out_ids = ids;
+  *out_n = k;
+  return SL_OK;
+}
+
 static int plan_host(sl_job_t *job, sl_node_t *n, const sl_ckpt_meta_t *meta,
                      sl_error_t **out_err) {
   uint64_t id = meta ? meta->id : 0;
@@ -81,13 +148,24 @@ static int plan_host(sl_job_t *job, sl_node_t *n, const sl_ckpt_meta_t *meta,
            "source '%s' (taken before it had one): its readers' splits go "
            "back to the enumerator with their positions",
            (unsigned long long)id, n->uid);
-  sl_enum_init_t init = {n->par, NULL, 0, id};
+  sl_enum_init_t init = {n->par, NULL, 0, id, n->uid, NULL, 0};
   if (mop && mop->has_enum_state) {
     init.state = mop->enum_state;
     init.state_len = mop->enum_state_len;
   }
-  int rc = sl__enum_host_create(n->uid, n->src_vt->enumerator, n->src_ctx,
-                                &init, true, &n->enum_host, out_err);
+  sl_split_t *held = NULL;
+  char **ids = NULL;
+  uint32_t n_held = 0;
+  int rc = mop ? held_splits(meta, mop, &held, &ids, &n_held, out_err)
+               : SL_OK;
+  if (rc != SL_OK) return rc;
+  init.restored_splits = held;
+  init.n_restored_splits = n_held;
+  rc = sl__enum_host_create(n->uid, n->src_vt->enumerator, n->src_ctx, &init,
+                            true, &n->enum_host, out_err);
+  for (uint32_t i = 0; i < n_held; i++) sl_free(ids[i]);
+  sl_free(ids);
+  sl_free(held);
   if (rc != SL_OK) return rc;
   n->is_enum_rescale = mop != NULL && (!is_same_par || !mop->has_enum_state);
   return SL_OK;
@@ -136,14 +214,6 @@ static int take_split(sl_source_rt_t *src, const sl_split_pos_t *sp) {
   return SL_OK;
 }
 
-static int corrupt(const sl_ckpt_meta_t *m, const char *uid,
-                   sl_error_t **out_err) {
-  return sl_error_set(out_err, SL_CORRUPT("malformed split position"),
-                      "checkpoint %llu is corrupt: a split position of "
-                      "source '%s' is malformed", (unsigned long long)m->id,
-                      uid);
-}
-
 int sl__enum_restore_reader(sl_node_t *n, const sl_ckpt_meta_t *m,
                             const sl_ckpt_op_t *mop, sl_source_rt_t *src,
                             uint32_t subtask, sl_error_t **out_err) {
@@ -164,41 +234,13 @@ int sl__enum_restore_reader(sl_node_t *n, const sl_ckpt_meta_t *m,
   if (subtask != 0) return SL_OK;
   /* Another parallelism (or no enumerator state): every old reader's
    * splits go back to the enumerator, with their positions. */
-  uint32_t n_all = 0;
-  for (uint32_t i = 0; i < mop->n_subtasks; i++) {
-    const sl_ckpt_opstate_t *os =
-        sl__ckpt_opstate(&mop->subtasks[i], "source.splits");
-    if (os) n_all += os->n_entries;
-  }
-  sl_split_t *all = sl_calloc(n_all + 1, sizeof(*all));
-  char **ids = sl_calloc(n_all + 1, sizeof(char *));
-  int rc = all && ids ? SL_OK : SL_ENOMEM;
+  sl_split_t *all = NULL;
+  char **ids = NULL;
   uint32_t k = 0;
-  for (uint32_t i = 0; rc == SL_OK && i < mop->n_subtasks; i++) {
-    const sl_ckpt_opstate_t *os =
-        sl__ckpt_opstate(&mop->subtasks[i], "source.splits");
-    for (uint32_t e = 0; os && rc == SL_OK && e < os->n_entries; e++) {
-      sl_split_pos_t sp;
-      if (sl__split_pos_decode(os->entries[e].bytes, os->entries[e].len,
-                               &sp) != SL_OK) {
-        rc = corrupt(m, n->uid, out_err);
-        break;
-      }
-      if ((ids[k] = sl_strndup(sp.id, sp.id_len)) == NULL) {
-        rc = SL_ENOMEM;
-        break;
-      }
-      all[k].id = ids[k];
-      all[k].state = sp.pos;
-      all[k].state_len = sp.pos_len;
-      k++;
-    }
-  }
-  if (rc == SL_OK)
-    rc = sl__enum_host_add_splits_back(n->enum_host, all, k, out_err);
-  else if (rc == SL_ENOMEM)
-    sl_error_set(out_err, rc, "out of memory");
-  for (uint32_t i = 0; ids && i < k; i++) sl_free(ids[i]);
+  int rc = held_splits(m, mop, &all, &ids, &k, out_err);
+  if (rc != SL_OK) return rc;
+  rc = sl__enum_host_add_splits_back(n->enum_host, all, k, out_err);
+  for (uint32_t i = 0; i < k; i++) sl_free(ids[i]);
   sl_free(ids);
   sl_free(all);
   return rc;
@@ -215,8 +257,12 @@ void sl__enum_plan_attach(sl_job_t *job) {
 
 void sl__enum_plan_detach(sl_job_t *job) {
   for (uint32_t i = 0; i < job->n_nodes; i++)
-    if (job->nodes[i]->enum_host)
+    if (job->nodes[i]->enum_host) {
       sl__enum_host_attach(job->nodes[i]->enum_host, NULL, NULL);
+      /* A trigger waiting for a stuck enumerator ends now, so that the
+       * coordinator can stop. */
+      sl__enum_host_interrupt(job->nodes[i]->enum_host);
+    }
 }
 
 void sl__enum_plan_destroy(sl_job_t *job) {

@@ -380,24 +380,32 @@ static int connect_edge(sl_job_t *job, sl_node_t *m, uint32_t k) {
  * take its SL_WATERMARK_MIN as the minimum and hold their watermark back:
  * a row far behind the other inputs' watermark would then join a window or
  * go to the late sink depending on which task the scheduler ran first.  So
- * its output channels start idle, decided here before any task runs: the
- * receivers leave them out of the minimum from the first record on, and
- * the subtask's final SL_WATERMARK_MAX and end of input change nothing.
+ * its output channels start idle, decided here before any task runs (after
+ * the restore, which gives readers their restored splits): the receivers
+ * leave them out of the minimum from the first record on, and the
+ * subtask's final SL_WATERMARK_MAX and end of input change nothing.
  * A task all of whose inputs come from such tasks is empty too (tasks are
  * in topological order, so one pass suffices).
+ *
+ * A reader of a source with an enumerator that holds no split yet is
+ * idle the same way (Flink's source operator likewise reports idle when
+ * none of its outputs is active): it may get a split at any time, and then (source_out.c,
+ * add_splits) it tells its receivers it is active again before its first
+ * record, and so does every empty task downstream of it when its input
+ * becomes active (task.c, apply_wm_min).  For that the task itself starts
+ * idle (is_wm_idle), in agreement with its receivers.
  */
 static int mark_empty_tasks(sl_job_t *job) {
   bool *is_empty = sl_calloc(job->rt.n_tasks + 1, sizeof(bool));
   if (is_empty == NULL) return SL_ENOMEM;
   for (uint32_t i = 0; i < job->rt.n_tasks; i++) {
     sl_task_t *t = job->rt.tasks[i];
-    /* A reader of an enumerator may get splits at any time: not empty. */
-    bool e = t->source ? t->source->n_splits == 0 && t->source->link == NULL
-                       : t->n_inputs > 0;
+    bool e = t->source ? t->source->n_splits == 0 : t->n_inputs > 0;
     for (uint32_t k = 0; !t->source && k < t->n_inputs && e; k++)
       e = t->inputs[k]->sender && t->inputs[k]->sender->index < i &&
           is_empty[t->inputs[k]->sender->index];
     is_empty[i] = e;
+    if (e) t->is_wm_idle = true;
     for (uint32_t w = 0; e && w < t->n_writers; w++)
       for (uint32_t c = 0; c < t->writers[w]->n_chs; c++)
         t->writers[w]->chs[c]->is_idle = true;
@@ -444,13 +452,13 @@ int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
     for (uint32_t k = 0; k < m->n_inputs; k++)
       if ((rc = connect_edge(job, m, k)) != SL_OK) goto fail;
   }
-  if ((rc = mark_empty_tasks(job)) != SL_OK) goto fail;
   job->is_restore_corrupt = false;
   job->rt.restored_ckpt = meta ? meta->id : 0;
   if (meta && (rc = sl__restore_plan(job, meta, out_err)) != SL_OK) {
     job->is_restore_corrupt = rc == SL_ECORRUPT;
     return rc;
   }
+  if ((rc = mark_empty_tasks(job)) != SL_OK) goto fail;
   return SL_OK;
 fail:
   if (rc == SL_ENOMEM)

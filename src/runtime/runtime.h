@@ -409,7 +409,8 @@ typedef struct sl_source_rt_s {
                                  from the planner, valid until the task
                                  is destroyed; NULL with link */
   sl_wmgen_t *wm;       /* NULL: this source has no watermarks */
-  /* Sources with an enumerator (NULL: the static enumerator of plan()). */
+  /* Sources with an enumerator (NULL: the static enumerator of plan(),
+   * which user sources without an enumerator keep). */
   const sl_enum_link_t *link;
   /* The mailbox: the gateway appends (any thread, under mbox_lock), the
    * task takes (sl__source_drain). */

@@ -242,7 +242,9 @@ static int send_wm_event(sl_task_t *t, int64_t value, int64_t what) {
   return SL_OK;
 }
 
-int sl__task_advance_wm(sl_task_t *t, int64_t wm) {
+/* Move the task's watermark to wm, firing its due event-time timers, and
+ * tell the receivers when is_sent. */
+static int advance_wm(sl_task_t *t, int64_t wm, bool is_sent) {
   if (wm <= t->wm) return SL_OK;
   t->wm = wm;
   atomic_store_explicit(&t->wm_metric, wm, memory_order_relaxed);
@@ -253,7 +255,11 @@ int sl__task_advance_wm(sl_task_t *t, int64_t wm) {
       if (rc != SL_OK) return rc;
     }
   }
-  return send_wm_event(t, wm, SL_WM_ADVANCE);
+  return is_sent ? send_wm_event(t, wm, SL_WM_ADVANCE) : SL_OK;
+}
+
+int sl__task_advance_wm(sl_task_t *t, int64_t wm) {
+  return advance_wm(t, wm, true);
 }
 
 /* Tell receivers the task is idle or active again. */
@@ -321,9 +327,15 @@ int sl__task_wmgen_emit(sl_task_t *t) {
 int sl__task_end_work(sl_task_t *t) {
   if (t->is_end_done) return SL_OK;
   t->is_end_done = true;
-  /* End of input: every pending event-time timer is due. */
-  int rc = sl__task_set_wm_idle(t, false);
-  if (rc == SL_OK) rc = sl__task_advance_wm(t, SL_WATERMARK_MAX);
+  /* End of input: every pending event-time timer is due.  A task that is
+   * idle at its end (a reader that never had a split, or whose splits
+   * all finished; a task whose inputs are all idle) stays idle: told
+   * "active at the end of time", a receiver whose other inputs are still
+   * idle (readers waiting for their first split) would jump to the end of
+   * time and take their records as late.  Its end of partition takes it
+   * out of its receivers' minimum instead. */
+  int rc = t->is_wm_idle ? advance_wm(t, SL_WATERMARK_MAX, false)
+                         : sl__task_advance_wm(t, SL_WATERMARK_MAX);
   if (rc != SL_OK) return rc;
   for (uint32_t i = 0; i < t->n_ops; i++) {
     sl_op_t *op = t->ops[i];

@@ -553,3 +553,62 @@ SL_TEST(restore_same_parallelism) {
   check_letters(4, "same parallelism");
   sl_job_destroy(job);
 }
+
+/*
+ * A stuck enumerator does not hold the checkpoint trigger forever: the
+ * enumerator thread is held at enum.before_snapshot (a latch, released
+ * only at the end), and the trigger gives up at the checkpoint timeout,
+ * aborting the checkpoint with a reason that names the source and the
+ * checkpoint.  Its gateway reopens (the abort), so an assignment made
+ * meanwhile reaches the reader; once released, the next checkpoint
+ * completes and every record counts once.
+ */
+SL_TEST(stuck_enumerator_snapshot_aborts_the_checkpoint_at_its_timeout) {
+  SL_ASSERT_TRUE(sl_inject_is_enabled());
+  erun_reset();
+  sl_job_config_t cfg;
+  sl_job_config_init(&cfg);
+  char dir[4200];
+  snprintf(dir, sizeof(dir), "%s/ck", sl_test_dir());
+  cfg.name = "stuck";
+  cfg.parallelism = 1;
+  cfg.n_workers = 2;
+  cfg.checkpoint.dir = dir;
+  cfg.checkpoint.timeout_ms = 200;
+  sl_job_t *job = ejob(&cfg, 2);
+  SL_ASSERT_OK(sl_job_start(job, NULL));
+  WAIT_FOR(g.n_added[0] == 1); /* A */
+  SL_ASSERT_OK(sl_inject_arm("enum.before_snapshot", SL_INJECT_PAUSE, 1,
+                             false));
+  uint64_t id = 0;
+  sl_error_t *err = NULL;
+  int rc = sl_job_trigger_checkpoint(job, &id, &err);
+  SL_ASSERT_EQ_INT(rc, SL_ECANCELED);
+  SL_ASSERT_TRUE(err != NULL);
+  const char *want = "the enumerator of source 'letters' did not take its "
+                     "snapshot for checkpoint 1 within the checkpoint "
+                     "timeout";
+  if (strstr(sl_error_message(err), want) == NULL)
+    SL_TEST_FAIL("expected '%s' in '%s'", want, sl_error_message(err));
+  sl_error_destroy(err);
+  /* The enumerator is still held; the checkpoint is recorded aborted. */
+  SL_ASSERT_OK(sl_inject_wait_paused("enum.before_snapshot", 60000));
+  sl_checkpoint_stats_t h[4];
+  uint32_t n = sl_job_checkpoint_history(job, h, 4);
+  SL_ASSERT_EQ_INT(n, 1);
+  SL_ASSERT_EQ_INT(h[0].id, 1);
+  SL_ASSERT_EQ_INT(h[0].result, SL_ECANCELED);
+  /* Release it: the abandoned snapshot is dropped, B (assigned after the
+   * gateway closed at 1) passes since 1 aborted, and 2 completes. */
+  sl_inject_release("enum.before_snapshot");
+  ask(0);
+  WAIT_FOR(g.n_added[0] == 2);
+  set_egate(PER_SPLIT / 2);
+  SL_ASSERT_EQ_INT(ckpt(job), 2);
+  set_egate(PER_SPLIT);
+  SL_ASSERT_OK_E(sl_job_wait(job, &err), err);
+  SL_ASSERT_EQ_INT(sl_inject_hits("enum.before_snapshot"), 2);
+  check_letters(2, "stuck enumerator");
+  sl_job_destroy(job);
+  sl_inject_reset();
+}

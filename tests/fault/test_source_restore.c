@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "checkpoint/checkpoint.h"
 #include "sl_test.h"
 
 
@@ -380,5 +381,132 @@ SL_TEST(generator_split_count_changed) {
               "/8' of source 'tx', which the source no longer has (4 "
               "splits now");
   free(cut);
+  free(pl);
+}
+
+/* ------------------------------------------------------------------ */
+/*
+ * Checkpoints without enumerator state for the source: what a sluice
+ * whose generator and file sources had no enumerator wrote (every split in
+ * its readers' source.splits, none in an enumerator).  The test turns the
+ * newest checkpoint of a run into one: the splits the enumerator still
+ * held go into reader 0's source.splits (from their start), and the
+ * enumerator state is dropped.  No split is finished at the second
+ * checkpoint (the inputs are large), so the readers' states then name
+ * every split, as such a checkpoint did; the test checks that count.
+ */
+
+static uint64_t take_u64(const uint8_t **p) {
+  uint64_t v = sl_load_u64le(*p);
+  *p += 8;
+  return v;
+}
+
+static void add_split_entry(sl_ckpt_subtask_t *sub, const uint8_t *id,
+                            size_t il, const uint8_t *pos, size_t pl) {
+  sl_ckpt_opstate_t *os = NULL;
+  for (uint32_t i = 0; i < sub->n_opstates; i++)
+    if (strcmp(sub->opstates[i].name, "source.splits") == 0)
+      os = &sub->opstates[i];
+  if (os == NULL) {
+    sub->opstates = sl_realloc(sub->opstates,
+                            (sub->n_opstates + 1) * sizeof(*os));
+    os = &sub->opstates[sub->n_opstates++];
+    memset(os, 0, sizeof(*os));
+    os->name = sl_strdup("source.splits");
+  }
+  char *sid = strndup((const char *)id, il);
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  SL_ASSERT_OK(sl__split_pos_encode(sid, pos, pl, &b));
+  free(sid);
+  os->entries = sl_realloc(os->entries, (os->n_entries + 1) *
+                                         sizeof(sl_ckpt_entry_t));
+  sl_ckpt_entry_t *e = &os->entries[os->n_entries++];
+  e->key = 0;
+  e->bytes = sl_malloc(b.len);
+  memcpy(e->bytes, b.data, b.len);
+  e->len = (uint32_t)b.len;
+  sl_bytes_close(&b);
+}
+
+/* Returns the number of splits the readers' states then hold. */
+static uint32_t strip_enum_state(const char *job, const char *uid,
+                                 bool is_file) {
+  char jobdir[4300];
+  snprintf(jobdir, sizeof(jobdir), "%s/ckpt/%s", sl_test_dir(), job);
+  sl_ckpt_meta_t m;
+  memset(&m, 0, sizeof(m));
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__ckpt_load_latest(jobdir, &m, &err), err);
+  sl_ckpt_op_t *op = NULL;
+  for (uint32_t i = 0; i < m.n_ops; i++)
+    if (strcmp(m.ops[i].uid, uid) == 0) op = &m.ops[i];
+  SL_ASSERT_TRUE(op != NULL && op->has_enum_state);
+  const uint8_t *p = op->enum_state, *end = p + op->enum_state_len;
+  SL_ASSERT_EQ_INT(*p++, 1);
+  if (is_file) { /* skip the seen paths */
+    for (uint64_t n = take_u64(&p); n > 0; n--) p += take_u64(&p);
+  }
+  for (uint64_t n = take_u64(&p); n > 0; n--) {
+    size_t il = (size_t)take_u64(&p);
+    const uint8_t *id = p;
+    p += il;
+    size_t pl = (size_t)take_u64(&p);
+    add_split_entry(&op->subtasks[0], id, il, p, pl);
+    p += pl;
+  }
+  SL_ASSERT_TRUE(p == end);
+  sl_free(op->enum_state);
+  op->enum_state = NULL;
+  op->enum_state_len = 0;
+  op->has_enum_state = false;
+  uint32_t n_splits = 0;
+  for (uint32_t i = 0; i < op->n_subtasks; i++)
+    for (uint32_t k = 0; k < op->subtasks[i].n_opstates; k++)
+      if (strcmp(op->subtasks[i].opstates[k].name, "source.splits") == 0)
+        n_splits += op->subtasks[i].opstates[k].n_entries;
+  bool is_renamed = false;
+  SL_ASSERT_OK_E(sl__ckpt_write_meta(m.dir, &m, &is_renamed, &err), err);
+  sl__ckpt_meta_clear(&m);
+  return n_splits;
+}
+
+SL_TEST(generator_checkpoint_without_enumerator_state_resumes) {
+  char *ref = tp("ref.csv"), *out = tp("out.csv"), *cut = tp("cut.csv");
+  char *rpl = write_gen_pipeline("ref.yaml", ref);
+  char rdir[4300];
+  snprintf(rdir, sizeof(rdir), "checkpoint.dir=%s/ref-ckpt", sl_test_dir());
+  const char *rargs[] = {rpl, "--set", rdir, NULL};
+  expect_ok(rargs);
+  char *pl = write_gen_pipeline("gen.yaml", cut);
+  const char *args[] = {pl, NULL};
+  run_until_checkpoint(args);
+  SL_ASSERT_EQ_INT(strip_enum_state("gen", "tx", false), 8);
+  char sink[4300];
+  snprintf(sink, sizeof(sink), "sink.path=%s", out);
+  const char *args2[] = {pl, "--resume", "--set", sink, NULL};
+  expect_ok(args2);
+  assert_same_lines(ref, out);
+  free(ref);
+  free(out);
+  free(cut);
+  free(rpl);
+  free(pl);
+}
+
+SL_TEST(file_checkpoint_without_enumerator_state_resumes) {
+  sums_t x;
+  memset(&x, 0, sizeof(x));
+  char *pl = file_first_run(&x);
+  SL_ASSERT_EQ_INT(strip_enum_state("files", "input", true), 2);
+  /* A file new since the checkpoint is read from its start. */
+  char *a = tp("in/a.csv"), *out = tp("out.csv");
+  write_csv(a, 1000, 3, &x);
+  const char *args[] = {pl, "--resume", "--parallelism", "3", NULL};
+  expect_ok(args);
+  check_sums(out, &x);
+  free(a);
+  free(out);
   free(pl);
 }

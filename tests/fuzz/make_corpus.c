@@ -322,6 +322,15 @@ static void format_seeds(void) {
   put_str("json", "not-object", "\x00[1,2,3]");
   put_str("json", "nested", "\x00{\"b\":{\"c\":[{}]},\"i64\":1.5e300}");
   put_str("json", "bad-utf8", "\x01{\"op\":\"+U\",\"s\":\"\xc3\x28\"}");
+  /* kafka_record: format byte, then value \xff key \xff name \xff value. */
+  put_str("kafka_record", "json-meta",
+          "\x04{\"b\":true,\"i64\":1,\"d\":0}\xffk1\xffh\xffv\xffn\xff\xfe");
+  put("kafka_record", "json-bad", "\x00{\"b\":true,", 11);
+  put_str("kafka_record", "csv", "\x01true,1,2,1.5,3.25,s,,\n");
+  put_str("kafka_record", "csv-meta-bad-utf8-key",
+          "\x05true,1,2,1.5,3.25,s,,\xff\xc3\x28");
+  put_str("kafka_record", "string-bad-utf8", "\x06\xc3\x28");
+  put_str("kafka_record", "bytes-meta", "\x07\x01\x02\xffkey\xff" "a\xff" "b");
 }
 
 /* ------------------------------------------------------------------ */

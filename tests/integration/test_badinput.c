@@ -111,9 +111,32 @@ SL_TEST(unknown_top_level_field) {
 }
 
 SL_TEST(unknown_source_type) {
-  expect_invalid("source:\n  type: kafka\n" SINK, NULL,
-                 "2:9: source.type: expected one of generator, file, got "
-                 "'kafka'");
+  expect_invalid("source:\n  type: kinesis\n" SINK, NULL,
+                 "2:9: source.type: expected one of generator, file, kafka, "
+                 "got 'kinesis'");
+}
+
+SL_TEST(kafka_source_without_topic) {
+  expect_invalid("source:\n  type: kafka\n  bootstrap_servers: h:9092\n"
+                 "  schema: [{name: a, type: int64}]\n" SINK, NULL,
+                 "2:3: source: missing required field 'topic'");
+}
+
+SL_TEST(kafka_source_refused_property) {
+  expect_invalid("source:\n  type: kafka\n  bootstrap_servers: h:9092\n"
+                 "  topic: t\n  schema: [{name: a, type: int64}]\n"
+                 "  properties: {auto.offset.reset: earliest}\n" SINK, NULL,
+                 "2:3: source: kafka source: property 'auto.offset.reset' "
+                 "is set by sluice (use the source's own settings)");
+}
+
+SL_TEST(kafka_source_bad_start_offset) {
+  expect_invalid("source:\n  type: kafka\n  bootstrap_servers: h:9092\n"
+                 "  topic: t\n  schema: [{name: a, type: int64}]\n"
+                 "  start: offsets\n  start_offsets: [t/0:12, t-1]\n" SINK,
+                 NULL,
+                 "7:18: source.start_offsets[2]: 't-1' is not "
+                 "topic/partition:offset");
 }
 
 SL_TEST(count_not_integer) {

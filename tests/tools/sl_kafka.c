@@ -278,6 +278,10 @@ static void random_cluster_id(char out[32]) {
       b[i] = (unsigned char)(x >> 56);
     }
   }
+  /* The first character must not be '-' (the storage tool would take the
+   * id for an option, as Kafka's own Uuid generator avoids): the top bit
+   * of the first byte clear keeps it a letter. */
+  b[0] &= 0x7f;
   static const char al[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   int o = 0;

@@ -618,3 +618,152 @@ SL_TEST(reader_events_in_order) {
   SL_ASSERT_EQ_INT(sl__enum_host_reader_event(h, 2, big, 1), SL_EINVAL);
   sl__enum_host_destroy(h);
 }
+
+/* Assignments with their reader, and "no more" answers, for the
+ * generator's enumerator. */
+typedef struct glog_s {
+  char ids[32][64];
+  uint32_t subtask[32];
+  size_t state_len[32];
+  uint32_t n, n_no_more;
+} glog_t;
+
+static void gdeliver(void *user, sl_enum_event_t *ev) {
+  glog_t *l = user;
+  if (ev->kind == SL_ENUM_EV_ASSIGN && l->n < 32) {
+    snprintf(l->ids[l->n], sizeof(l->ids[0]), "%s", ev->id);
+    l->subtask[l->n] = ev->subtask;
+    l->state_len[l->n++] = ev->len;
+  } else if (ev->kind == SL_ENUM_EV_NO_MORE) {
+    l->n_no_more++;
+  }
+  sl__enum_event_free(ev);
+}
+
+/* The generator's enumerator (public API) on a host: discovery hands
+ * split s to reader s % p at once; a request is answered "no more"; a
+ * split handed back goes to the same reader with its position (through
+ * the gateway, after that reader's snapshot for 1); its state
+ * names pending splits by id, and a restore whose state or readers name a
+ * split of another configuration fails naming split, source and
+ * checkpoint. */
+SL_TEST(generator_enumerator) {
+  sl_gen_config_t gc;
+  sl_gen_config_init(&gc);
+  gc.seed = 7;
+  gc.count = 800;
+  gc.splits = 4;
+  const sl_source_vt_t *vt;
+  void *ctx;
+  sl_schema_t *schema;
+  SL_ASSERT_OK(sl_gen_source_create(&gc, &vt, &ctx, &schema, NULL));
+  SL_ASSERT_TRUE(vt->enumerator != NULL && vt->plan == NULL);
+  sl_enum_init_t init = {2, NULL, 0, 0, "gen", NULL, 0};
+  sl_enum_host_t *h = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__enum_host_create("gen", vt->enumerator, ctx, &init,
+                                      false, &h, &err), err);
+  static glog_t l;
+  sl__enum_host_attach(h, gdeliver, &l);
+  SL_ASSERT_OK(sl__enum_host_run_pending(h, NULL)); /* discovery */
+  SL_ASSERT_EQ_INT(l.n, 4);
+  for (uint32_t s = 0; s < 4; s++) {
+    char want[64];
+    snprintf(want, sizeof(want), "seed=7/split=%u/4", s);
+    SL_ASSERT_EQ_STR(l.ids[s], want);
+    SL_ASSERT_EQ_INT(l.subtask[s], s % 2);
+    SL_ASSERT_EQ_INT(l.state_len[s], 0);
+  }
+  SL_ASSERT_OK(sl__enum_host_request_split(h, 1));
+  SL_ASSERT_OK(sl__enum_host_run_pending(h, NULL));
+  SL_ASSERT_EQ_INT(l.n, 4);
+  SL_ASSERT_EQ_INT(l.n_no_more, 1);
+  /* Nothing pending: the state is the version and a count of 0. */
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  SL_ASSERT_OK(sl__enum_host_snapshot(h, 1, &b, NULL));
+  SL_ASSERT_EQ_INT(b.len, 9);
+  sl_bytes_close(&b);
+  uint8_t pos[8] = {5};
+  sl_split_t back = {"seed=7/split=3/4", pos, sizeof(pos)};
+  SL_ASSERT_OK(sl__enum_host_add_splits_back(h, &back, 1, NULL));
+  SL_ASSERT_EQ_INT(l.n, 4); /* held: reader 1 has not taken 1 yet */
+  sl__enum_host_reader_snapshot(h, 1, 1);
+  SL_ASSERT_EQ_INT(l.n, 5);
+  SL_ASSERT_EQ_STR(l.ids[4], "seed=7/split=3/4");
+  SL_ASSERT_EQ_INT(l.subtask[4], 1);
+  SL_ASSERT_EQ_INT(l.state_len[4], 8);
+  sl__enum_host_destroy(h);
+  /* A state with a pending split round trips through create. */
+  static const uint8_t state[] = {
+      1, 1, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0,
+      's', 'e', 'e', 'd', '=', '7', '/', 's', 'p', 'l', 'i', 't', '=', '2',
+      '/', '4', 0, 0, 0, 0, 0, 0, 0, 0};
+  const sl_enum_vt_t *evt = vt->enumerator;
+  sl_enum_init_t ri = {2, state, sizeof(state), 12, "gen", NULL, 0};
+  void *en = NULL;
+  SL_ASSERT_OK_E(evt->create(ctx, &ri, &en, &err), err);
+  sl_bytes_init(&b);
+  SL_ASSERT_OK(evt->snapshot(en, 13, &b));
+  SL_ASSERT_EQ_INT(b.len, sizeof(state));
+  SL_ASSERT_TRUE(memcmp(b.data, state, sizeof(state)) == 0);
+  sl_bytes_close(&b);
+  evt->close(en);
+  /* Another split count in a reader's split, or a corrupt state. */
+  sl_split_t held = {"seed=7/split=5/8", pos, sizeof(pos)};
+  sl_enum_init_t bad = {2, NULL, 0, 12, "gen", &held, 1};
+  SL_ASSERT_EQ_INT(evt->create(ctx, &bad, &en, &err), SL_EINVAL);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "checkpoint 12 holds a position of split "
+                   "'seed=7/split=5/8' of source 'gen', which the source no "
+                   "longer has (4 splits now; a file removed or renamed, "
+                   "another generator seed or split count?); its remaining "
+                   "records would be lost");
+  SL_ASSERT_TRUE(sl_error_is_fatal(err));
+  sl_error_destroy(err);
+  err = NULL;
+  sl_enum_init_t cut = {2, state, sizeof(state) - 1, 12, "gen", NULL, 0};
+  SL_ASSERT_EQ_INT(evt->create(ctx, &cut, &en, &err), SL_ECORRUPT);
+  SL_ASSERT_EQ_STR(sl_error_message(err), "the generator enumerator's state "
+                   "in checkpoint 12 is corrupt");
+  sl_error_destroy(err);
+  vt->destroy(ctx);
+  sl_schema_unref(schema);
+}
+
+/* G4: checkpoint 1 is aborted before the enumerator thread takes its
+ * snapshot for 1 (a task finished while the coordinator was triggering
+ * it).  That snapshot must not close the gateway: no reader will take 1,
+ * and a split assigned afterwards would be held for good. */
+SL_TEST(abort_before_the_snapshot_keeps_the_gateway_open) {
+  sl_gen_config_t gc;
+  sl_gen_config_init(&gc);
+  gc.count = 800;
+  gc.splits = 4;
+  const sl_source_vt_t *vt;
+  void *ctx;
+  sl_schema_t *schema;
+  SL_ASSERT_OK(sl_gen_source_create(&gc, &vt, &ctx, &schema, NULL));
+  sl_enum_init_t init = {2, NULL, 0, 0, "gen", NULL, 0};
+  sl_enum_host_t *h = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__enum_host_create("gen", vt->enumerator, ctx, &init,
+                                      false, &h, &err), err);
+  static glog_t l;
+  sl__enum_host_attach(h, gdeliver, &l);
+  SL_ASSERT_OK(sl__enum_host_run_pending(h, NULL)); /* discovery */
+  SL_ASSERT_EQ_INT(l.n, 4);
+  sl__enum_host_checkpoint_aborted(h, 1);
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  SL_ASSERT_OK(sl__enum_host_snapshot(h, 1, &b, NULL));
+  sl_bytes_close(&b);
+  uint8_t pos[8] = {5};
+  sl_split_t back = {"seed=1/split=1/4", pos, sizeof(pos)};
+  SL_ASSERT_OK(sl__enum_host_add_splits_back(h, &back, 1, NULL));
+  SL_ASSERT_EQ_INT(l.n, 5); /* delivered: the gateway is open */
+  SL_ASSERT_EQ_STR(l.ids[4], "seed=1/split=1/4");
+  sl__enum_host_destroy(h);
+  vt->destroy(ctx);
+  sl_schema_unref(schema);
+}

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The file source: CSV or JSON lines, one split per file (a directory
- * stands for its regular files in name order).  A split's id is the file's
+ * stands for its regular files in name order), handed out by the source's
+ * split enumerator (below).  A split's id is the file's
  * path (as configured, plus the name for a directory's files).  Its
  * position is the byte offset of the next line, its line number and a
  * fingerprint of the bytes read so far (a hash of the first and the last
@@ -36,7 +37,8 @@ typedef struct fsrc_s {
   sl_schema_t *schema;
   char **inputs; /* as configured */
   uint32_t n_inputs;
-  char **files;  /* expanded at plan time; split i = files[i] */
+  char **files;  /* the latest listing (the enumerator's), name order
+                    within each input */
   uint32_t n_files;
   int64_t monitor_ms; /* > 0: the enumerator lists the inputs this often */
 } fsrc_t;
@@ -147,18 +149,6 @@ static int expand(fsrc_t *s, bool allow_empty, sl_error_t **out_err) {
   return SL_OK;
 nomem:
   return sl_error_set(out_err, SL_ENOMEM, "out of memory listing inputs");
-}
-
-static int fsrc_plan(void *ctx, uint32_t parallelism, sl_split_list_t *splits,
-                     sl_error_t **out_err) {
-  fsrc_t *s = ctx;
-  (void)parallelism;
-  int rc = expand(s, false, out_err);
-  for (uint32_t i = 0; rc == SL_OK && i < s->n_files; i++)
-    if ((rc = sl_split_list_add(splits, s->files[i])) != SL_OK)
-      rc = sl_error_set(out_err, rc, "input '%s': %s", s->files[i],
-                        rc == SL_EINVAL ? "path too long" : "out of memory");
-  return rc;
 }
 
 /* Read exactly n bytes at off; SL_OK, SL_ENOTFOUND at end of file, or
@@ -523,14 +513,18 @@ static void fsrc_destroy(void *ctx) {
 
 /* ------------------------------------------------------------------ */
 /*
- * The enumerator of a monitored file source.  It runs on the source's
- * enumerator thread (sl_connector.h).  Every monitor interval it lists the
+ * The file source's enumerator.  It runs on the source's enumerator
+ * thread (sl_connector.h).  Monitored: every monitor interval it lists the
  * inputs again; a path it has not seen becomes a pending split.  Pending
  * splits go to readers that asked for one, oldest first; a reader that
  * asks when nothing is pending waits for the next new file.  It never says
- * "no more splits": a monitored source is unbounded.
+ * "no more splits": a monitored source is unbounded.  Unmonitored: one
+ * listing, when the enumerator is created (unmonitored_start), and every
+ * pending split goes out at discovery, file i to reader i % parallelism
+ * (as the static enumerator placed them); a reader that asks hears "no
+ * more splits", and splits a reset reader hands back go to it again.
  *
- * State (one codec, enum_encode/enum_decode): version byte 1, then u64le
+ * State (one codec, enum_snapshot/enum_decode): version byte 1, then u64le
  * count and the seen paths (u64le length, bytes), then u64le count and the
  * pending splits (path as above, then u64le length and the position bytes,
  * empty for the start).  Seen paths include assigned ones, so a file a
@@ -554,6 +548,8 @@ typedef struct fenum_s {
   uint32_t *waiting; /* readers that asked, in order */
   uint32_t n_waiting;
   uint32_t par;
+  bool is_monitored;
+  uint32_t rr;       /* unmonitored: the reader of the next split */
 } fenum_t;
 
 static bool enum_has_seen(const fenum_t *e, const char *path) {
@@ -655,6 +651,59 @@ static int enum_decode(fenum_t *e, const uint8_t *p, size_t len) {
   return p == end ? SL_OK : SL_ECORRUPT;
 }
 
+static int cmp_str_ptr(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * An unmonitored source lists its inputs once, when its enumerator is
+ * created (so a missing input, an empty directory or a file listed twice
+ * stops the job before it starts, with the message it always had).  On a
+ * restore, every split the checkpoint still has to read (pending in the
+ * enumerator's state, or held by a reader) must be in that listing: a
+ * removed file would lose its remaining records.  The readers' splits
+ * count as seen, so the first listing does not hand them out again (a
+ * checkpoint without enumerator state, taken before this source had one,
+ * holds every file in its readers' states).
+ */
+static int unmonitored_start(fenum_t *e, const sl_enum_init_t *init,
+                             sl_error_t **out_err) {
+  fsrc_t *s = e->src;
+  int rc = expand(s, false, out_err);
+  if (rc != SL_OK) return rc;
+  char **sorted = sl_malloc((s->n_files + 1) * sizeof(char *));
+  if (sorted == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  memcpy(sorted, s->files, s->n_files * sizeof(char *));
+  qsort(sorted, s->n_files, sizeof(char *), cmp_str_ptr);
+  for (uint32_t i = 1; rc == SL_OK && i < s->n_files; i++)
+    if (strcmp(sorted[i - 1], sorted[i]) == 0)
+      rc = sl_error_set(out_err, SL_EINVAL, "split '%s' is listed twice",
+                        sorted[i]);
+  for (uint32_t i = 0; rc == SL_OK && i < e->n_pend + init->n_restored_splits;
+       i++) {
+    const char *path = i < e->n_pend ? e->pend[i].path
+                                     : init->restored_splits[i - e->n_pend].id;
+    if (bsearch(&path, sorted, s->n_files, sizeof(char *), cmp_str_ptr)) {
+      if (i >= e->n_pend && !enum_has_seen(e, path) &&
+          enum_add_seen(e, path) != SL_OK)
+        rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
+      continue;
+    }
+    rc = sl_error_set(out_err, SL_EINVAL,
+                      "checkpoint %llu holds a position of split '%s' of "
+                      "source '%s', which the source no longer has (%u "
+                      "splits now; a file removed or renamed, another "
+                      "generator seed or split count?); its remaining "
+                      "records would be lost",
+                      (unsigned long long)init->restored_checkpoint_id, path,
+                      init->source_uid ? init->source_uid : "?",
+                      s->n_files);
+    if (out_err && *out_err) sl_error_set_fatal(*out_err, true);
+  }
+  sl_free(sorted);
+  return rc;
+}
+
 static int enum_create(void *ctx, const sl_enum_init_t *init, void **out,
                        sl_error_t **out_err) {
   fenum_t *e = sl_calloc(1, sizeof(*e));
@@ -665,6 +714,7 @@ static int enum_create(void *ctx, const sl_enum_init_t *init, void **out,
   }
   e->src = ctx;
   e->par = init->parallelism;
+  e->is_monitored = e->src->monitor_ms > 0;
   if (init->state) {
     int rc = enum_decode(e, init->state, init->state_len);
     if (rc != SL_OK) {
@@ -675,12 +725,32 @@ static int enum_create(void *ctx, const sl_enum_init_t *init, void **out,
                           (unsigned long long)init->restored_checkpoint_id);
     }
   }
+  if (!e->is_monitored) {
+    int rc = unmonitored_start(e, init, out_err);
+    if (rc != SL_OK) {
+      enum_close(e);
+      return rc;
+    }
+  }
   *out = e;
   return SL_OK;
 }
 
-/* Hand pending splits to waiting readers, in the order they asked. */
+/* Hand pending splits to waiting readers, in the order they asked;
+ * unmonitored: every pending split, to the readers in turn (split i of
+ * the first listing to reader i % parallelism). */
 static int enum_serve(fenum_t *e, sl_enum_ctx_t *ec) {
+  while (!e->is_monitored && e->n_pend > 0) {
+    fpend_t p = e->pend[0];
+    sl_split_t s = {p.path, p.pos, p.pos_len};
+    int rc = sl_enum_assign(ec, e->rr % e->par, &s);
+    if (rc != SL_OK) return rc;
+    e->rr++;
+    memmove(&e->pend[0], &e->pend[1], (e->n_pend - 1) * sizeof(p));
+    e->n_pend--;
+    sl_free(p.path);
+    sl_free(p.pos);
+  }
   while (e->n_waiting > 0 && e->n_pend > 0) {
     uint32_t reader = e->waiting[0];
     fpend_t p = e->pend[0];
@@ -702,8 +772,8 @@ static int enum_discover(void *en, sl_enum_ctx_t *ec, sl_error_t **out_err) {
   fenum_t *e = en;
   sl_enum_set_discovery_interval(ec, e->src->monitor_ms);
   /* The listing is the source context's; only this thread uses it once
-   * the source is monitored (plan() is not called). */
-  int rc = expand(e->src, true, out_err);
+   * the enumerator exists.  Unmonitored: the listing of create. */
+  int rc = e->is_monitored ? expand(e->src, true, out_err) : SL_OK;
   if (rc != SL_OK) return rc;
   for (uint32_t i = 0; i < e->src->n_files; i++) {
     const char *path = e->src->files[i];
@@ -720,6 +790,13 @@ static int enum_discover(void *en, sl_enum_ctx_t *ec, sl_error_t **out_err) {
 static int enum_request(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
                         sl_error_t **out_err) {
   fenum_t *e = en;
+  if (!e->is_monitored) { /* bounded: every file went out at discovery */
+    int rc = enum_serve(e, ec);
+    if (rc == SL_OK) rc = sl_enum_signal_no_more_splits(ec, subtask);
+    return rc == SL_OK ? SL_OK : sl_error_set(out_err, rc, "cannot answer "
+                                              "reader %u: %s", subtask,
+                                              sl_strerror(rc));
+  }
   bool is_waiting = false;
   for (uint32_t i = 0; i < e->n_waiting; i++)
     is_waiting |= e->waiting[i] == subtask;
@@ -733,7 +810,15 @@ static int enum_request(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
 static int enum_back(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
                      const sl_split_t *s, uint32_t n, sl_error_t **out_err) {
   fenum_t *e = en;
-  (void)subtask;
+  /* Unmonitored, from a reader reset: back to the same reader. */
+  for (uint32_t i = 0; !e->is_monitored && subtask != UINT32_MAX && i < n;
+       i++) {
+    int rc = sl_enum_assign(ec, subtask, &s[i]);
+    if (rc != SL_OK)
+      return sl_error_set(out_err, rc, "cannot assign a file: %s",
+                          sl_strerror(rc));
+  }
+  if (!e->is_monitored && subtask != UINT32_MAX) return SL_OK;
   /* Back in front, in their order: they were handed out before the
    * pending ones.  A split also pending from the start (found by the
    * first listing of an enumerator created without state, while a
@@ -791,15 +876,16 @@ static const sl_enum_vt_t file_enum_vt = {
     .close = enum_close,
 };
 
+/* Monitored or not, the splits come from the enumerator. */
 static const sl_source_vt_t file_vt = {
-    "file", fsrc_plan, reader_open, reader_poll, reader_position,
-    reader_close, fsrc_destroy, NULL, NULL, NULL,
-};
-
-/* A monitored file source: the same reader, splits from the enumerator. */
-static const sl_source_vt_t file_monitor_vt = {
-    "file", fsrc_plan, reader_open, reader_poll, reader_position,
-    reader_close, fsrc_destroy, &file_enum_vt, reader_add_splits, NULL,
+    .type_name = "file",
+    .reader_open = reader_open,
+    .reader_poll = reader_poll,
+    .reader_position = reader_position,
+    .reader_close = reader_close,
+    .destroy = fsrc_destroy,
+    .enumerator = &file_enum_vt,
+    .reader_add_splits = reader_add_splits,
 };
 
 int sl_file_source_create(const sl_file_source_config_t *cfg,
@@ -827,7 +913,7 @@ int sl_file_source_create(const sl_file_source_config_t *cfg,
     if ((s->inputs[i] = sl_strdup(cfg->paths[i])) == NULL) goto nomem;
     s->n_inputs++;
   }
-  *out_vt = s->monitor_ms > 0 ? &file_monitor_vt : &file_vt;
+  *out_vt = &file_vt;
   *out_ctx = s;
   return SL_OK;
 nomem:
