@@ -201,7 +201,13 @@ SL_API sl_stream_t *sl_stream_union(sl_stream_t *const *streams, uint32_t n);
 SL_API sl_stream_t *sl_stream_rebalance(sl_stream_t *in);
 /** @brief Send every row to every subtask of the next operator. */
 SL_API sl_stream_t *sl_stream_broadcast(sl_stream_t *in);
-/** @brief Add a sink.  Takes ownership of ctx (vt->destroy) even on error. */
+/**
+ * @brief Add a sink.  Takes ownership of ctx (vt->destroy) even on error.
+ * The sink reads `in` as handed: forward at the same parallelism, round
+ * robin at another.  An upsert sink with a key gives each key one subtask
+ * by reading sl_stream_key_by_fields(in, key, n_key) (docs/pipeline.md,
+ * "Sink parallelism and keys").
+ */
 SL_API int sl_stream_sink(sl_stream_t *in, const char *uid,
                           const sl_sink_vt_t *vt, void *ctx);
 /** @brief Parallelism of the operator that produces `s` (0 = job default). */

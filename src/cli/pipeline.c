@@ -1035,6 +1035,12 @@ typedef struct build_s {
   bool has_ckpt_dir;   /* checkpoint.dir is set (even under validate) */
   uint32_t parallelism;    /* the job's */
   uint32_t max_concurrent; /* checkpoint.max_concurrent */
+  /* s comes from an aggregate keyed by these fields (its output has them
+   * under the same names) through operators of the same parallelism,
+   * keyed_par (0: the job's): rows of one key are in one subtask. */
+  const char *keyed[64];
+  uint32_t n_keyed;
+  uint32_t keyed_par;
 } build_t;
 
 /* Schema of a file source: a list of {name, type, nullable}. */
@@ -1802,6 +1808,9 @@ static int build_transform(build_t *b, int t, const char *path) {
     }
     b->s = sl_stream_filter_expr(b->s, uid, e);
     if (b->s == NULL) return job_error(b, fv, f);
+    if ((par ? par : b->parallelism) !=
+        (b->keyed_par ? b->keyed_par : b->parallelism))
+      b->n_keyed = 0;
   } else if (pv) {
     join_path(f, sizeof(f), path, "project");
     yaml_node_t *m = node(pl, pv);
@@ -1834,6 +1843,7 @@ static int build_transform(build_t *b, int t, const char *path) {
     } else {
       b->s = sl_stream_project(b->s, uid, names, exprs, count);
       if (b->s == NULL) rc = job_error(b, pv, f);
+      b->n_keyed = 0; /* it may rename or drop the key */
     }
     sl_free(names);
     sl_free(exprs);
@@ -1862,9 +1872,13 @@ static int build_transform(build_t *b, int t, const char *path) {
                                emit ? SL_AGG_EMIT_FINAL : SL_AGG_EMIT_UPDATES);
     free_aggs(aggs, count);
     if (b->s == NULL) return job_error(b, av, f);
+    for (uint32_t i = 0; i < n_keys; i++) b->keyed[i] = key_fields[i];
+    b->n_keyed = n_keys;
+    b->keyed_par = par;
   } else {
     join_path(f, sizeof(f), path, "window");
     if ((rc = build_window(b, wv, f, uid)) != SL_OK) return rc;
+    b->n_keyed = 0;
   }
   if (par) sl_stream_set_parallelism(b->s, par);
   b->schema = sl_stream_schema(b->s);
@@ -1956,6 +1970,32 @@ static int check_sink_path(build_t *b, int snk, const char *path,
     }
   }
   return SL_OK;
+}
+
+/*
+ * The stream an upsert sink with a key reads (docs/pipeline.md, "Sink
+ * parallelism and keys"): in keyed by the sink's key, so that all rows of
+ * one key go to one sink subtask in order, unless they already do: in
+ * comes from an aggregate keyed by some of the key's fields at the sink's
+ * parallelism, and stays forward.  A round-robin edge (what a different
+ * parallelism gives otherwise) would send one key's rows to several
+ * subtasks: an older update could overwrite a newer one, and exactly-once
+ * subtasks would wait for each other's prepared row locks.
+ */
+static sl_stream_t *upsert_input(build_t *b, sl_stream_t *in,
+                                 const char *const *key, uint32_t n_key,
+                                 uint32_t par) {
+  if (n_key == 0) return in;
+  bool is_keyed = in == b->s && b->n_keyed > 0 &&
+                  (par ? par : b->parallelism) ==
+                      (b->keyed_par ? b->keyed_par : b->parallelism);
+  for (uint32_t i = 0; is_keyed && i < b->n_keyed; i++) {
+    bool found = false;
+    for (uint32_t k = 0; k < n_key && !found; k++)
+      found = strcmp(b->keyed[i], key[k]) == 0;
+    is_keyed = found;
+  }
+  return is_keyed ? in : sl_stream_key_by_fields(in, key, n_key);
 }
 
 /*
@@ -2082,13 +2122,22 @@ static int build_mariadb_sink(build_t *b, int snk, const char *path,
     sl_error_destroy(err);
     return rc;
   }
+  for (uint32_t k = 0; k < n_key; k++)
+    if (sl_schema_index(sl_stream_schema(in), key[k]) < 0) {
+      join_path(f, sizeof(f), path, "key");
+      return FAIL(pl, kv, f, "no column '%s' in the rows the sink gets",
+                  key[k]);
+    }
   rc = sl_mariadb_sink_create(&cfg, &vt, &ctx, &err);
   if (rc != SL_OK) {
     FAIL(pl, snk, path, "%s", err ? sl_error_message(err) : sl_strerror(rc));
     sl_error_destroy(err);
     return rc;
   }
-  rc = sl_stream_sink(in, uid, vt, ctx);
+  rc = sl_stream_sink(cfg.mode == SL_MARIADB_UPSERT
+                          ? upsert_input(b, in, key, n_key, par)
+                          : in,
+                      uid, vt, ctx);
   if (rc != SL_OK) return job_error(b, snk, path);
   if (par) sl_stream_set_sink_parallelism(in, par);
   return SL_OK;
@@ -2304,7 +2353,10 @@ static int build_pg_sink(build_t *b, int snk, const char *path,
     sl_error_destroy(err);
     return rc;
   }
-  rc = sl_stream_sink(in, uid, vt, ctx);
+  rc = sl_stream_sink(cfg.mode == SL_PG_MODE_UPSERT
+                          ? upsert_input(b, in, key_list, n_key, par)
+                          : in,
+                      uid, vt, ctx);
   if (rc != SL_OK) return job_error(b, snk, path);
   if (par) sl_stream_set_sink_parallelism(in, par);
   /* Every postgres sink is checked by validate --connect, not only the
@@ -2513,7 +2565,6 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
     rc = get_u32(pl, root, "", "channel_buffers", 1, 1024, &cfg.channel_buffers);
   if (rc == SL_OK) rc = build_recovery(pl, root, &cfg);
   b.has_ckpt_dir = cfg.checkpoint.dir != NULL;
-  b.parallelism = cfg.parallelism;
   b.max_concurrent = cfg.checkpoint.max_concurrent;
   /* Checkpoints are kept in <dir>/<name>: without a name of its own, every
    * pipeline would be 'pipeline', and one would restore another's. */
@@ -2535,6 +2586,7 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
     cfg.allow_duplicate_sink_output = run->allow_duplicate_sink_output;
   }
   if (rc == SL_OK && parallelism) cfg.parallelism = parallelism;
+  b.parallelism = cfg.parallelism;
   if (rc == SL_OK && cfg.parallelism > cfg.max_parallelism) {
     int pv = map_get(pl, root, "parallelism", NULL);
     rc = FAIL(pl, pv ? pv : root, pv ? "parallelism" : "",

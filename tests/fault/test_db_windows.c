@@ -48,10 +48,10 @@
  * Timing: hits of injection points, not moments, choose the step (the
  * sink runs at parallelism 1 except in W10, so the k-th hit is the k-th
  * barrier).  W10 runs the whole job at parallelism 4, then 2, so that the
- * sink keeps forward edges from the keyed balance: an upsert sink given
- * another parallelism than the operator before it is fed round robin, and
- * then two of its subtasks write the same account (each blocking on the
- * other's prepared row locks).  Run 1 reads its input at a bounded rate,
+ * sink keeps forward edges from the keyed balance and its subtasks are
+ * those of the balance (an upsert sink at another parallelism is fed by a
+ * hash edge on its key, docs/pipeline.md "Sink parallelism and keys";
+ * tests/integration/test_sink_keyed_db.c).  Run 1 reads its input at a bounded rate,
  * so that the step is reached long before the input ends; the later runs
  * read at full speed.
  *

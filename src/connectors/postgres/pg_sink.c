@@ -128,6 +128,8 @@ typedef struct pgwriter_s {
   bool is_open;            /* a transaction is open (BEGIN sent) */
   bool is_failed;
   bool has_rows;           /* rows were sent in the open transaction */
+  bool is_own_wait;        /* prepare sends while its own are prepared:
+                              prepare names the lock on a timeout */
   int64_t fence_epoch;     /* exactly-once: the epoch recover set (P5) */
   char *fence_sql;         /* BEGIN and the fence row FOR SHARE */
   /* The batch: row bytes, entries, and (upsert) a map from key to the
@@ -1009,6 +1011,16 @@ static int send_batch(pgwriter_t *w, sl_error_t **out_err) {
     if (rc == SL_OK) rc = send_upserts(w, false, who, qt, out_err);
   }
   if (rc == SL_OK) w->has_rows = true;
+  /* The session's lock_timeout (writer_open) ended a wait for a row lock:
+   * say whose lock it can be, not only the server's message. */
+  if (rc != SL_OK && !w->is_own_wait && *out_err &&
+      strstr(sl_error_message(*out_err), "55P03"))
+    sl_error_prefix(*out_err, "epoch %" PRIu64 " waited lock_timeout_ms = %u "
+                    "for a row lock held by another session or prepared "
+                    "transaction (another job, or another subtask of this "
+                    "sink writing the same key: an upsert sink keys its "
+                    "input by its key so that each key has one subtask)",
+                    w->epoch, w->s->lock_timeout_ms);
 done:
   if (rc != SL_OK) w->is_failed = true;
   batch_reset(w);
@@ -1112,6 +1124,15 @@ static int writer_open_impl(void *ctx, const sl_sink_init_t *init,
   if ((rc = pg_connect(s, who, app, &w->conn, out_err)) != SL_OK ||
       (rc = config_error(out_err, check_table(w->conn, s, who, init->schema,
                                               w->cols, out_err))) != SL_OK)
+    goto fail;
+  /* Every statement of the writer waits for a row lock at most
+   * lock_timeout_ms (prepare sets it again, SET LOCAL): a lock that is
+   * never released (a prepared transaction that only a checkpoint this
+   * task blocks would commit) fails the task instead of hanging it. */
+  char lt[64];
+  snprintf(lt, sizeof(lt), "SET lock_timeout = %u", s->lock_timeout_ms);
+  if ((rc = exec_cmd(w->conn, lt, who, "SET lock_timeout", out_err)) !=
+      SL_OK)
     goto fail;
   /* P7: the epoch this subtask's recover set in this instance. */
   bool is_eo = s->delivery == SL_DELIVERY_EXACTLY_ONCE;
@@ -1286,7 +1307,9 @@ static int prepare_impl(void *writer, uint64_t checkpoint_id,
         return rc;
       }
     }
+    w->is_own_wait = n > 0; /* the message below says whose lock */
     rc = send_batch(w, out_err);
+    w->is_own_wait = false;
     if (rc != SL_OK && n > 0 && strstr(sl_error_message(*out_err), "55P03"))
       sl_error_prefix(*out_err, "epoch %" PRIu64 " changes rows that a "
                       "prepared transaction of this subtask still locks (its "
