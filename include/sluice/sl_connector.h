@@ -791,6 +791,55 @@ SL_API int sl_stdout_sink_create(sl_format_t format, bool changelog,
 SL_API int sl_stdout_sink_create_cfg(const sl_file_sink_config_t *cfg,
                                      const sl_sink_vt_t **out_vt,
                                      void **out_ctx, sl_error_t **out_err);
+
+/*
+ * The Kafka sink (librdkafka, idempotent producer).  Each row becomes one
+ * record of topic: the value is the row as one JSON object or one CSV
+ * record (without the line end; with changelog its kind first, as in the
+ * file sink), the key the text of key_fields (a string field's bytes, any
+ * other type its text form, several fields joined with ','; NULL key
+ * without key_fields).  A keyed record goes to partition
+ * (murmur2(key) & 0x7fffffff) % partitions, the partitioner of the Java
+ * client, so other Kafka clients agree; records without a key are spread
+ * round robin.  Delivery at-least-once: before each checkpoint's snapshot
+ * (and when the input ends) the writer waits for the delivery report of
+ * every record and fails the task if one carries an error (naming topic,
+ * partition and the error), so a completed checkpoint never covers a
+ * record the broker lacks; records after it are sent again after a
+ * restore.  Exactly-once is not supported yet (refused).  See
+ * docs/connectors.md.
+ */
+typedef struct sl_kafka_sink_config_s {
+  const char *bootstrap_servers; /* "host:port,..."; required */
+  const char *topic;             /* required; must exist */
+  const char *const *key_fields; /* NULL: records without a key */
+  uint32_t n_key_fields;
+  sl_format_t format;            /* JSON (the default of init) or CSV */
+  char csv_delimiter;            /* 0: ',' */
+  bool changelog;                /* the row kind first ("op" in JSON) */
+  sl_delivery_t delivery;        /* only SL_DELIVERY_AT_LEAST_ONCE */
+  int64_t timeout_ms;            /* the metadata check at open; 0: 10000 */
+  /* NULL-terminated name, value pairs passed to librdkafka after sluice's
+   * settings (bootstrap.servers, enable.idempotence, partitioner,
+   * transactional.id and the delivery callbacks are sluice's: refused). */
+  const char *const *properties;
+} sl_kafka_sink_config_t;
+
+/** @brief Defaults: JSON, at-least-once, no key.  @thread any */
+SL_API void sl_kafka_sink_config_init(sl_kafka_sink_config_t *cfg);
+/**
+ * @brief Create a Kafka sink.  Checks the configuration without
+ * connecting; each writer checks at open, within timeout_ms, that the
+ * bootstrap servers answer and the topic exists (errors name them), and
+ * that the key fields are in the rows' schema.
+ * @return SL_OK; SL_EINVAL naming the setting (SL_ENOTSUP for delivery
+ * exactly-once); SL_ENOMEM.
+ * @ownership the caller owns *out_ctx until it hands it to
+ * sl_stream_sink().
+ */
+SL_API int sl_kafka_sink_create(const sl_kafka_sink_config_t *cfg,
+                                const sl_sink_vt_t **out_vt, void **out_ctx,
+                                sl_error_t **out_err);
 /*
  * PostgreSQL sink (libpq).  Writes changelog rows into a table: mode
  * insert appends +I rows (COPY); mode upsert inserts or updates +I/+U rows
