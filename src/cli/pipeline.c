@@ -2395,6 +2395,98 @@ int sl_pipeline_check_connect(sl_pipeline_t *pl, char **out_msg) {
   return rc;
 }
 
+/*
+ * sink: {type: kafka, ...} (docs/pipeline.md).  key is a field or a list
+ * of fields (checked against the rows the sink gets); delivery is
+ * at-least-once (exactly-once is refused: not supported yet); properties
+ * are passed to librdkafka.  The servers and the topic are checked when the
+ * job starts.
+ */
+static int build_kafka_sink(build_t *b, int snk, const char *path,
+                            const char *uid, sl_stream_t *in) {
+  sl_pipeline_t *pl = b->pl;
+  static const char *keys[] = {"type", "uid", "parallelism",
+                               "bootstrap_servers", "topic", "key", "format",
+                               "delimiter", "changelog", "delivery",
+                               "timeout", "properties", NULL};
+  int rc = check_keys(pl, snk, path, keys);
+  if (rc != SL_OK) return rc;
+  static const char *fmts[] = {"json", "csv", NULL};
+  static const char *deliveries[] = {"at-least-once", "exactly-once", NULL};
+  sl_kafka_sink_config_t cfg;
+  sl_kafka_sink_config_init(&cfg);
+  uint32_t par = 0;
+  int fmt = 0, delivery = 0;
+  const char *key_list[32];
+  uint32_t n_key = 0;
+  char f[300];
+  if ((rc = get_str(pl, snk, path, "uid", false, &uid)) ||
+      (rc = get_u32(pl, snk, path, "parallelism", 1, SL_MAX_PARALLELISM_LIMIT,
+                    &par)) ||
+      (rc = get_str(pl, snk, path, "bootstrap_servers", true,
+                    &cfg.bootstrap_servers)) ||
+      (rc = get_str(pl, snk, path, "topic", true, &cfg.topic)) ||
+      (rc = get_enum(pl, snk, path, "format", fmts, &fmt)) ||
+      (rc = get_delim(pl, snk, path, &cfg.csv_delimiter)) ||
+      (rc = get_bool(pl, snk, path, "changelog", &cfg.changelog)) ||
+      (rc = get_enum(pl, snk, path, "delivery", deliveries, &delivery)) ||
+      (rc = get_duration_ms(pl, snk, path, "timeout", &cfg.timeout_ms)))
+    return rc;
+  cfg.format = fmt == 1 ? SL_FORMAT_CSV : SL_FORMAT_JSON;
+  if (delivery == 1) {
+    join_path(f, sizeof(f), path, "delivery");
+    return FAIL(pl, map_get(pl, snk, "delivery", NULL), f,
+                "'delivery: exactly-once' is not supported yet by the kafka "
+                "sink; use 'delivery: at-least-once' (records after the "
+                "last checkpoint may be written twice after a failure)");
+  }
+  int kv = map_get(pl, snk, "key", NULL);
+  join_path(f, sizeof(f), path, "key");
+  if (kv && (rc = str_list(pl, kv, f, key_list, 32, &n_key))) return rc;
+  for (uint32_t k = 0; k < n_key; k++)
+    if (sl_schema_index(b->schema, key_list[k]) < 0)
+      return FAIL(pl, kv, f, "no column '%s' in the rows the sink gets",
+                  key_list[k]);
+  cfg.key_fields = n_key ? key_list : NULL;
+  cfg.n_key_fields = n_key;
+  /* properties: {name: value, ...} */
+  const char *props[2 * 64 + 1];
+  uint32_t n_props = 0;
+  int pv = map_get(pl, snk, "properties", NULL);
+  join_path(f, sizeof(f), path, "properties");
+  if (pv) {
+    yaml_node_t *n = node(pl, pv);
+    if (n == NULL || n->type != YAML_MAPPING_NODE)
+      return FAIL(pl, pv, f, "expected a mapping, got %s", type_word(pl, pv));
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start;
+         p < n->data.mapping.pairs.top; p++) {
+      const char *k = scalar(pl, p->key), *v = scalar(pl, p->value);
+      if (k == NULL || v == NULL || n_props == 64)
+        return FAIL(pl, p->key, f,
+                    n_props == 64 ? "at most 64 properties"
+                                  : "expected name: value scalars");
+      props[2 * n_props] = k;
+      props[2 * n_props + 1] = v;
+      n_props++;
+    }
+  }
+  props[2 * n_props] = NULL;
+  cfg.properties = props;
+  const sl_sink_vt_t *vt;
+  void *ctx;
+  sl_error_t *err = NULL;
+  rc = sl_kafka_sink_create(&cfg, &vt, &ctx, &err);
+  if (rc != SL_OK) {
+    FAIL(pl, snk, path, "%s", err ? sl_error_message(err) : sl_strerror(rc));
+    sl_error_destroy(err);
+    return rc;
+  }
+  rc = sl_stream_sink(in, uid, vt, ctx);
+  if (rc != SL_OK) return job_error(b, snk, path);
+  if (par) sl_stream_set_sink_parallelism(in, par);
+  return SL_OK;
+}
+
 /* The sink at path ("sink", or a window's late_sink) on stream in. */
 static int build_sink(build_t *b, int snk, const char *path, const char *uid,
                       sl_stream_t *in) {
@@ -2402,14 +2494,15 @@ static int build_sink(build_t *b, int snk, const char *path, const char *uid,
   if (!node(pl, snk) || node(pl, snk)->type != YAML_MAPPING_NODE)
     return FAIL(pl, snk, path, "expected a mapping such as '{type: file, "
                 "path: out.csv}', got %s", type_word(pl, snk));
-  static const char *types[] = {"file",     "stdout",  "null",
-                                "postgres", "mariadb", NULL};
+  static const char *types[] = {"file",    "stdout", "null", "postgres",
+                                "mariadb", "kafka",  NULL};
   int type = -1;
   int rc = get_enum(pl, snk, path, "type", types, &type);
   if (rc != SL_OK) return rc;
   if (type < 0) return FAIL(pl, snk, path, "missing required field 'type'");
   if (type == 3) return build_pg_sink(b, snk, path, uid, in);
   if (type == 4) return build_mariadb_sink(b, snk, path, uid, in);
+  if (type == 5) return build_kafka_sink(b, snk, path, uid, in);
   static const char *keys[] = {"type", "uid", "parallelism", "path", "format",
                                "header", "delimiter", "changelog",
                                "delivery", "roll_size", "roll_interval_ms",
