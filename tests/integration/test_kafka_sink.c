@@ -539,5 +539,19 @@ SL_TEST(bad_input) {
       strstr(e, "not supported yet by the kafka sink") == NULL)
     SL_TEST_FAIL("pipeline exactly-once: got '%s'", e ? e : "");
   free(e);
+  /* A key field the rows lack, refused when the pipeline is built. */
+  snprintf(text, sizeof(text),
+           "name: eo\nsource: {type: generator, count: 10}\n"
+           "sink: {type: kafka, bootstrap_servers: '%s', topic: present, "
+           "key: [acount]}\n",
+           sl_kafka_bootstrap(k));
+  sl_test_write_file(pipeline, text);
+  st = sl_test_wait(sl_test_spawn(argv, NULL, errp, 0));
+  SL_ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+  e = sl_test_read_file(errp, NULL);
+  if (e == NULL || strstr(e, "sink.key") == NULL ||
+      strstr(e, "no column 'acount' in the rows the sink gets") == NULL)
+    SL_TEST_FAIL("pipeline key: got '%s'", e ? e : "");
+  free(e);
   sl_kafka_destroy(k);
 }
