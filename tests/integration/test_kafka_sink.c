@@ -368,6 +368,60 @@ SL_TEST(pipeline_sigkill_resume) {
   sl_kafka_destroy(k);
 }
 
+/* examples/pipelines/balances-kafka-to-kafka.yaml against the test broker
+ * (JSON records), source bounded: every update at least once, the last
+ * record of each account its balance, keys in the Java partitions. */
+SL_TEST(example_pipeline) {
+  sl_kafka_t *k = start_kafka();
+  produce_deltas(k);
+  char example[4400], bs[600], bs2[600], dir[4400], bin[4096], errp[4300];
+  snprintf(example, sizeof(example),
+           "%s/examples/pipelines/balances-kafka-to-kafka.yaml",
+           sl_test_src_dir());
+  snprintf(bs, sizeof(bs), "source.bootstrap_servers=%s",
+           sl_kafka_bootstrap(k));
+  snprintf(bs2, sizeof(bs2), "sink.bootstrap_servers=%s",
+           sl_kafka_bootstrap(k));
+  snprintf(dir, sizeof(dir), "checkpoint.dir=%s/ckpt", sl_test_dir());
+  snprintf(bin, sizeof(bin), "%s/sluice", sl_test_bin_dir());
+  snprintf(errp, sizeof(errp), "%s/stderr.txt", sl_test_dir());
+  const char *argv[] = {bin, "run", example, "--quiet", "--set", bs,
+                        "--set", bs2, "--set", dir,
+                        "--set", "source.bounded=true",
+                        "--set", "checkpoint.interval_ms=50", NULL};
+  int st = sl_test_wait(sl_test_spawn(argv, NULL, errp, SL_TEST_SPAWN_APPEND));
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fail_with_log("example", st);
+  int64_t last_bal[P_ACCOUNTS], last_n[P_ACCOUNTS], rows = 0;
+  for (int a = 0; a < P_ACCOUNTS; a++) last_bal[a] = last_n[a] = -1;
+  for (int part = 0; part < OUT_PARTS; part++) {
+    int n = 0;
+    char **v = read_kv(k, "balances", part, &n);
+    for (int i = 0; i < n; i++) {
+      char key[32], op[4];
+      long long a, bal, cnt;
+      if (sscanf(v[i],
+                 "%31[^\t]\t{\"op\":\"%2[^\"]\",\"account\":%lld,"
+                 "\"balance\":%lld,\"n\":%lld}",
+                 key, op, &a, &bal, &cnt) != 5)
+        SL_TEST_FAIL("partition %d: bad record '%s'", part, v[i]);
+      SL_ASSERT_TRUE(a >= 0 && a < P_ACCOUNTS);
+      SL_ASSERT_EQ_INT(java_partition(key, OUT_PARTS), part);
+      SL_ASSERT_EQ_INT(atoll(key), a);
+      if (strcmp(op, "-U") == 0) continue;
+      last_bal[a] = bal;
+      last_n[a] = cnt;
+      rows++;
+    }
+    free_kv(v, n);
+  }
+  for (int a = 0; a < P_ACCOUNTS; a++) {
+    SL_ASSERT_EQ_INT(last_n[a], want_n[a]);
+    SL_ASSERT_EQ_INT(last_bal[a], want_sum[a]);
+  }
+  SL_ASSERT_TRUE(rows >= P_RECORDS);
+  sl_kafka_destroy(k);
+}
+
 /* ------------------------------------------------------------------ */
 /* Through the C API */
 
