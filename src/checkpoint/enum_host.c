@@ -44,7 +44,10 @@
  *     would be held for good.
  *
  * Failure.  The first error of a callback makes the host FAILED (sticky):
- * later messages are dropped, and the job fails with that error.
+ * later messages are dropped, and the job fails with that error.  The
+ * readers learn it from the status when their tasks run; since a reader
+ * waiting for an assignment does not run until it is woken, the host
+ * wakes them through on_fail when it fails (else the job would hang).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -119,6 +122,8 @@ struct sl_enum_host_s {
   sl_enum_event_t *held, *held_tail;
   sl_enum_deliver_fn deliver;
   void *user;
+  sl_enum_fail_fn on_fail;  /* wakes the readers (sl__enum_host_on_fail) */
+  void *fail_user;
   int fail_rc;              /* sticky */
   char *fail_msg;
   bool is_fail_fatal;
@@ -285,6 +290,7 @@ static void fail(sl_enum_host_t *h, int rc, sl_error_t *err) {
     h->fail_rc = rc;
     h->is_fail_fatal = sl_error_is_fatal(err);
     h->fail_msg = sl_strdup(err ? sl_error_message(err) : sl_strerror(rc));
+    if (h->on_fail) h->on_fail(h->fail_user); /* the readers fail now */
   }
   pthread_mutex_unlock(&h->lock);
 }
@@ -661,6 +667,15 @@ void sl__enum_host_attach(sl_enum_host_t *h, sl_enum_deliver_fn deliver,
   h->deliver = deliver;
   h->user = user;
   if (deliver) release_locked(h);
+  pthread_mutex_unlock(&h->lock);
+}
+
+void sl__enum_host_on_fail(sl_enum_host_t *h, sl_enum_fail_fn on_fail,
+                           void *user) {
+  pthread_mutex_lock(&h->lock);
+  h->on_fail = on_fail;
+  h->fail_user = user;
+  if (on_fail && h->fail_rc != SL_OK) on_fail(user);
   pthread_mutex_unlock(&h->lock);
 }
 

@@ -69,6 +69,11 @@ void sl__enum_tracker_close(sl_enum_tracker_t *tr);
  * must not call back into the host. */
 typedef void (*sl_enum_deliver_fn)(void *user, sl_enum_event_t *ev);
 
+/* Told once, with the host's lock held, that the enumerator failed (the
+ * sticky status is set): it wakes the readers, which then see the status
+ * and fail their tasks.  It must not call back into the host. */
+typedef void (*sl_enum_fail_fn)(void *user);
+
 typedef struct sl_enum_host_s sl_enum_host_t;
 
 /**
@@ -88,6 +93,10 @@ void sl__enum_host_destroy(sl_enum_host_t *h);
  * for readers that are not attached wait too.  @thread any. */
 void sl__enum_host_attach(sl_enum_host_t *h, sl_enum_deliver_fn deliver,
                           void *user);
+/** @brief Who is told when the enumerator fails (NULL: nobody).  A host
+ * that failed already tells it at once.  @thread any. */
+void sl__enum_host_on_fail(sl_enum_host_t *h, sl_enum_fail_fn on_fail,
+                           void *user);
 /** @brief Queue a discovery now (besides the interval's). */
 int sl__enum_host_discover(sl_enum_host_t *h);
 /** @brief Without a thread: handle every queued message on the caller. */

@@ -42,6 +42,16 @@ static void deliver(void *user, sl_enum_event_t *ev) {
   sl__source_deliver(t, ev);
 }
 
+/* The enumerator failed: every reader runs and finds the status (one
+ * waiting for an assignment would otherwise wait for good). */
+static void wake_readers(void *user) {
+  sl_node_t *n = user;
+  for (uint32_t s = 0; s < n->par; s++) {
+    sl_task_t *t = n->enum_job->rt.tasks[n->enum_first_task + s];
+    t->sched->ops->wake(t->sched, t);
+  }
+}
+
 /* Does the checkpoint hold split positions of op (any old subtask)? */
 static bool has_splits(const sl_ckpt_op_t *mop) {
   for (uint32_t i = 0; mop && i < mop->n_subtasks; i++) {
@@ -252,6 +262,7 @@ void sl__enum_plan_attach(sl_job_t *job) {
     if (n->enum_host == NULL) continue;
     n->enum_first_task = job->chains[n->chain].first_task;
     sl__enum_host_attach(n->enum_host, deliver, n);
+    sl__enum_host_on_fail(n->enum_host, wake_readers, n);
   }
 }
 
@@ -259,6 +270,7 @@ void sl__enum_plan_detach(sl_job_t *job) {
   for (uint32_t i = 0; i < job->n_nodes; i++)
     if (job->nodes[i]->enum_host) {
       sl__enum_host_attach(job->nodes[i]->enum_host, NULL, NULL);
+      sl__enum_host_on_fail(job->nodes[i]->enum_host, NULL, NULL);
       /* A trigger waiting for a stuck enumerator ends now, so that the
        * coordinator can stop. */
       sl__enum_host_interrupt(job->nodes[i]->enum_host);

@@ -12,7 +12,11 @@
  *  - abc: seed 004's case through a real task failure and restart;
  *  - rescale_2_to_3, rescale_4_to_1: a checkpoint with splits still in
  *    the enumerator and splits in readers, restored at another
- *    parallelism, gives the same totals.
+ *    parallelism, gives the same totals;
+ *  - enumerator_*_failure_*: an enumerator whose request handler
+ *    (bounded) or scheduled discovery (unbounded) fails, while its reader
+ *    waits for an assignment, fails the job with its message (no hang),
+ *    and with a restart strategy the job restarts and completes.
  */
 #include "seq_job.h"
 
@@ -37,6 +41,14 @@ typedef struct erun_s {
   uint32_t n_finished_seen;  /* "split finished" reports the enumerator
                                 got */
   uint32_t attempts_open;
+  /* Enumerator failures the test arms (each fires once). */
+  uint32_t fail_request;     /* handle_split_request fails */
+  uint32_t fail_discover;    /* the next scheduled discovery fails */
+  bool is_unbounded;         /* out of letters: park the request */
+  int64_t discovery_ms;      /* set by the first discovery */
+  uint32_t n_parked;         /* requests parked (unbounded) */
+  uint32_t n_discover;
+  bool is_no_ack;            /* "split finished" is not answered */
 } erun_t;
 
 static erun_t g;
@@ -48,6 +60,7 @@ typedef struct tenum_s {
   uint8_t pos[N_LETTERS * 2][8];
   bool has_pos[N_LETTERS * 2];
   uint32_t n;
+  uint32_t parked; /* bit s: reader s waits for a split (unbounded) */
 } tenum_t;
 
 static int e_create(void *src, const sl_enum_init_t *init, void **out,
@@ -68,8 +81,20 @@ static int e_create(void *src, const sl_enum_init_t *init, void **out,
 
 static int e_request(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
                      sl_error_t **out_err) {
-  (void)out_err;
   tenum_t *e = en;
+  pthread_mutex_lock(&g.mu);
+  bool is_fail = g.fail_request > 0;
+  if (is_fail) g.fail_request--;
+  bool is_unbounded = g.is_unbounded;
+  if (!is_fail && e->n == 0 && is_unbounded) g.n_parked++;
+  pthread_mutex_unlock(&g.mu);
+  if (is_fail)
+    return sl_error_set(out_err, SL_EIO, "test refuses the request of "
+                        "reader %u", subtask);
+  if (e->n == 0 && is_unbounded) { /* a later discovery may answer it */
+    e->parked |= 1u << subtask;
+    return SL_OK;
+  }
   if (e->n == 0) return sl_enum_signal_no_more_splits(ec, subtask);
   sl_split_t s = {e->pending[0], e->has_pos[0] ? e->pos[0] : NULL,
                   e->has_pos[0] ? 8 : 0};
@@ -110,10 +135,36 @@ static int e_finished(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
   (void)out_err;
   pthread_mutex_lock(&g.mu);
   g.n_finished_seen++;
+  bool is_no_ack = g.is_no_ack;
   pthread_mutex_unlock(&g.mu);
+  if (is_no_ack) return SL_OK;
   char ev[16];
   int n = snprintf(ev, sizeof(ev), "done:%s", id);
   return sl_enum_send_event(ec, subtask, (const uint8_t *)ev, (size_t)n);
+}
+
+/* Discovery (armed by the test: an unbounded source that finds nothing
+ * new).  Once the test makes the source bounded, parked readers hear
+ * "no more". */
+static int e_discover(void *en, sl_enum_ctx_t *ec, sl_error_t **out_err) {
+  tenum_t *e = en;
+  pthread_mutex_lock(&g.mu);
+  g.n_discover++;
+  bool is_fail = g.fail_discover > 0 && g.n_discover > 1; /* scheduled */
+  if (is_fail) g.fail_discover--;
+  bool is_unbounded = g.is_unbounded;
+  int64_t ms = g.discovery_ms;
+  pthread_mutex_unlock(&g.mu);
+  if (ms) sl_enum_set_discovery_interval(ec, ms);
+  if (is_fail)
+    return sl_error_set(out_err, SL_EIO, "test discovery failed");
+  for (uint32_t s = 0; !is_unbounded && e->parked; s++) {
+    if (!(e->parked & (1u << s))) continue;
+    e->parked &= ~(1u << s);
+    int rc = sl_enum_signal_no_more_splits(ec, s);
+    if (rc != SL_OK) return rc;
+  }
+  return SL_OK;
 }
 
 static int e_snapshot(void *en, uint64_t id, sl_bytes_t *out) {
@@ -135,6 +186,7 @@ static const sl_enum_vt_t enum_vt = {
     .handle_split_request = e_request,
     .add_splits_back = e_back,
     .handle_split_finished = e_finished,
+    .discover = e_discover,
     .snapshot = e_snapshot,
     .close = e_close,
 };
@@ -611,4 +663,154 @@ SL_TEST(stuck_enumerator_snapshot_aborts_the_checkpoint_at_its_timeout) {
   check_letters(2, "stuck enumerator");
   sl_job_destroy(job);
   sl_inject_reset();
+}
+
+/* ---- a failing enumerator fails the job (no reader waits for good) ---- */
+
+typedef struct jwait_s {
+  sl_job_t *job;
+  sl_error_t *err;
+  int rc;
+  bool is_done;
+} jwait_t;
+
+static void *jwait_main(void *arg) {
+  jwait_t *w = arg;
+  sl_error_t *err = NULL;
+  int rc = sl_job_wait(w->job, &err);
+  pthread_mutex_lock(&g.mu);
+  w->rc = rc;
+  w->err = err;
+  w->is_done = true;
+  pthread_mutex_unlock(&g.mu);
+  return NULL;
+}
+
+/* sl_job_wait, failing the test if the job has not ended within a minute
+ * (a reader left waiting for an assignment hangs it). */
+static int wait_job(sl_job_t *job, sl_error_t **out_err) {
+  jwait_t w = {job, NULL, 0, false};
+  pthread_t th;
+  SL_ASSERT_EQ_INT(pthread_create(&th, NULL, jwait_main, &w), 0);
+  WAIT_FOR(w.is_done);
+  pthread_join(th, NULL);
+  *out_err = w.err;
+  return w.rc;
+}
+
+static void expect_failure(sl_job_t *job, const char *want) {
+  sl_error_t *err = NULL;
+  int rc = wait_job(job, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EIO);
+  SL_ASSERT_TRUE(err != NULL);
+  if (strcmp(sl_error_message(err), want) != 0)
+    SL_TEST_FAIL("expected '%s', got '%s'", want, sl_error_message(err));
+  sl_error_destroy(err);
+}
+
+static sl_job_t *fail_job(const char *name, bool has_restart,
+                          uint32_t n_letters) {
+  static char dir[4200];
+  snprintf(dir, sizeof(dir), "%s/ck-%s", sl_test_dir(), name);
+  sl_job_config_t cfg;
+  sl_job_config_init(&cfg);
+  cfg.name = name;
+  cfg.parallelism = 1;
+  cfg.n_workers = 2;
+  cfg.checkpoint.dir = dir;
+  if (has_restart) {
+    cfg.restart.kind = SL_RESTART_FIXED_DELAY;
+    cfg.restart.max_attempts = 2;
+  }
+  return ejob(&cfg, n_letters);
+}
+
+/*
+ * Bounded: the reader reads A, finishes it and asks for the next split;
+ * the enumerator's request handler fails.  The reader waits for an
+ * assignment that will never come: the failing host wakes it, and the job
+ * fails with the enumerator's message, naming the source.  With a restart
+ * strategy the attempt restarts from checkpoint 1 (the enumerator is
+ * created again from its state there), B is assigned, and every record
+ * counts once.
+ */
+static void request_failure(bool has_restart) {
+  erun_reset();
+  sl_job_t *job = fail_job(has_restart ? "req-restart" : "req", has_restart,
+                           2);
+  SL_ASSERT_OK(sl_job_start(job, NULL));
+  WAIT_FOR(g.n_added[0] == 1); /* A */
+  SL_ASSERT_EQ_INT(ckpt(job), 1);
+  pthread_mutex_lock(&g.mu);
+  g.fail_request = 1;
+  g.is_no_ack = true; /* no event wakes the reader by chance */
+  pthread_mutex_unlock(&g.mu);
+  set_egate(PER_SPLIT); /* A ends, the reader asks for B */
+  if (!has_restart) {
+    expect_failure(job, "operator 'letters' (subtask 1 of 1): enumerator of "
+                        "source 'letters': test refuses the "
+                        "request of reader 0");
+    SL_ASSERT_EQ_INT(sl_job_restarts(job), 0);
+  } else {
+    sl_error_t *err = NULL;
+    SL_ASSERT_OK_E(wait_job(job, &err), err);
+    SL_ASSERT_EQ_INT(sl_job_restarts(job), 1);
+    SL_ASSERT_EQ_INT(g.attempts_open, 2);
+    check_letters(2, "request failure, restarted");
+  }
+  SL_ASSERT_EQ_INT(g.fail_request, 0);
+  sl_job_destroy(job);
+}
+
+SL_TEST(enumerator_request_failure_fails_the_job) { request_failure(false); }
+SL_TEST(enumerator_request_failure_restarts_and_completes) {
+  request_failure(true);
+}
+
+/*
+ * Unbounded: out of letters, the enumerator parks the reader's request
+ * until a discovery finds more; a scheduled discovery fails.  The job
+ * fails with its message.  With a restart strategy it restarts from
+ * checkpoint 1 (A finished, nothing pending); once the source is made
+ * bounded, the next discovery tells the parked reader "no more" and the
+ * job ends with every record of A counted once.
+ */
+static void discovery_failure(bool has_restart) {
+  erun_reset();
+  g.is_unbounded = true;
+  g.is_no_ack = true;
+  g.discovery_ms = 2;
+  sl_job_t *job = fail_job(has_restart ? "disc-restart" : "disc",
+                           has_restart, 1);
+  SL_ASSERT_OK(sl_job_start(job, NULL));
+  WAIT_FOR(g.n_added[0] == 1); /* A */
+  set_egate(PER_SPLIT);
+  WAIT_FOR(g.n_parked == 1);
+  SL_ASSERT_EQ_INT(ckpt(job), 1);
+  pthread_mutex_lock(&g.mu);
+  g.fail_discover = 1;
+  pthread_mutex_unlock(&g.mu);
+  if (!has_restart) {
+    expect_failure(job, "operator 'letters' (subtask 1 of 1): enumerator of "
+                        "source 'letters': test discovery "
+                        "failed");
+  } else {
+    WAIT_FOR(g.attempts_open == 2 && g.n_parked == 2);
+    pthread_mutex_lock(&g.mu);
+    g.is_unbounded = false;
+    pthread_mutex_unlock(&g.mu);
+    sl_error_t *err = NULL;
+    SL_ASSERT_OK_E(wait_job(job, &err), err);
+    SL_ASSERT_EQ_INT(sl_job_restarts(job), 1);
+    check_letters(1, "discovery failure, restarted");
+  }
+  SL_ASSERT_EQ_INT(g.fail_discover, 0);
+  sl_job_destroy(job);
+}
+
+SL_TEST(enumerator_discovery_failure_fails_the_job) {
+  discovery_failure(false);
+}
+SL_TEST(enumerator_discovery_failure_restarts_and_completes) {
+  discovery_failure(true);
 }

@@ -9,7 +9,9 @@
  * directory, as the source requires.  The test waits for observable
  * effects (records processed), never for time to pass.
  */
+#include <errno.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "seq_job.h"
 
@@ -61,7 +63,8 @@ static void wait_counts(int64_t c) {
   }
 }
 
-static sl_job_t *monitor_job(const char *restore_from) {
+static sl_job_t *monitor_job_n(const char *restore_from,
+                               uint32_t max_restarts) {
   static char ckdir[4300];
   dir_path(ckdir, sizeof(ckdir), "ck");
   sl_job_config_t cfg;
@@ -72,7 +75,7 @@ static sl_job_t *monitor_job(const char *restore_from) {
   cfg.checkpoint.dir = ckdir;
   cfg.restore_from = restore_from;
   cfg.restart.kind = SL_RESTART_FIXED_DELAY;
-  cfg.restart.max_attempts = 2;
+  cfg.restart.max_attempts = max_restarts;
   sl_field_t f[2] = {{"key", {SL_TYPE_INT64, 0, 0, false}},
                      {"seq", {SL_TYPE_INT64, 0, 0, false}}};
   sl_field_t of[3] = {{"key", {SL_TYPE_INT64, 0, 0, false}},
@@ -107,6 +110,10 @@ static sl_job_t *monitor_job(const char *restore_from) {
   sl_schema_unref(out_schema);
   (void)src_vt; /* seq_job.h's source is not used here */
   return job;
+}
+
+static sl_job_t *monitor_job(const char *restore_from) {
+  return monitor_job_n(restore_from, 2);
 }
 
 static uint64_t ckpt(sl_job_t *job) {
@@ -193,6 +200,63 @@ SL_TEST(new_file_once_across_restore) {
   wait_counts(4 * R);
   SL_ASSERT_EQ_INT(seq_processed(), 2 * K * R);
   stop(job);
+  SL_ASSERT_EQ_INT(violations, 0);
+  sl_job_destroy(job);
+}
+
+/*
+ * The monitored directory is removed while the reader waits for a new
+ * file: the next listing fails, and the job fails (it does not wait for
+ * good) with a message naming the directory, after the restart strategy's
+ * restarts (each new enumerator's first listing fails alike).
+ */
+typedef struct jwait_s {
+  sl_job_t *job;
+  sl_error_t *err;
+  int rc;
+  atomic_bool is_done;
+} jwait_t;
+
+static void *jwait_main(void *arg) {
+  jwait_t *w = arg;
+  w->rc = sl_job_wait(w->job, &w->err);
+  atomic_store(&w->is_done, true);
+  return NULL;
+}
+
+SL_TEST(monitored_directory_removed_fails_the_job) {
+  seq_reset();
+  char in[4300], f0[4400];
+  dir_path(in, sizeof(in), "in");
+  SL_ASSERT_EQ_INT(mkdir(in, 0755), 0);
+  add_file(0);
+  sl_job_t *job = monitor_job_n(NULL, 1);
+  SL_ASSERT_OK(sl_job_start(job, NULL));
+  wait_processed(K * R);
+  snprintf(f0, sizeof(f0), "%s/f0.csv", in);
+  SL_ASSERT_EQ_INT(unlink(f0), 0);
+  SL_ASSERT_EQ_INT(rmdir(in), 0);
+  /* sl_job_wait returns within a minute (it hung before). */
+  jwait_t w = {job, NULL, 0, false};
+  pthread_t th;
+  SL_ASSERT_EQ_INT(pthread_create(&th, NULL, jwait_main, &w), 0);
+  for (int i = 0; !atomic_load(&w.is_done); i++) {
+    if (i > 60000) SL_TEST_FAIL("the job did not fail within a minute");
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  pthread_join(th, NULL);
+  sl_error_t *err = w.err;
+  SL_ASSERT_EQ_INT(w.rc, -ENOENT);
+  SL_ASSERT_TRUE(err != NULL);
+  char want[9000];
+  snprintf(want, sizeof(want), "operator 'files' (subtask 1 of 1): "
+           "enumerator of source 'files': cannot list the monitored "
+           "inputs: cannot open input '%s': No such file or directory", in);
+  if (strcmp(sl_error_message(err), want) != 0)
+    SL_TEST_FAIL("expected '%s', got '%s'", want, sl_error_message(err));
+  sl_error_destroy(err);
+  SL_ASSERT_EQ_INT(sl_job_restarts(job), 1);
   SL_ASSERT_EQ_INT(violations, 0);
   sl_job_destroy(job);
 }

@@ -774,7 +774,14 @@ static int enum_discover(void *en, sl_enum_ctx_t *ec, sl_error_t **out_err) {
   /* The listing is the source context's; only this thread uses it once
    * the enumerator exists.  Unmonitored: the listing of create. */
   int rc = e->is_monitored ? expand(e->src, true, out_err) : SL_OK;
-  if (rc != SL_OK) return rc;
+  if (rc != SL_OK) {
+    /* A monitored directory removed or made unreadable while the job
+     * runs: the job fails (the host wakes the waiting readers) and the
+     * restart strategy applies; a later listing may succeed again. */
+    if (out_err && *out_err && rc != SL_ENOMEM)
+      sl_error_prefix(*out_err, "cannot list the monitored inputs");
+    return rc;
+  }
   for (uint32_t i = 0; i < e->src->n_files; i++) {
     const char *path = e->src->files[i];
     if (enum_has_seen(e, path)) continue;

@@ -912,7 +912,10 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
     /* Bounded: end once the enumerator has handed out every split (its
      * event) and they are read.  Until then wait on a timer, not
      * SL_POLL_END: a task waiting for an assignment is not woken when the
-     * enumerator fails (an unreachable cluster), a timer is. */
+     * enumerator fails (an unreachable cluster), a timer is.  (The
+     * enumerator host now wakes its readers when it fails,
+     * sl__enum_host_on_fail in checkpoint/enum_host.c, so the timer is
+     * no longer needed for that.) */
     if (rd->src->bounded && all_done && rd->is_all_assigned)
       return SL_POLL_END;
     rd_kafka_message_t *m = rd_kafka_consumer_poll(rd->rk, 0);
