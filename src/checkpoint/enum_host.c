@@ -641,11 +641,19 @@ void sl__enum_host_destroy(sl_enum_host_t *h) {
     pthread_mutex_unlock(&h->lock);
     pthread_join(h->thread, NULL);
   }
+  /* Left in the queue when the thread stopped: asynchronous messages, and
+   * synchronous ones whose caller gave up (a trigger interrupted when its
+   * attempt ended, or past the checkpoint timeout): nobody waits for
+   * either.  A synchronous message with a waiter cannot be here: callers
+   * end before the host is destroyed. */
+  pthread_mutex_lock(&h->lock);
   for (msg_t *m = h->head, *n; m; m = n) {
     n = m->next;
-    SL_ASSERT(!m->is_sync);
+    SL_ASSERT(!m->is_sync || m->is_abandoned);
     msg_free(m);
   }
+  h->head = h->tail = NULL;
+  pthread_mutex_unlock(&h->lock);
   if (h->en) h->vt->close(h->en);
   for (sl_enum_event_t *e = h->held, *n; e; e = n) {
     n = e->next;

@@ -237,10 +237,6 @@ int sl_job_run(sl_job_t *job, sl_error_t **out_err) {
       break;
     }
   }
-  /* No attempt follows: the enumerators' threads end with the run, so
-   * none outlives sl_job_run (a caller may change the allocator or unload
-   * a connector before sl_job_destroy). */
-  sl__enum_plan_destroy(job);
   sl__ckpt_meta_clear(&meta);
   atomic_store(&job->state, SL_JOB_FINISHED);
   return rc;

@@ -364,13 +364,16 @@ SL_TEST(out_of_memory_for_a_source_buffer_names_the_cause) {
   atomic_store(&oom.is_armed, true);
   int rc = sl_job_run(job, &err);
   atomic_store(&oom.is_armed, false);
+  /* The allocator is reset only once the job is gone: its enumerator
+   * thread lives until sl_job_destroy (sl_set_allocator: before other
+   * calls). */
+  sl_job_destroy(job);
   sl_set_allocator(NULL);
   SL_ASSERT_EQ_INT(rc, SL_ENOMEM);
   SL_ASSERT_TRUE(atomic_load(&oom.n_failed) > 0);
   SL_ASSERT_EQ_STR(sl_error_message(err), "operator 'src' (subtask 1 of 1): "
                    "failed with SL_ENOMEM (out of memory)");
   sl_error_destroy(err);
-  sl_job_destroy(job);
 }
 
 /* Every allocation of the worker threads fails from the first row on, so
@@ -394,11 +397,11 @@ SL_TEST(out_of_memory_without_memory_for_the_message_still_fails) {
   oom_install(0, 0);
   int rc = sl_job_run(job, &err);
   atomic_store(&oom.is_armed, false);
+  sl_job_destroy(job); /* before the allocator is reset, as above */
   sl_set_allocator(NULL);
   SL_ASSERT_TRUE(atomic_load(&oom.n_failed) > 0);
   SL_ASSERT_EQ_INT(rc, SL_ENOMEM);
   sl_error_destroy(err);
-  sl_job_destroy(job);
 }
 
 /* sl_job_wait_checkpoint with the largest timeout waits for the outcome;
