@@ -29,6 +29,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "connectors/kafka/kafka_conf.h"
 #include "sluice/sluice.h"
 
 typedef struct ksink_s {
@@ -58,12 +59,6 @@ typedef struct kwriter_s {
   int32_t err_part;
   rd_kafka_resp_err_t err;
 } kwriter_t;
-
-static void free_strs(char **l, uint32_t n) {
-  if (l == NULL) return;
-  for (uint32_t i = 0; i < n; i++) sl_free(l[i]);
-  sl_free(l);
-}
 
 static void log_quiet(const rd_kafka_t *rk, int level, const char *fac,
                       const char *buf) {
@@ -97,7 +92,7 @@ static int new_producer(kwriter_t *w, sl_error_t **out_err) {
   char errstr[512];
   rd_kafka_conf_t *conf = rd_kafka_conf_new();
   if (conf == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
-  const char *set[][2] = {
+  const char *const set[][2] = {
       {"bootstrap.servers", s->bootstrap},
       {"enable.idempotence", "true"},
       {"partitioner", "murmur2_random"},
@@ -105,19 +100,12 @@ static int new_producer(kwriter_t *w, sl_error_t **out_err) {
       {"log.connection.close", "false"},
       {"client.id", "sluice"},
   };
-  for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++)
-    if (rd_kafka_conf_set(conf, set[i][0], set[i][1], errstr,
-                          sizeof(errstr)) != RD_KAFKA_CONF_OK) {
-      rd_kafka_conf_destroy(conf);
-      return sl_error_set(out_err, SL_EINVAL, "kafka sink: %s", errstr);
-    }
-  for (uint32_t i = 0; i < s->n_props; i++)
-    if (rd_kafka_conf_set(conf, s->props[2 * i], s->props[2 * i + 1], errstr,
-                          sizeof(errstr)) != RD_KAFKA_CONF_OK) {
-      rd_kafka_conf_destroy(conf);
-      return sl_error_set(out_err, SL_EINVAL, "kafka sink: property '%s': %s",
-                          s->props[2 * i], errstr);
-    }
+  int rc = sl__kafka_conf_apply(conf, set, sizeof(set) / sizeof(set[0]),
+                                s->props, s->n_props, "kafka sink", out_err);
+  if (rc != SL_OK) {
+    rd_kafka_conf_destroy(conf);
+    return rc;
+  }
   rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
   rd_kafka_conf_set_opaque(conf, w);
   rd_kafka_conf_set_log_cb(conf, log_quiet);
@@ -291,8 +279,8 @@ static void ksink_destroy(void *ctx) {
   if (s == NULL) return;
   sl_free(s->bootstrap);
   sl_free(s->topic);
-  free_strs(s->key_fields, s->n_key);
-  free_strs(s->props, 2 * s->n_props);
+  sl__kafka_strs_free(s->key_fields, s->n_key);
+  sl__kafka_strs_free(s->props, 2 * s->n_props);
   sl_free(s);
 }
 
@@ -353,22 +341,18 @@ int sl_kafka_sink_create(const sl_kafka_sink_config_t *cfg,
   static const char *const refused[] = {
       "bootstrap.servers", "enable.idempotence", "partitioner",
       "transactional.id", "dr_cb", "dr_msg_cb", "opaque", NULL};
-  uint32_t n_props = 0;
-  if (cfg->properties)
-    while (cfg->properties[2 * n_props]) {
-      const char *name = cfg->properties[2 * n_props];
-      if (cfg->properties[2 * n_props + 1] == NULL)
-        return sl_error_set(out_err, SL_EINVAL, "kafka sink: property '%s' "
-                            "has no value", name);
-      for (int k = 0; refused[k]; k++)
-        if (strcmp(name, refused[k]) == 0)
-          return sl_error_set(out_err, SL_EINVAL,
-                              "kafka sink: property '%s' is set by sluice "
-                              "(use the sink's own settings)", name);
-      n_props++;
-    }
+  char **props;
+  uint32_t n_props;
+  int rc = sl__kafka_props_copy(cfg->properties, refused, "kafka sink",
+                                "sink", &props, &n_props, out_err);
+  if (rc != SL_OK) return rc;
   ksink_t *s = sl_calloc(1, sizeof(*s));
-  if (s == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  if (s == NULL) {
+    sl__kafka_strs_free(props, 2 * n_props);
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  }
+  s->props = props;
+  s->n_props = n_props;
   s->format = cfg->format;
   s->delim = cfg->csv_delimiter ? cfg->csv_delimiter : ',';
   s->changelog = cfg->changelog;
@@ -384,18 +368,6 @@ int sl_kafka_sink_create(const sl_kafka_sink_config_t *cfg,
       if ((s->key_fields[s->n_key] = sl_strdup(cfg->key_fields[s->n_key])) ==
           NULL) {
         s->n_key++;
-        goto nomem;
-      }
-  }
-  if (n_props) {
-    if ((s->props = sl_calloc(2 * n_props, sizeof(char *))) == NULL)
-      goto nomem;
-    for (; s->n_props < n_props; s->n_props++)
-      if ((s->props[2 * s->n_props] =
-               sl_strdup(cfg->properties[2 * s->n_props])) == NULL ||
-          (s->props[2 * s->n_props + 1] =
-               sl_strdup(cfg->properties[2 * s->n_props + 1])) == NULL) {
-        s->n_props++;
         goto nomem;
       }
   }

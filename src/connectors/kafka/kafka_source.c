@@ -46,6 +46,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "connectors/kafka/kafka_conf.h"
 #include "connectors/kafka/kafka_decode.h"
 #include "sluice/sluice.h"
 
@@ -77,12 +78,6 @@ typedef struct ksrc_s {
 
 /* ------------------------------------------------------------------ */
 /* Shared helpers */
-
-static void free_strs(char **l, uint32_t n) {
-  if (l == NULL) return;
-  for (uint32_t i = 0; i < n; i++) sl_free(l[i]);
-  sl_free(l);
-}
 
 static void store_u64le(uint8_t *p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
@@ -126,7 +121,7 @@ static int new_handle(const ksrc_t *s, rd_kafka_type_t type, bool group,
   char errstr[512];
   rd_kafka_conf_t *conf = rd_kafka_conf_new();
   if (conf == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
-  const char *set[][2] = {
+  const char *const set[][2] = {
       {"bootstrap.servers", s->bootstrap},
       {"isolation.level",
        s->read_uncommitted ? "read_uncommitted" : "read_committed"},
@@ -138,30 +133,22 @@ static int new_handle(const ksrc_t *s, rd_kafka_type_t type, bool group,
       {"log.connection.close", "false"},
       {"client.id", "sluice"},
   };
-  for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++) {
-    if (rd_kafka_conf_set(conf, set[i][0], set[i][1], errstr,
-                          sizeof(errstr)) != RD_KAFKA_CONF_OK) {
-      rd_kafka_conf_destroy(conf);
-      return sl_error_set(out_err, SL_EINVAL, "kafka source: %s", errstr);
-    }
+  int rc = sl__kafka_conf_apply(conf, set, sizeof(set) / sizeof(set[0]),
+                                s->props, s->n_props, "kafka source",
+                                out_err);
+  if (rc != SL_OK) {
+    rd_kafka_conf_destroy(conf);
+    return rc;
   }
   /* librdkafka's assign() needs a group.id even though assign() never
    * joins the group; without group_id sluice names one that it never
-   * commits to. */
+   * commits to.  (group.id is refused among the user's properties, so
+   * setting it after them changes nothing.) */
   if (group &&
       rd_kafka_conf_set(conf, "group.id", s->group ? s->group : "sluice",
                         errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK) {
     rd_kafka_conf_destroy(conf);
     return sl_error_set(out_err, SL_EINVAL, "kafka source: %s", errstr);
-  }
-  for (uint32_t i = 0; i < s->n_props; i++) {
-    if (rd_kafka_conf_set(conf, s->props[2 * i], s->props[2 * i + 1], errstr,
-                          sizeof(errstr)) != RD_KAFKA_CONF_OK) {
-      rd_kafka_conf_destroy(conf);
-      return sl_error_set(out_err, SL_EINVAL,
-                          "kafka source: property '%s': %s", s->props[2 * i],
-                          errstr);
-    }
   }
   rd_kafka_conf_set_log_cb(conf, log_quiet);
   rd_kafka_t *rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
@@ -259,11 +246,11 @@ static void enum_close(void *en) {
   kenum_t *e = en;
   if (e == NULL) return;
   if (e->rk) rd_kafka_destroy(e->rk);
-  free_strs(e->seen, e->n_seen);
+  sl__kafka_strs_free(e->seen, e->n_seen);
   for (uint32_t i = 0; i < e->n_pend; i++) sl_free(e->pend[i].id);
   sl_free(e->pend);
   sl_free(e->ready);
-  free_strs(e->c_ids, e->n_commit);
+  sl__kafka_strs_free(e->c_ids, e->n_commit);
   sl_free(e->c_offs);
   sl_free(e);
 }
@@ -1014,14 +1001,14 @@ static void ksrc_destroy(void *ctx) {
   ksrc_t *s = ctx;
   if (s == NULL) return;
   sl_free(s->bootstrap);
-  free_strs(s->topics, s->n_topics);
+  sl__kafka_strs_free(s->topics, s->n_topics);
   sl_free(s->group);
   for (uint32_t i = 0; i < s->n_offsets; i++)
     sl_free((char *)s->offsets[i].topic);
   sl_free(s->offsets);
   sl_schema_unref(s->value_schema);
   sl_schema_unref(s->schema);
-  free_strs(s->props, 2 * s->n_props);
+  sl__kafka_strs_free(s->props, 2 * s->n_props);
   sl_free(s);
 }
 
@@ -1093,23 +1080,19 @@ int sl_kafka_source_create(const sl_kafka_source_config_t *cfg,
       "bootstrap.servers", "group.id", "enable.auto.commit",
       "auto.offset.reset", "enable.auto.offset.store",
       "enable.partition.eof", NULL};
-  uint32_t n_props = 0;
-  if (cfg->properties)
-    while (cfg->properties[2 * n_props]) {
-      const char *name = cfg->properties[2 * n_props];
-      if (cfg->properties[2 * n_props + 1] == NULL)
-        return sl_error_set(out_err, SL_EINVAL, "kafka source: property "
-                            "'%s' has no value", name);
-      for (int k = 0; refused[k]; k++)
-        if (strcmp(name, refused[k]) == 0)
-          return sl_error_set(out_err, SL_EINVAL,
-                              "kafka source: property '%s' is set by sluice "
-                              "(use the source's own settings)", name);
-      n_props++;
-    }
+  char **props;
+  uint32_t n_props;
+  int prc = sl__kafka_props_copy(cfg->properties, refused, "kafka source",
+                                 "source", &props, &n_props, out_err);
+  if (prc != SL_OK) return prc;
 
   ksrc_t *s = sl_calloc(1, sizeof(*s));
-  if (s == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  if (s == NULL) {
+    sl__kafka_strs_free(props, 2 * n_props);
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  }
+  s->props = props;
+  s->n_props = n_props;
   s->start = cfg->start;
   s->start_ts = cfg->start_timestamp_ms;
   s->format = cfg->format;
@@ -1137,18 +1120,6 @@ int sl_kafka_source_create(const sl_kafka_source_config_t *cfg,
                sl_strdup(cfg->start_offsets[s->n_offsets].topic)) == NULL)
         goto nomem;
     }
-  }
-  if (n_props) {
-    if ((s->props = sl_calloc(2 * n_props, sizeof(char *))) == NULL)
-      goto nomem;
-    for (; s->n_props < n_props; s->n_props++)
-      if ((s->props[2 * s->n_props] =
-               sl_strdup(cfg->properties[2 * s->n_props])) == NULL ||
-          (s->props[2 * s->n_props + 1] =
-               sl_strdup(cfg->properties[2 * s->n_props + 1])) == NULL) {
-        s->n_props++;
-        goto nomem;
-      }
   }
   /* The output schema: the value's fields, then the metadata fields. */
   {
