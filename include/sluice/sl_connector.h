@@ -817,12 +817,21 @@ typedef struct sl_kafka_sink_config_s {
   sl_format_t format;            /* JSON (the default of init) or CSV */
   char csv_delimiter;            /* 0: ',' */
   bool changelog;                /* the row kind first ("op" in JSON) */
-  sl_delivery_t delivery;        /* only SL_DELIVERY_AT_LEAST_ONCE */
+  sl_delivery_t delivery;        /* at-least-once (init) or exactly-once */
   int64_t timeout_ms;            /* the metadata check at open; 0: 10000 */
   /* NULL-terminated name, value pairs passed to librdkafka after sluice's
    * settings (bootstrap.servers, enable.idempotence, partitioner,
    * transactional.id and the delivery callbacks are sluice's: refused). */
   const char *const *properties;
+  /* Appended.  Exactly-once only (SL_EINVAL otherwise).  The prefix of
+   * the transactional ids "<prefix>-<subtask>-<k>" and of the marker
+   * groups of the same names; NULL: "sluice-<job>-<sink uid>".  Two jobs
+   * must not share a prefix (checked: the second fails). */
+  const char *transactional_id_prefix;
+  /* Transactional ids per subtask (k < pool size): one holds the open
+   * epoch, the others epochs waiting for their checkpoint to complete.
+   * 0: 5.  A subtask whose ids are all waiting fails naming this setting. */
+  uint32_t transaction_pool_size;
 } sl_kafka_sink_config_t;
 
 /** @brief Defaults: JSON, at-least-once, no key.  @thread any */

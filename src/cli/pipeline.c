@@ -2398,8 +2398,9 @@ int sl_pipeline_check_connect(sl_pipeline_t *pl, char **out_msg) {
 /*
  * sink: {type: kafka, ...} (docs/pipeline.md).  key is a field or a list
  * of fields (checked against the rows the sink gets); delivery is
- * at-least-once (exactly-once is refused: not supported yet); properties
- * are passed to librdkafka.  The servers and the topic are checked when the
+ * at-least-once or exactly-once (transactions, with
+ * transactional_id_prefix and transaction_pool_size); properties are
+ * passed to librdkafka.  The servers and the topic are checked when the
  * job starts.
  */
 static int build_kafka_sink(build_t *b, int snk, const char *path,
@@ -2408,7 +2409,9 @@ static int build_kafka_sink(build_t *b, int snk, const char *path,
   static const char *keys[] = {"type", "uid", "parallelism",
                                "bootstrap_servers", "topic", "key", "format",
                                "delimiter", "changelog", "delivery",
-                               "timeout", "properties", NULL};
+                               "timeout", "properties",
+                               "transactional_id_prefix",
+                               "transaction_pool_size", NULL};
   int rc = check_keys(pl, snk, path, keys);
   if (rc != SL_OK) return rc;
   static const char *fmts[] = {"json", "csv", NULL};
@@ -2430,15 +2433,27 @@ static int build_kafka_sink(build_t *b, int snk, const char *path,
       (rc = get_delim(pl, snk, path, &cfg.csv_delimiter)) ||
       (rc = get_bool(pl, snk, path, "changelog", &cfg.changelog)) ||
       (rc = get_enum(pl, snk, path, "delivery", deliveries, &delivery)) ||
-      (rc = get_duration_ms(pl, snk, path, "timeout", &cfg.timeout_ms)))
+      (rc = get_duration_ms(pl, snk, path, "timeout", &cfg.timeout_ms)) ||
+      (rc = get_str(pl, snk, path, "transactional_id_prefix", false,
+                    &cfg.transactional_id_prefix)) ||
+      (rc = get_u32(pl, snk, path, "transaction_pool_size", 1, 1000,
+                    &cfg.transaction_pool_size)))
     return rc;
   cfg.format = fmt == 1 ? SL_FORMAT_CSV : SL_FORMAT_JSON;
-  if (delivery == 1) {
-    join_path(f, sizeof(f), path, "delivery");
-    return FAIL(pl, map_get(pl, snk, "delivery", NULL), f,
-                "'delivery: exactly-once' is not supported yet by the kafka "
-                "sink; use 'delivery: at-least-once' (records after the "
-                "last checkpoint may be written twice after a failure)");
+  cfg.delivery =
+      delivery == 1 ? SL_DELIVERY_EXACTLY_ONCE : SL_DELIVERY_AT_LEAST_ONCE;
+  if (delivery != 1 && (cfg.transactional_id_prefix ||
+                        cfg.transaction_pool_size)) {
+    join_path(f, sizeof(f), path,
+              cfg.transactional_id_prefix ? "transactional_id_prefix"
+                                          : "transaction_pool_size");
+    return FAIL(pl,
+                map_get(pl, snk,
+                        cfg.transactional_id_prefix
+                            ? "transactional_id_prefix"
+                            : "transaction_pool_size",
+                        NULL),
+                f, "needs 'delivery: exactly-once'");
   }
   int kv = map_get(pl, snk, "key", NULL);
   join_path(f, sizeof(f), path, "key");

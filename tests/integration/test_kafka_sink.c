@@ -156,19 +156,21 @@ static void fail_with_log(const char *what, int st) {
   SL_TEST_FAIL("%s: sluice exited with status %d:\n%s", what, st, e ? e : "");
 }
 
-static void produce_deltas(sl_kafka_t *k) {
-  create_topic(k, "deltas", 2, NULL);
+static int64_t n_produced;
+static uint64_t delta_seed;
+
+/* n more deltas into the 2 partitions of "deltas", account a into
+ * partition a % 2; want_sum and want_n follow. */
+static void produce_more(sl_kafka_t *k, int n) {
   rd_kafka_t *p = NULL;
   sl_error_t *err = NULL;
   const char *set[] = {"enable.idempotence", "true", NULL};
   SL_ASSERT_OK_E(sl_kc_new(sl_kafka_bootstrap(k), RD_KAFKA_PRODUCER, set, &p,
                            &err),
                  err);
-  memset(want_sum, 0, sizeof(want_sum));
-  memset(want_n, 0, sizeof(want_n));
-  uint64_t x = 0x5eed;
+  uint64_t x = delta_seed;
   char v[96];
-  for (int i = 0; i < P_RECORDS; i++) {
+  for (int i = 0; i < n; i++) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     int a = (int)((x >> 33) % P_ACCOUNTS);
     int amount = (int)((x >> 13) % 2001) - 1000;
@@ -185,12 +187,28 @@ static void produce_deltas(sl_kafka_t *k) {
       rd_kafka_poll(p, 100);
     }
   }
+  delta_seed = x;
+  n_produced += n;
+  SL_ASSERT_TRUE(n_produced <= P_RECORDS);
   SL_ASSERT_EQ_INT(rd_kafka_flush(p, 60000), RD_KAFKA_RESP_ERR_NO_ERROR);
   rd_kafka_destroy(p);
+}
+
+/* The topics, and first deltas (all P_RECORDS by default). */
+static void produce_deltas_n(sl_kafka_t *k, int n) {
+  create_topic(k, "deltas", 2, NULL);
+  memset(want_sum, 0, sizeof(want_sum));
+  memset(want_n, 0, sizeof(want_n));
+  n_produced = 0;
+  delta_seed = 0x5eed;
+  produce_more(k, n);
   create_topic(k, "balances", OUT_PARTS, NULL);
 }
 
-static void write_pipeline(const sl_kafka_t *k, const char *path) {
+static void produce_deltas(sl_kafka_t *k) { produce_deltas_n(k, P_RECORDS); }
+
+static void write_pipeline_d(const sl_kafka_t *k, const char *path,
+                             const char *delivery) {
   char text[8192];
   snprintf(text, sizeof(text),
            "name: balances\nparallelism: 2\n"
@@ -207,10 +225,15 @@ static void write_pipeline(const sl_kafka_t *k, const char *path) {
            "      emit: updates\n    uid: balance\n"
            "sink:\n  type: kafka\n  uid: out\n  bootstrap_servers: %s\n"
            "  topic: balances\n  key: [account]\n  format: csv\n"
-           "  changelog: true\n  delivery: at-least-once\n  timeout: 30s\n"
+           "  changelog: true\n  delivery: %s\n  timeout: 30s\n"
            "  properties: {linger.ms: '5'}\n",
-           sl_test_dir(), sl_kafka_bootstrap(k), sl_kafka_bootstrap(k));
+           sl_test_dir(), sl_kafka_bootstrap(k), sl_kafka_bootstrap(k),
+           delivery);
   sl_test_write_file(path, text);
+}
+
+static void write_pipeline(const sl_kafka_t *k, const char *path) {
+  write_pipeline_d(k, path, "at-least-once");
 }
 
 /*
@@ -221,7 +244,10 @@ static void write_pipeline(const sl_kafka_t *k, const char *path) {
  * NULL when the output is complete, else what is missing (and the
  * number of duplicates in *out_dups).
  */
+static int64_t records_read;
+
 static const char *verify(const sl_kafka_t *k, int64_t *out_dups) {
+  records_read = 0;
   static uint8_t seen[P_ACCOUNTS][P_RECORDS + 1];
   static char msg[256];
   memset(seen, 0, sizeof(seen));
@@ -230,6 +256,7 @@ static const char *verify(const sl_kafka_t *k, int64_t *out_dups) {
   for (int part = 0; part < OUT_PARTS; part++) {
     int n = 0;
     char **v = read_kv(k, "balances", part, &n);
+    records_read += n;
     for (int i = 0; i < n; i++) {
       char key[32], op[4];
       long long a, bal, cnt;
@@ -365,6 +392,84 @@ SL_TEST(pipeline_sigkill_resume) {
   }
   int64_t dups = finish_run(k, spawn_sluice(pipeline, NULL), NULL);
   printf("%d rounds killed; duplicates: %lld\n", rounds, (long long)dups);
+  sl_kafka_destroy(k);
+}
+
+/* ------------------------------------------------------------------ */
+/* Exactly-once (kafka_sink_eos.c) */
+
+/* The records of exactly-once output: every update once (the aggregate
+ * emits an upsert stream: +I for an account's first delta, +U for each
+ * later one, no -U; docs/pipeline.md). */
+static int64_t want_records(void) {
+  int64_t n = 0;
+  for (int a = 0; a < P_ACCOUNTS; a++) n += want_n[a];
+  return n;
+}
+
+/* After the run: the read_committed output holds every update exactly
+ * once (no duplicate, none missing, nothing else). */
+static void expect_exact(const sl_kafka_t *k) {
+  int64_t dups = -1;
+  const char *miss = verify(k, &dups);
+  if (miss) SL_TEST_FAIL("exactly-once output incomplete: %s", miss);
+  printf("exactly-once output: %lld records\n", (long long)records_read);
+  SL_ASSERT_EQ_INT(dups, 0);
+  SL_ASSERT_EQ_INT(records_read, want_records());
+}
+
+/* A task failure after the sync snapshot of the third checkpoint: the job
+ * restarts in the process from the last completed checkpoint; epochs
+ * after it were never committed (aborted by the restart's fencing), so
+ * the output is exact. */
+SL_TEST(eo_restart_after_checkpoint) {
+  sl_kafka_t *k = start_kafka();
+  produce_deltas(k);
+  char pipeline[4400];
+  snprintf(pipeline, sizeof(pipeline), "%s/balances.yaml", sl_test_dir());
+  write_pipeline_d(k, pipeline, "exactly-once");
+  pid_t pid = spawn_sluice(pipeline, "task.after_sync_snapshot=fail:12");
+  finish_run(k, pid, "restart 1 from the latest checkpoint");
+  SL_ASSERT_TRUE(log_has("injected failure at task.after_sync_snapshot"));
+  expect_exact(k);
+  sl_kafka_destroy(k);
+}
+
+/* SIGKILLs at the sink's commit steps, each followed by --resume:
+ *   sink.after_prepare        epoch flushed and marked, not completed (K2)
+ *   sink.before_commit        completed, not committed: the restore
+ *                             finds the marker below N and replays (K3)
+ *   kafka.sink.after_commit_transaction
+ *                             committed at the broker, the process died
+ *                             before it knew: the marker says ALREADY (K4)
+ *   sink.restore.after_recover  killed again while restoring
+ * then a last run until the output is complete: exact. */
+SL_TEST(eo_sigkill_at_commit_steps) {
+  sl_kafka_t *k = start_kafka();
+  enum { ROUNDS = 8, BATCH = 4000 };
+  produce_deltas_n(k, BATCH);
+  char pipeline[4400];
+  snprintf(pipeline, sizeof(pipeline), "%s/balances.yaml", sl_test_dir());
+  write_pipeline_d(k, pipeline, "exactly-once");
+  static const char *points[] = {"sink.after_prepare", "sink.before_commit",
+                                 "kafka.sink.after_commit_transaction",
+                                 "sink.restore.after_recover"};
+  for (int r = 0; r < ROUNDS; r++) {
+    /* New deltas before each round: an epoch without records has no
+     * transaction, so the commit points need input to be reached. */
+    if (r) produce_more(k, BATCH);
+    char inject[160];
+    snprintf(inject, sizeof(inject), "%s=kill:%d", points[r % 4],
+             1 + r / 4);
+    int st = sl_test_wait(spawn_sluice(pipeline, inject));
+    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) {
+      char what[200];
+      snprintf(what, sizeof(what), "round %d at %s (not killed)", r, inject);
+      fail_with_log(what, st);
+    }
+  }
+  finish_run(k, spawn_sluice(pipeline, NULL), NULL);
+  expect_exact(k);
   sl_kafka_destroy(k);
 }
 
@@ -563,11 +668,17 @@ SL_TEST(bad_input) {
   const sl_sink_vt_t *vt;
   void *ctx = NULL;
   sl_error_t *err = NULL;
-  /* exactly-once: refused, no fallback */
-  c.delivery = SL_DELIVERY_EXACTLY_ONCE;
+  /* exactly-once settings without exactly-once; a bad prefix */
+  c.transactional_id_prefix = "p";
   int rc = sl_kafka_sink_create(&c, &vt, &ctx, &err);
-  SL_ASSERT_EQ_INT(rc, SL_ENOTSUP);
-  expect_error(rc, err, "delivery exactly-once is not supported yet");
+  expect_error(rc, err, "transactional_id_prefix and transaction_pool_size "
+                        "need delivery exactly-once");
+  c.delivery = SL_DELIVERY_EXACTLY_ONCE;
+  c.transactional_id_prefix = "has space";
+  err = NULL;
+  rc = sl_kafka_sink_create(&c, &vt, &ctx, &err);
+  expect_error(rc, err, "transactional_id_prefix 'has space' must have");
+  c.transactional_id_prefix = NULL;
   c.delivery = SL_DELIVERY_AT_LEAST_ONCE;
   /* properties sluice manages */
   const char *props[] = {"enable.idempotence", "false", NULL};
@@ -610,13 +721,13 @@ SL_TEST(bad_input) {
   err = NULL;
   rc = run_gen(10, 0, 1, &u, &err);
   expect_error(rc, err, "key field 'acount' is not in the rows");
-  /* The pipeline refuses exactly-once when it is built. */
+  /* The pipeline refuses a prefix without exactly-once. */
   char pipeline[4400], text[2048], bin[4096], errp[4300];
   snprintf(pipeline, sizeof(pipeline), "%s/eo.yaml", sl_test_dir());
   snprintf(text, sizeof(text),
            "name: eo\nsource: {type: generator, count: 10}\n"
            "sink: {type: kafka, bootstrap_servers: '%s', topic: present, "
-           "delivery: exactly-once}\n",
+           "transactional_id_prefix: x}\n",
            sl_kafka_bootstrap(k));
   sl_test_write_file(pipeline, text);
   snprintf(bin, sizeof(bin), "%s/sluice", sl_test_bin_dir());
@@ -625,9 +736,9 @@ SL_TEST(bad_input) {
   int st = sl_test_wait(sl_test_spawn(argv, NULL, errp, 0));
   SL_ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) != 0);
   char *e = sl_test_read_file(errp, NULL);
-  if (e == NULL || strstr(e, "sink.delivery") == NULL ||
-      strstr(e, "not supported yet by the kafka sink") == NULL)
-    SL_TEST_FAIL("pipeline exactly-once: got '%s'", e ? e : "");
+  if (e == NULL || strstr(e, "sink.transactional_id_prefix") == NULL ||
+      strstr(e, "needs 'delivery: exactly-once'") == NULL)
+    SL_TEST_FAIL("pipeline prefix: got '%s'", e ? e : "");
   free(e);
   /* A key field the rows lack, refused when the pipeline is built. */
   snprintf(text, sizeof(text),
