@@ -530,6 +530,8 @@ SL_TEST(example_pipeline) {
 /* ------------------------------------------------------------------ */
 /* Through the C API */
 
+static const char *gen_job_name = "ksink";
+
 static sl_job_t *gen_job(uint64_t count, uint32_t payload, uint32_t par,
                          const sl_kafka_sink_config_t *kc,
                          sl_error_t **out_err, int *out_rc) {
@@ -547,8 +549,14 @@ static sl_job_t *gen_job(uint64_t count, uint32_t payload, uint32_t par,
   SL_ASSERT_OK(sl_gen_source_create(&g, &svt, &sctx, &schema, NULL));
   sl_job_config_t cfg;
   sl_job_config_init(&cfg);
-  cfg.name = "ksink";
+  cfg.name = gen_job_name;
   cfg.parallelism = par;
+  char ckdir[4400];
+  snprintf(ckdir, sizeof(ckdir), "%s/ckpt", sl_test_dir());
+  if (kc->delivery == SL_DELIVERY_EXACTLY_ONCE) {
+    cfg.checkpoint.dir = ckdir; /* a transactional sink needs checkpoints */
+    cfg.checkpoint.interval_ms = 50;
+  }
   cfg.n_workers = 2;
   sl_job_t *job;
   SL_ASSERT_OK(sl_job_create(&cfg, &job, NULL));
@@ -754,5 +762,156 @@ SL_TEST(bad_input) {
       strstr(e, "no column 'acount' in the rows the sink gets") == NULL)
     SL_TEST_FAIL("pipeline key: got '%s'", e ? e : "");
   free(e);
+  sl_kafka_destroy(k);
+}
+
+/* Exactly-once through the C API, without checkpoints: the job's end
+ * commits the last epoch.  Then the same transactional_id_prefix from a
+ * job of another name fails at start naming the prefix, before it writes
+ * anything; a transaction.timeout.ms above the broker's
+ * transaction.max.timeout.ms fails naming both settings. */
+SL_TEST(eo_prefix_owner_and_timeout_limit) {
+  sl_kafka_t *k = start_kafka();
+  create_topic(k, "eo", 2, NULL);
+  sl_kafka_sink_config_t c;
+  sink_cfg(&c, k, "eo");
+  c.delivery = SL_DELIVERY_EXACTLY_ONCE;
+  c.transactional_id_prefix = "shared";
+  sl_error_t *err = NULL;
+  gen_job_name = "first";
+  SL_ASSERT_OK_E(run_gen(500, 0, 2, &c, &err), err);
+  int total = 0;
+  for (int part = 0; part < 2; part++) {
+    int n = 0;
+    char **v = read_kv(k, "eo", part, &n);
+    total += n;
+    free_kv(v, n);
+  }
+  SL_ASSERT_EQ_INT(total, 500);
+  /* The marker of each id names the job and the sink. */
+  int64_t off = -1;
+  char *meta = NULL;
+  SL_ASSERT_OK_E(sl_kc_committed(sl_kafka_bootstrap(k), "shared-0-0", "eo",
+                                 0, &off, &meta, &err),
+                 err);
+  printf("marker of shared-0-0: %lld '%s'\n", (long long)off,
+         meta ? meta : "");
+  SL_ASSERT_TRUE(off >= 0);
+  SL_ASSERT_TRUE(meta && strstr(meta, "job=first;sink=kafka-out"));
+  free(meta);
+  gen_job_name = "second";
+  err = NULL;
+  int rc = run_gen(500, 0, 2, &c, &err);
+  expect_error(rc, err, "two jobs or sinks must not share a "
+                        "transactional_id_prefix ('shared')");
+  total = 0;
+  for (int part = 0; part < 2; part++) {
+    int n = 0;
+    char **v = read_kv(k, "eo", part, &n);
+    total += n;
+    free_kv(v, n);
+  }
+  SL_ASSERT_EQ_INT(total, 500);
+  /* transaction.timeout.ms above the broker's cap (15 min by default) */
+  const char *props[] = {"transaction.timeout.ms", "3600000", NULL};
+  c.properties = props;
+  c.transactional_id_prefix = "other";
+  err = NULL;
+  rc = run_gen(10, 0, 1, &c, &err);
+  expect_error(rc, err, "must not exceed the broker's "
+                        "transaction.max.timeout.ms");
+  gen_job_name = "ksink";
+  sl_kafka_destroy(k);
+}
+
+/* The end of topic/partition as a read_committed consumer sees it: the
+ * last stable offset (behind the first open transaction). */
+static int64_t end_offset(const sl_kafka_t *k, const char *topic, int part,
+                          bool committed) {
+  rd_kafka_t *c = NULL;
+  sl_error_t *err = NULL;
+  const char *set[] = {"group.id", "lso-probe", "isolation.level",
+                       committed ? "read_committed" : "read_uncommitted",
+                       NULL};
+  SL_ASSERT_OK_E(sl_kc_new(sl_kafka_bootstrap(k), RD_KAFKA_CONSUMER, set, &c,
+                           &err),
+                 err);
+  int64_t lo = -1, hi = -1;
+  SL_ASSERT_EQ_INT(rd_kafka_query_watermark_offsets(c, topic, part, &lo, &hi,
+                                                    30000),
+                   RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_destroy(c);
+  return hi;
+}
+
+static int64_t lso(const sl_kafka_t *k, const char *topic, int part) {
+  return end_offset(k, topic, part, true);
+}
+
+/* The high watermark (a read_uncommitted consumer's end). */
+static int64_t hwm(const sl_kafka_t *k, const char *topic, int part) {
+  return end_offset(k, topic, part, false);
+}
+
+/* K8: a job whose sink ran at parallelism 3 is killed before its first
+ * checkpoint, leaving open transactions of subtasks 0-2 that hold the
+ * output's last stable offset back (checked: a read_committed consumer's
+ * end is behind the high watermark).  A fresh run at sink parallelism 1
+ * lists the prefix's ids, fences those of subtasks 1 and 2 (aborting their
+ * transactions) and writes everything once: afterwards the last stable
+ * offset is the high watermark and the output is exact. */
+SL_TEST(eo_downscale_before_first_checkpoint_aborts_lingering) {
+  sl_kafka_t *k = start_kafka();
+  produce_deltas(k);
+  char pipeline[4400], text[4096];
+  snprintf(pipeline, sizeof(pipeline), "%s/down.yaml", sl_test_dir());
+  for (int run = 0; run < 2; run++) {
+    snprintf(text, sizeof(text),
+             "name: down\nparallelism: 2\n"
+             "checkpoint: {dir: %s/ckpt-%d, interval_ms: 1000}\n"
+             "source:\n  type: kafka\n  uid: deltas\n"
+             "  bootstrap_servers: %s\n  topic: deltas\n  bounded: true\n"
+             "  schema: [{name: account, type: int64}, "
+             "{name: amount, type: int64}]\n"
+             "sink:\n  type: kafka\n  uid: out\n  parallelism: %d\n"
+             "  bootstrap_servers: %s\n  topic: balances\n"
+             "  delivery: exactly-once\n  timeout: 30s\n",
+             sl_test_dir(), run, sl_kafka_bootstrap(k), run == 0 ? 3 : 1,
+             sl_kafka_bootstrap(k));
+    sl_test_write_file(pipeline, text);
+    char bin[4096], errp[4300];
+    snprintf(bin, sizeof(bin), "%s/sluice", sl_test_bin_dir());
+    snprintf(errp, sizeof(errp), "%s/stderr.txt", sl_test_dir());
+    const char *argv[] = {bin, "run", pipeline, "--quiet", NULL};
+    int st = sl_test_wait(sl_test_spawn(argv,
+                                        run == 0
+                                            ? "sink.before_prepare=kill:1"
+                                            : NULL,
+                                        errp, SL_TEST_SPAWN_APPEND));
+    if (run == 0) {
+      if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+        fail_with_log("run at sink parallelism 3 (not killed)", st);
+      bool lingering = false;
+      for (int part = 0; part < OUT_PARTS; part++) {
+        int64_t hi = hwm(k, "balances", part);
+        int64_t l = lso(k, "balances", part);
+        printf("partition %d: high %lld, last stable %lld\n", part,
+               (long long)hi, (long long)l);
+        if (l < hi) lingering = true;
+      }
+      SL_ASSERT_TRUE(lingering); /* the open transactions pin the LSO */
+    } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      fail_with_log("run at sink parallelism 1", st);
+    }
+  }
+  int64_t total = 0;
+  for (int part = 0; part < OUT_PARTS; part++) {
+    SL_ASSERT_EQ_INT(lso(k, "balances", part), hwm(k, "balances", part));
+    int n = 0;
+    char **v = read_kv(k, "balances", part, &n);
+    total += n;
+    free_kv(v, n);
+  }
+  SL_ASSERT_EQ_INT(total, P_RECORDS);
   sl_kafka_destroy(k);
 }
