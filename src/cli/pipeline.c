@@ -1035,6 +1035,8 @@ typedef struct build_s {
   bool has_ckpt_dir;   /* checkpoint.dir is set (even under validate) */
   uint32_t parallelism;    /* the job's */
   uint32_t max_concurrent; /* checkpoint.max_concurrent */
+  const sl_job_config_t *jcfg; /* the job's settings (checkpoint, restart) */
+  bool is_validate;
   /* s comes from an aggregate keyed by these fields (its output has them
    * under the same names) through operators of the same parallelism,
    * keyed_par (0: the job's): rows of one key are in one subtask. */
@@ -2411,15 +2413,17 @@ static int build_kafka_sink(build_t *b, int snk, const char *path,
                                "delimiter", "changelog", "delivery",
                                "timeout", "properties",
                                "transactional_id_prefix",
-                               "transaction_pool_size", NULL};
+                               "transaction_pool_size", "check_timing",
+                               NULL};
   int rc = check_keys(pl, snk, path, keys);
   if (rc != SL_OK) return rc;
   static const char *fmts[] = {"json", "csv", NULL};
   static const char *deliveries[] = {"at-least-once", "exactly-once", NULL};
+  static const char *checks[] = {"refuse", "warn", NULL};
   sl_kafka_sink_config_t cfg;
   sl_kafka_sink_config_init(&cfg);
   uint32_t par = 0;
-  int fmt = 0, delivery = 0;
+  int fmt = 0, delivery = 0, check = 0;
   const char *key_list[32];
   uint32_t n_key = 0;
   char f[300];
@@ -2437,7 +2441,8 @@ static int build_kafka_sink(build_t *b, int snk, const char *path,
       (rc = get_str(pl, snk, path, "transactional_id_prefix", false,
                     &cfg.transactional_id_prefix)) ||
       (rc = get_u32(pl, snk, path, "transaction_pool_size", 1, 1000,
-                    &cfg.transaction_pool_size)))
+                    &cfg.transaction_pool_size)) ||
+      (rc = get_enum(pl, snk, path, "check_timing", checks, &check)))
     return rc;
   cfg.format = fmt == 1 ? SL_FORMAT_CSV : SL_FORMAT_JSON;
   cfg.delivery =
@@ -2494,6 +2499,19 @@ static int build_kafka_sink(build_t *b, int snk, const char *path,
   if (rc != SL_OK) {
     FAIL(pl, snk, path, "%s", err ? sl_error_message(err) : sl_strerror(rc));
     sl_error_destroy(err);
+    return rc;
+  }
+  /* The timing check (point 4 of docs/connectors.md's exactly-once
+   * section): the broker is asked when the job runs and by validate
+   * --connect. */
+  rc = sl_kafka_sink_check_timing(&cfg, &b->jcfg->checkpoint,
+                                  &b->jcfg->restart,
+                                  !b->is_validate || b->is_connect,
+                                  check == 1, &err);
+  if (rc != SL_OK) {
+    FAIL(pl, snk, path, "%s", err ? sl_error_message(err) : sl_strerror(rc));
+    sl_error_destroy(err);
+    vt->destroy(ctx);
     return rc;
   }
   rc = sl_stream_sink(in, uid, vt, ctx);
@@ -2650,6 +2668,7 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
                                NULL};
   build_t b = {pl, NULL, NULL, NULL, false};
   b.is_connect = run != NULL && run->is_validate && run->is_connect;
+  b.is_validate = run != NULL && run->is_validate;
   int rc = check_keys(pl, root, "", keys);
   sl_job_config_t cfg;
   sl_job_config_init(&cfg);
@@ -2695,6 +2714,7 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
   }
   if (rc == SL_OK && parallelism) cfg.parallelism = parallelism;
   b.parallelism = cfg.parallelism;
+  b.jcfg = &cfg;
   if (rc == SL_OK && cfg.parallelism > cfg.max_parallelism) {
     int pv = map_get(pl, root, "parallelism", NULL);
     rc = FAIL(pl, pv ? pv : root, pv ? "parallelism" : "",

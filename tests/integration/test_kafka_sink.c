@@ -915,3 +915,188 @@ SL_TEST(eo_downscale_before_first_checkpoint_aborts_lingering) {
   SL_ASSERT_EQ_INT(total, P_RECORDS);
   sl_kafka_destroy(k);
 }
+
+/* Runs `sluice validate [--connect] <text>`; returns the exit status and
+ * the standard error in *out_err_text (caller frees). */
+static int validate(const char *text, bool connect, char **out_err_text) {
+  char pipeline[4400], bin[4096], errp[4300];
+  snprintf(pipeline, sizeof(pipeline), "%s/timing.yaml", sl_test_dir());
+  sl_test_write_file(pipeline, text);
+  snprintf(bin, sizeof(bin), "%s/sluice", sl_test_bin_dir());
+  snprintf(errp, sizeof(errp), "%s/timing-stderr.txt", sl_test_dir());
+  const char *argv[] = {bin, "validate", pipeline,
+                        connect ? "--connect" : NULL, NULL};
+  int st = sl_test_wait(sl_test_spawn(argv, NULL, errp, 0));
+  *out_err_text = sl_test_read_file(errp, NULL);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void expect_validate(const char *text, bool connect, int want_zero,
+                            const char *want) {
+  char *e = NULL;
+  int st = validate(text, connect, &e);
+  if ((want_zero && st != 0) || (!want_zero && st == 0) ||
+      (want && (e == NULL || strstr(e, want) == NULL)))
+    SL_TEST_FAIL("validate%s: status %d, want %s and '%s'; stderr:\n%s",
+                 connect ? " --connect" : "", st,
+                 want_zero ? "success" : "failure", want ? want : "",
+                 e ? e : "");
+  free(e);
+}
+
+/* The submit-time timing check of an exactly-once sink, each rule with
+ * its message and numbers; check_timing: warn turns refusals into
+ * warnings; the broker's limits with validate --connect against a broker
+ * whose offsets.retention.minutes is 1. */
+SL_TEST(eo_timing_check) {
+  const char *extra[] = {"offsets.retention.minutes=1", NULL};
+  sl_kafka_opts_t o;
+  sl_kafka_opts_init(&o);
+  o.extra_settings = extra;
+  sl_kafka_t *k = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_kafka_start(&o, &k, &err), err);
+  create_topic(k, "t", 1, NULL);
+  char text[2048];
+  const char *head =
+      "name: timing\nsource: {type: generator, count: 10}\n";
+  /* R1: the timeout is not above the checkpoint interval */
+  snprintf(text, sizeof(text),
+           "%scheckpoint: {dir: /nonexistent, interval_ms: 60000}\n"
+           "sink: {type: kafka, bootstrap_servers: '%s', topic: t, "
+           "delivery: exactly-once, "
+           "properties: {transaction.timeout.ms: '30000'}}\n",
+           head, sl_kafka_bootstrap(k));
+  expect_validate(text, false, 0,
+                  "transaction.timeout.ms 30000 is not above the checkpoint "
+                  "trigger period 60000 ms (checkpoint.interval_ms 60000, "
+                  "min_pause_ms 0)");
+  /* ... a warning with check_timing: warn */
+  snprintf(text, sizeof(text),
+           "%scheckpoint: {dir: /nonexistent, interval_ms: 60000}\n"
+           "sink: {type: kafka, bootstrap_servers: '%s', topic: t, "
+           "delivery: exactly-once, check_timing: warn, "
+           "properties: {transaction.timeout.ms: '30000'}}\n",
+           head, sl_kafka_bootstrap(k));
+  expect_validate(text, false, 1, "(allowed by check_timing: warn)");
+  /* R2: a pool too small for the checkpoints in flight */
+  snprintf(text, sizeof(text),
+           "%scheckpoint: {dir: /nonexistent, interval_ms: 100, "
+           "max_concurrent: 3}\n"
+           "sink: {type: kafka, bootstrap_servers: '%s', topic: t, "
+           "delivery: exactly-once, transaction_pool_size: 3}\n",
+           head, sl_kafka_bootstrap(k));
+  expect_validate(text, false, 0,
+                  "transaction_pool_size 3 is below checkpoint.max_concurrent "
+                  "3 + 1");
+  /* W1: a slow checkpoint can outlive the transaction: a warning */
+  snprintf(text, sizeof(text),
+           "%scheckpoint: {dir: /nonexistent, interval_ms: 1000, "
+           "timeout_ms: 120000}\n"
+           "sink: {type: kafka, bootstrap_servers: '%s', topic: t, "
+           "delivery: exactly-once, "
+           "properties: {transaction.timeout.ms: '60000'}}\n",
+           head, sl_kafka_bootstrap(k));
+  expect_validate(text, false, 1,
+                  "transaction.timeout.ms 60000 is below the checkpoint "
+                  "trigger period 1000 ms + checkpoint.timeout_ms 120000");
+  /* R3 (broker): above transaction.max.timeout.ms (900000 by default) */
+  snprintf(text, sizeof(text),
+           "%scheckpoint: {dir: /nonexistent, interval_ms: 1000}\n"
+           "sink: {type: kafka, bootstrap_servers: '%s', topic: t, "
+           "delivery: exactly-once, "
+           "properties: {transaction.timeout.ms: '3600000'}}\n",
+           head, sl_kafka_bootstrap(k));
+  expect_validate(text, false, 1, NULL); /* not asked without --connect */
+  expect_validate(text, true, 0,
+                  "transaction.timeout.ms 3600000 is above the broker's "
+                  "transaction.max.timeout.ms 900000");
+  /* R4 (broker): a restart delay not below offsets.retention.minutes 1 */
+  snprintf(text, sizeof(text),
+           "%scheckpoint: {dir: /nonexistent, interval_ms: 1000}\n"
+           "restart: {strategy: fixed-delay, delay_ms: 60000}\n"
+           "sink: {type: kafka, bootstrap_servers: '%s', topic: t, "
+           "delivery: exactly-once}\n",
+           head, sl_kafka_bootstrap(k));
+  expect_validate(text, true, 0,
+                  "a restart waits up to 60000 ms, not less than the "
+                  "broker's offsets.retention.minutes 1");
+  /* A sound configuration passes, also with --connect. */
+  snprintf(text, sizeof(text),
+           "%scheckpoint: {dir: /nonexistent, interval_ms: 1000}\n"
+           "sink: {type: kafka, bootstrap_servers: '%s', topic: t, "
+           "delivery: exactly-once}\n",
+           head, sl_kafka_bootstrap(k));
+  expect_validate(text, true, 1, NULL);
+  sl_kafka_destroy(k);
+}
+
+/* Deletes every consumer group whose name starts with prefix. */
+static int delete_groups(const sl_kafka_t *k, const char *prefix) {
+  rd_kafka_t *rk = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_kc_new(sl_kafka_bootstrap(k), RD_KAFKA_PRODUCER, NULL,
+                           &rk, &err),
+                 err);
+  rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+  rd_kafka_ListConsumerGroups(rk, NULL, q);
+  rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+  SL_ASSERT_TRUE(ev && !rd_kafka_event_error(ev));
+  size_t n = 0;
+  const rd_kafka_ConsumerGroupListing_t **gl =
+      rd_kafka_ListConsumerGroups_result_valid(
+          rd_kafka_event_ListConsumerGroups_result(ev), &n);
+  rd_kafka_DeleteGroup_t *del[256];
+  size_t nd = 0;
+  for (size_t i = 0; i < n && nd < 256; i++) {
+    const char *g = rd_kafka_ConsumerGroupListing_group_id(gl[i]);
+    if (strncmp(g, prefix, strlen(prefix)) == 0)
+      del[nd++] = rd_kafka_DeleteGroup_new(g);
+  }
+  rd_kafka_event_destroy(ev);
+  if (nd) {
+    rd_kafka_DeleteGroups(rk, del, nd, NULL, q);
+    ev = rd_kafka_queue_poll(q, 30000);
+    SL_ASSERT_TRUE(ev && !rd_kafka_event_error(ev));
+    rd_kafka_event_destroy(ev);
+    rd_kafka_DeleteGroup_destroy_array(del, nd);
+  }
+  rd_kafka_queue_destroy(q);
+  rd_kafka_destroy(rk);
+  return (int)nd;
+}
+
+/* K9: killed after a checkpoint completed and before its epochs were
+ * committed; while the job is down the markers are deleted (as an expiry
+ * after offsets.retention.minutes would).  The restore cannot tell whether
+ * those epochs were committed: it stops with a message naming the id, the
+ * checkpoint and the retention setting, and writes nothing. */
+SL_TEST(eo_marker_gone_refuses_restore) {
+  sl_kafka_t *k = start_kafka();
+  produce_deltas_n(k, 4000);
+  char pipeline[4400];
+  snprintf(pipeline, sizeof(pipeline), "%s/balances.yaml", sl_test_dir());
+  write_pipeline_d(k, pipeline, "exactly-once");
+  int st = sl_test_wait(spawn_sluice(pipeline, "sink.before_commit=kill:1"));
+  if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+    fail_with_log("run to sink.before_commit (not killed)", st);
+  int64_t before = 0;
+  for (int part = 0; part < OUT_PARTS; part++)
+    before += lso(k, "balances", part);
+  SL_ASSERT_TRUE(delete_groups(k, "sluice-balances-out-") > 0);
+  st = sl_test_wait(spawn_sluice(pipeline, NULL));
+  SL_ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+  SL_ASSERT_TRUE(log_has("is gone, so whether the epoch of checkpoint"));
+  SL_ASSERT_TRUE(log_has("offsets.retention.minutes"));
+  int64_t after = 0;
+  for (int part = 0; part < OUT_PARTS; part++) {
+    int n = 0;
+    char **v = read_kv(k, "balances", part, &n);
+    after += n;
+    free_kv(v, n);
+  }
+  printf("committed records before %lld, after the refused restore %lld\n",
+         (long long)before, (long long)after);
+  SL_ASSERT_TRUE(after <= before);
+  sl_kafka_destroy(k);
+}

@@ -77,7 +77,7 @@
 #define LOG_VERSION 1u
 #define LOG_HEADER 10u /* magic, version, u32 slot, u32 records */
 #define NO_KEY UINT32_MAX
-#define TXN_TIMEOUT_DEFAULT "600000"
+#define TXN_TIMEOUT_DEFAULT "900000" /* Kafka's default transaction.max.timeout.ms */
 
 typedef enum { SLOT_FREE = 0, SLOT_OPEN, SLOT_PREPARED } slot_state_t;
 
@@ -106,6 +106,7 @@ typedef struct keos_committer_s {
   uint32_t n_listed;
   struct keos_writer_s *w;
   int init_timeout_ms;
+  uint32_t next; /* the own id to try first for the next epoch */
 } keos_committer_t;
 
 typedef struct keos_writer_s {
@@ -163,7 +164,7 @@ static txn_class_t txn_error(kslot_t *sl, const char *what,
                                                           : TXN_FATAL;
   const char *hint = "";
   if (code == RD_KAFKA_RESP_ERR_INVALID_TRANSACTION_TIMEOUT)
-    hint = "; transaction.timeout.ms (a sink property, 600000 by default) "
+    hint = "; transaction.timeout.ms (a sink property, 900000 by default) "
            "must not exceed the broker's transaction.max.timeout.ms";
   else if (is_fenced(code) || rd_kafka_error_is_fatal(e))
     hint = "; the id was taken over by another producer: another job or "
@@ -611,7 +612,30 @@ static int commit_by_marker(keos_committer_t *c, kslot_t *sl, uint64_t ckpt,
     *st = SL_COMMIT_FATAL;
     return rc;
   }
-  if (off >= 0 && (uint64_t)off >= ckpt) {
+  if (off < 0) {
+    /* Every id is registered (marker 0) before its first epoch and used
+     * round robin, so its marker is refreshed at every few checkpoints:
+     * no marker means the group's offsets expired (the job was down
+     * longer than the broker's offsets.retention.minutes) or were
+     * deleted.  Whether epoch ckpt committed is then unknown: refuse
+     * rather than guess (a replay could duplicate it, ALREADY lose it). */
+    slot_stop(sl);
+    *st = SL_COMMIT_FATAL;
+    int rc2 = sl_error_set(out_err, SL_EIO,
+                           "kafka sink: the marker of transactional id '%s' "
+                           "(consumer group '%s') is gone, so whether the "
+                           "epoch of checkpoint %llu was committed cannot be "
+                           "told: consumer group offsets expire after the "
+                           "broker's offsets.retention.minutes (was the job "
+                           "down longer?) or the group was deleted.  Check "
+                           "topic '%s' for that epoch's records, then "
+                           "restore another checkpoint or start afresh",
+                           sl->id, sl->id, (unsigned long long)ckpt,
+                           c->s->topic);
+    if (out_err && *out_err) sl_error_set_fatal(*out_err, true);
+    return rc2;
+  }
+  if ((uint64_t)off >= ckpt) {
     *st = SL_COMMIT_ALREADY;
     return SL_OK;
   }
@@ -842,9 +866,15 @@ static int writer_open(void *ctx, const sl_sink_init_t *init, void **out,
 /* A FREE id for a new epoch, started, with its transaction begun. */
 static int epoch_begin(keos_writer_t *w, sl_error_t **out_err) {
   keos_committer_t *c = w->c;
+  /* Round robin over the free ids, so that every id commits often and
+   * its marker never ages towards the broker's offsets retention (an
+   * absent marker is then proof of a long outage; see commit_by_marker). */
   kslot_t *sl = NULL;
-  for (uint32_t k = 0; k < c->K && sl == NULL; k++)
-    if (c->own[k].state == SLOT_FREE) sl = &c->own[k];
+  for (uint32_t n = 0; n < c->K && sl == NULL; n++) {
+    kslot_t *cand = &c->own[(c->next + n) % c->K];
+    if (cand->state == SLOT_FREE) sl = cand;
+  }
+  if (sl) c->next = (sl->k + 1) % c->K;
   if (sl == NULL)
     return sl_error_set(out_err, SL_EAGAIN,
                         "kafka sink: all %u transactional ids of subtask %u "
