@@ -473,16 +473,15 @@ SL_TEST(eo_sigkill_at_commit_steps) {
   sl_kafka_destroy(k);
 }
 
-/* examples/pipelines/balances-kafka-to-kafka.yaml against the test broker
+/* examples/pipelines/balances-kafka-to-kafka(-eo).yaml against the test broker
  * (JSON records), source bounded: every update at least once, the last
  * record of each account its balance, keys in the Java partitions. */
-SL_TEST(example_pipeline) {
+static void run_example(const char *file, bool exact) {
   sl_kafka_t *k = start_kafka();
   produce_deltas(k);
   char example[4400], bs[600], bs2[600], dir[4400], bin[4096], errp[4300];
   snprintf(example, sizeof(example),
-           "%s/examples/pipelines/balances-kafka-to-kafka.yaml",
-           sl_test_src_dir());
+           "%s/examples/pipelines/%s", sl_test_src_dir(), file);
   snprintf(bs, sizeof(bs), "source.bootstrap_servers=%s",
            sl_kafka_bootstrap(k));
   snprintf(bs2, sizeof(bs2), "sink.bootstrap_servers=%s",
@@ -513,6 +512,7 @@ SL_TEST(example_pipeline) {
       SL_ASSERT_EQ_INT(java_partition(key, OUT_PARTS), part);
       SL_ASSERT_EQ_INT(atoll(key), a);
       if (strcmp(op, "-U") == 0) continue;
+      if (exact) SL_ASSERT_EQ_INT(cnt, last_n[a] < 0 ? 1 : last_n[a] + 1);
       last_bal[a] = bal;
       last_n[a] = cnt;
       rows++;
@@ -524,7 +524,18 @@ SL_TEST(example_pipeline) {
     SL_ASSERT_EQ_INT(last_bal[a], want_sum[a]);
   }
   SL_ASSERT_TRUE(rows >= P_RECORDS);
+  if (exact) SL_ASSERT_EQ_INT(rows, P_RECORDS);
   sl_kafka_destroy(k);
+}
+
+SL_TEST(example_pipeline) {
+  run_example("balances-kafka-to-kafka.yaml", false);
+}
+
+/* The exactly-once example: per account the updates n = 1, 2, ... once
+ * each, in order. */
+SL_TEST(example_pipeline_eo) {
+  run_example("balances-kafka-to-kafka-eo.yaml", true);
 }
 
 /* ------------------------------------------------------------------ */
