@@ -1,0 +1,645 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The pgoutput decoder and the replication transport
+ * (src/connectors/postgres/pgoutput_decode.c, pg_repl.c) against a real
+ * PostgreSQL 15 started by each test: the test writes rows of known values,
+ * streams them through a slot of its own, and compares what the decoder
+ * gives with the values its own SQL wrote (asking the server, never the
+ * decoder, where a value needs computing).  Every captured message is then
+ * cut at every length and must be rejected with an error.  With
+ * SL_PGOUTPUT_CAPTURE=<dir> the captured streams are also written there
+ * (the seed corpus of sl-fuzz-pgoutput, tests/fuzz/corpus/pgoutput).
+ */
+#define _GNU_SOURCE
+#include <time.h>
+
+#include "connectors/postgres/pg_repl.h"
+#include "connectors/postgres/pgoutput_decode.h"
+#include "pg_fx.h"
+
+/* ------------------------------------------------------------------ */
+/* Fixture: a server, a plain connection, a replication connection      */
+
+typedef struct rfx_s {
+  sl_server_t *srv;
+  PGconn *c;
+  sl_pg_repl_t *r;
+  uint64_t slot_lsn; /* the slot's consistent point */
+  sl_pgo_decoder_t d;
+  sl_bytes_t capture; /* [u32be len][CopyData]... */
+  size_t n_captured;
+  sl_bytes_t events; /* what the stream said, one event a line */
+  char *big;         /* the last long string value seen */
+} rfx_t;
+
+static void rfx_open(rfx_t *f, const char *ddl) {
+  memset(f, 0, sizeof(*f));
+  f->srv = start_pg(0, NULL);
+  f->c = direct(f->srv);
+  sql_ok(f->c, ddl);
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__pg_repl_connect(sl_server_conninfo(f->srv), &f->r, &err),
+                 err);
+  sl_pg_sysid_t id;
+  SL_ASSERT_OK_E(sl__pg_repl_identify(f->r, &id, &err), err);
+  SL_ASSERT_EQ_STR(id.dbname, "postgres");
+  SL_ASSERT_TRUE(id.timeline >= 1 && id.xlogpos > 0);
+  SL_ASSERT_OK_E(
+      sl__pg_repl_create_slot(f->r, "sl_test", false, &f->slot_lsn, &err),
+      err);
+  sl__pgo_decoder_init(&f->d);
+  sl_bytes_init(&f->capture);
+  sl_bytes_init(&f->events);
+}
+
+static void rfx_close(rfx_t *f, const char *capture_name) {
+  const char *dir = getenv("SL_PGOUTPUT_CAPTURE");
+  if (dir && capture_name) {
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, capture_name);
+    FILE *fp = fopen(path, "wb");
+    SL_ASSERT_TRUE(fp != NULL);
+    SL_ASSERT_EQ_INT(fwrite(f->capture.data, 1, f->capture.len, fp),
+                     f->capture.len);
+    SL_ASSERT_EQ_INT(fclose(fp), 0);
+  }
+  sl__pg_repl_destroy(f->r);
+  PQfinish(f->c);
+  sl_server_destroy(f->srv);
+  sl__pgo_decoder_close(&f->d);
+  sl_bytes_close(&f->capture);
+  sl_bytes_close(&f->events);
+  sl_free(f->big);
+}
+
+static void rfx_start(rfx_t *f) {
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(
+      sl__pg_repl_start(f->r, "sl_test", f->slot_lsn, "sl_pub", true, &err),
+      err);
+}
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The next CopyData (keepalives included), within 60 s. */
+static void next_copy(rfx_t *f, sl_pg_copy_t *out) {
+  int64_t end = mono_ms() + 60000;
+  for (;;) {
+    sl_error_t *err = NULL;
+    int rc = sl__pg_repl_read(f->r, 1000, out, &err);
+    if (rc == SL_OK) return;
+    if (rc != SL_EAGAIN) SL_ASSERT_OK_E(rc, err);
+    if (mono_ms() > end) SL_TEST_FAIL("no replication data within 60 s");
+  }
+}
+
+/* The next pgoutput message (decoded; captured). */
+static void next_msg(rfx_t *f, sl_pgo_msg_t *m) {
+  sl_pg_copy_t c;
+  do {
+    next_copy(f, &c);
+  } while (c.kind != 'w');
+  /* The framing is re-encoded: the CopyData buffer is libpq's. */
+  uint8_t hdr[25];
+  hdr[0] = 'w';
+  for (int i = 0; i < 8; i++) {
+    hdr[1 + i] = (uint8_t)(c.wal_start >> (56 - 8 * i));
+    hdr[9 + i] = (uint8_t)(c.wal_end >> (56 - 8 * i));
+    hdr[17 + i] = (uint8_t)((uint64_t)c.send_time >> (56 - 8 * i));
+  }
+  uint32_t n = (uint32_t)(25 + c.len);
+  uint8_t len_be[4] = {(uint8_t)(n >> 24), (uint8_t)(n >> 16),
+                       (uint8_t)(n >> 8), (uint8_t)n};
+  SL_ASSERT_OK(sl_bytes_append(&f->capture, len_be, 4));
+  SL_ASSERT_OK(sl_bytes_append(&f->capture, hdr, 25));
+  SL_ASSERT_OK(sl_bytes_append(&f->capture, c.data, c.len));
+  f->n_captured++;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__pgo_decode(&f->d, c.data, c.len, m, &err), err);
+}
+
+/* One converted value as text: null, unchanged, 12, true, d-123450/3,
+ * 'text', x'00ff', ts<us>, f1.5. */
+static void fmt_datum(rfx_t *f, const sl_pgo_relation_t *rel, uint16_t i,
+                      const sl_pgo_datum_t *dt, sl_bytes_t *out) {
+  if (dt->kind == SL_PGO_NULL) {
+    SL_ASSERT_OK(sl_bytes_append_str(out, "null"));
+    return;
+  }
+  if (dt->kind == SL_PGO_UNCHANGED) {
+    SL_ASSERT_OK(sl_bytes_append_str(out, "unchanged"));
+    return;
+  }
+  sl_type_t t;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__pgo_column_type(rel, i, &t, &err), err);
+  sl_field_t fd = {"v", t};
+  sl_schema_t *s = NULL;
+  SL_ASSERT_OK(sl_schema_create(&fd, 1, &s, NULL));
+  sl_row_builder_t b;
+  SL_ASSERT_OK(sl_row_builder_init(&b, s));
+  sl_row_builder_reset(&b, SL_ROW_INSERT);
+  SL_ASSERT_OK_E(sl__pgo_value(rel, i, dt, &b, 0, &err), err);
+  sl_row_t row;
+  SL_ASSERT_OK(sl_row_builder_finish(&b, &row, NULL));
+  sl_value_t v;
+  sl_row_get_value(&row, 0, &v);
+  SL_ASSERT_TRUE(!v.is_null);
+  switch (v.type) {
+  case SL_TYPE_BOOL:
+    SL_ASSERT_OK(sl_bytes_append_str(out, v.u.b ? "true" : "false"));
+    break;
+  case SL_TYPE_INT32:
+  case SL_TYPE_INT64:
+    SL_ASSERT_OK(sl_bytes_printf(out, "%lld", (long long)v.u.i));
+    break;
+  case SL_TYPE_DECIMAL:
+    SL_ASSERT_OK(sl_bytes_printf(out, "d%lld/%u", (long long)v.u.i, v.scale));
+    break;
+  case SL_TYPE_FLOAT64:
+    SL_ASSERT_OK(sl_bytes_printf(out, "f%.17g", v.u.f));
+    break;
+  case SL_TYPE_TIMESTAMP:
+    SL_ASSERT_OK(sl_bytes_printf(out, "ts%lld", (long long)v.u.i));
+    break;
+  case SL_TYPE_STRING:
+    if (v.u.s.len > 100) {
+      sl_free(f->big);
+      f->big = sl_malloc(v.u.s.len + 1);
+      memcpy(f->big, v.u.s.ptr, v.u.s.len);
+      f->big[v.u.s.len] = 0;
+      SL_ASSERT_OK(sl_bytes_append_str(out, "BIG"));
+    } else {
+      SL_ASSERT_OK(
+          sl_bytes_printf(out, "'%.*s'", (int)v.u.s.len, v.u.s.ptr));
+    }
+    break;
+  case SL_TYPE_BYTES:
+    SL_ASSERT_OK(sl_bytes_append_str(out, "x'"));
+    for (uint32_t k = 0; k < v.u.s.len; k++)
+      SL_ASSERT_OK(sl_bytes_printf(out, "%02x", v.u.s.ptr[k]));
+    SL_ASSERT_OK(sl_bytes_append_str(out, "'"));
+    break;
+  }
+  sl_row_builder_close(&b);
+  sl_schema_unref(s);
+}
+
+static void fmt_tuple(rfx_t *f, const sl_pgo_relation_t *rel,
+                      const sl_pgo_tuple_t *t, sl_bytes_t *out) {
+  SL_ASSERT_OK(sl_bytes_append_str(out, "("));
+  for (uint16_t i = 0; i < t->n_cols; i++) {
+    if (i) SL_ASSERT_OK(sl_bytes_append_str(out, ","));
+    fmt_datum(f, rel, i, &t->cols[i], out);
+  }
+  SL_ASSERT_OK(sl_bytes_append_str(out, ")"));
+}
+
+/*
+ * Read messages until n_commits Commit messages (and n_plain
+ * non-transactional messages) went by, writing one line per event into
+ * f->events: "B", "C", "I t (..)", "U t K(..) N(..)", "D t O(..)",
+ * "T opts=2 t_a,t_b", "M tx sluice 'in-tx'".  Relation messages are
+ * checked (they must precede the first use) but not listed.  Returns the
+ * end LSN of the last commit.
+ */
+static uint64_t stream_events(rfx_t *f, int n_commits, int n_plain) {
+  uint64_t end = 0;
+  bool in_tx = false;
+  uint32_t xid = 0;
+  while (n_commits > 0 || n_plain > 0) {
+    sl_pgo_msg_t m;
+    next_msg(f, &m);
+    sl_bytes_t *e = &f->events;
+    switch (m.type) {
+    case 'B':
+      SL_ASSERT_TRUE(!in_tx);
+      in_tx = true;
+      xid = m.u.begin.xid;
+      SL_ASSERT_TRUE(xid != 0 && m.u.begin.final_lsn > f->slot_lsn);
+      SL_ASSERT_OK(sl_bytes_append_str(e, "B\n"));
+      break;
+    case 'C':
+      SL_ASSERT_TRUE(in_tx);
+      in_tx = false;
+      SL_ASSERT_TRUE(m.u.commit.end_lsn > m.u.commit.commit_lsn);
+      end = m.u.commit.end_lsn;
+      n_commits--;
+      SL_ASSERT_OK(sl_bytes_append_str(e, "C\n"));
+      break;
+    case 'R':
+      SL_ASSERT_EQ_STR(m.u.relation->nspname, "public");
+      break;
+    case 'I':
+    case 'U':
+    case 'D': {
+      SL_ASSERT_TRUE(in_tx);
+      const sl_pgo_relation_t *rel = m.u.change.rel;
+      SL_ASSERT_OK(sl_bytes_printf(e, "%c %s ", m.type, rel->relname));
+      if (m.u.change.old_kind) {
+        SL_ASSERT_OK(sl_bytes_printf(e, "%c", m.u.change.old_kind));
+        fmt_tuple(f, rel, &m.u.change.old, e);
+      }
+      if (m.type != 'D') {
+        if (m.type == 'U') SL_ASSERT_OK(sl_bytes_append_str(e, " N"));
+        fmt_tuple(f, rel, &m.u.change.new_, e);
+      }
+      SL_ASSERT_OK(sl_bytes_append_str(e, "\n"));
+      break;
+    }
+    case 'T': {
+      SL_ASSERT_TRUE(in_tx);
+      SL_ASSERT_OK(sl_bytes_printf(e, "T opts=%u", m.u.truncate.options));
+      /* By name, sorted, so that the server's order does not matter. */
+      const char *names[8];
+      uint32_t n = m.u.truncate.n_rels;
+      SL_ASSERT_TRUE(n <= 8);
+      for (uint32_t i = 0; i < n; i++) {
+        const sl_pgo_relation_t *rel =
+            sl__pgo_relation(&f->d, m.u.truncate.rel_oids[i]);
+        SL_ASSERT_TRUE(rel != NULL);
+        names[i] = rel->relname;
+        for (uint32_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+          const char *x = names[j];
+          names[j] = names[j - 1];
+          names[j - 1] = x;
+        }
+      }
+      for (uint32_t i = 0; i < n; i++)
+        SL_ASSERT_OK(sl_bytes_printf(e, "%s%s", i ? "," : " ", names[i]));
+      SL_ASSERT_OK(sl_bytes_append_str(e, "\n"));
+      break;
+    }
+    case 'M':
+      SL_ASSERT_EQ_INT(m.u.message.is_transactional, in_tx);
+      if (!in_tx) n_plain--;
+      SL_ASSERT_OK(sl_bytes_printf(
+          e, "M %s %s '%.*s'\n", in_tx ? "tx" : "plain", m.u.message.prefix,
+          (int)m.u.message.len, (const char *)m.u.message.content));
+      break;
+    default:
+      SL_TEST_FAIL("unexpected pgoutput message '%c'", m.type);
+    }
+  }
+  SL_ASSERT_OK(sl_bytes_append(&f->events, "", 1));
+  f->events.len--;
+  return end;
+}
+
+static void assert_events(rfx_t *f, const char *want) {
+  SL_ASSERT_OK(sl_bytes_append(&f->events, "", 1));
+  const char *got = (const char *)f->events.data;
+  if (strcmp(got, want) != 0)
+    SL_TEST_FAIL("events differ.\n--- got:\n%s--- want:\n%s", got, want);
+  sl_bytes_clear(&f->events);
+}
+
+/*
+ * Every captured message cut short must be rejected with an error that
+ * names a byte offset, and never read out of bounds (each cut is its own
+ * allocation of exactly that size, so ASan sees an overread).  Messages
+ * above 4 KiB are cut at every length up to 4 KiB, then every 509 bytes
+ * and at each of their last 64 lengths.
+ */
+static void check_prefixes(rfx_t *f) {
+  size_t off = 0, n_checked = 0;
+  while (off < f->capture.len) {
+    const uint8_t *q = f->capture.data + off;
+    uint32_t n = (uint32_t)q[0] << 24 | (uint32_t)q[1] << 16 |
+                 (uint32_t)q[2] << 8 | q[3];
+    const uint8_t *frame = q + 4;
+    off += 4 + n;
+    for (uint32_t k = 0; k < n; k++) {
+      if (k > 4096 && k % 509 != 0 && k + 64 < n) continue;
+      uint8_t *cut = sl_malloc(k ? k : 1);
+      memcpy(cut, frame, k);
+      sl_error_t *err = NULL;
+      sl_pg_copy_t c;
+      sl_pgo_msg_t m;
+      int rc = sl__pg_copy_decode(cut, k, &c, &err);
+      if (rc == SL_OK) rc = sl__pgo_decode(&f->d, c.data, c.len, &m, &err);
+      if (rc != SL_ECORRUPT || err == NULL ||
+          strstr(sl_error_message(err), "byte") == NULL)
+        SL_TEST_FAIL("message '%c' of %u bytes cut at %u: rc %d, '%s'",
+                     n > 25 ? frame[25] : '?', n, k, rc,
+                     err ? sl_error_message(err) : "(no error)");
+      sl_error_destroy(err);
+      sl_free(cut);
+      n_checked++;
+    }
+  }
+  SL_ASSERT_TRUE(n_checked > 100);
+}
+
+/* ------------------------------------------------------------------ */
+/* Types                                                                 */
+
+#define TYPES_DDL                                                         \
+  "CREATE TABLE t_types (id int PRIMARY KEY, b bool, i2 smallint, "       \
+  "i4 int, i8 bigint, f4 real, f8 double precision, n numeric(12,3), "    \
+  "nu numeric, tx text, vc varchar(20), bc char(5), by bytea, d date, "   \
+  "ts timestamp, tz timestamptz, u uuid, j json, jb jsonb);"              \
+  "CREATE TABLE t_odd (id int PRIMARY KEY, p point);"                     \
+  "CREATE PUBLICATION sl_pub FOR TABLE t_types, t_odd"
+
+SL_TEST(types) {
+  rfx_t f;
+  rfx_open(&f, TYPES_DDL);
+  /* The server's session runs in another zone than the stream (UTC), so
+   * a timestamptz is an instant, whatever zone it was written in. */
+  sql_ok(f.c, "SET TIME ZONE 'America/New_York'");
+  sql_ok(f.c,
+         "INSERT INTO t_types VALUES (1, true, -32768, 2147483647, "
+         "-9223372036854775808, 1.5, -2.25e-300, -123456789.125, "
+         "3.14159265358979323846264338327950288, 'h\xc3\xa9llo \xe2\x9c\x93', "
+         "'varchar', 'ab', '\\x00ff41', '2024-02-29', "
+         "'2024-02-29 13:14:15.123456', '2024-02-29 13:14:15.5+05:30', "
+         "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{\"a\": [1, 2]}', "
+         "'{\"b\": {\"c\": null}, \"a\": 1}')");
+  sql_ok(f.c, "INSERT INTO t_types (id) VALUES (2)");
+  sql_ok(f.c,
+         "INSERT INTO t_types (id, d, ts, tz) VALUES (3, '0044-03-15 BC', "
+         "'1969-12-31 23:59:59.999999', '1970-01-01 00:00:00+00')");
+  /* The instants, computed by the server. */
+  SL_ASSERT_EQ_INT(sql_int(f.c, "SELECT (extract(epoch FROM d::timestamp) "
+                                "* 1000000)::bigint FROM t_types WHERE id=1"),
+                   1709164800000000ll);
+  SL_ASSERT_EQ_INT(sql_int(f.c, "SELECT (extract(epoch FROM ts) * 1000000)"
+                                "::bigint FROM t_types WHERE id=1"),
+                   1709212455123456ll);
+  SL_ASSERT_EQ_INT(sql_int(f.c, "SELECT (extract(epoch FROM tz) * 1000000)"
+                                "::bigint FROM t_types WHERE id=1"),
+                   1709192655500000ll);
+  int64_t bc = sql_int(f.c, "SELECT (extract(epoch FROM d::timestamp) * "
+                            "1000000)::bigint FROM t_types WHERE id=3");
+  char *jb = sql_text(f.c, "SELECT jb::text FROM t_types WHERE id=1");
+  SL_ASSERT_EQ_STR(jb, "{\"a\": 1, \"b\": {\"c\": null}}");
+  sl_free(jb);
+  sql_ok(f.c, "INSERT INTO t_odd VALUES (1, '(1,2)')");
+
+  rfx_start(&f);
+  stream_events(&f, 3, 0);
+  char want[2048], f4[32], f8[32];
+  /* The floats as written in the INSERT, read back exactly
+   * (extra_float_digits=3). */
+  snprintf(f4, sizeof(f4), "f%.17g", 1.5);
+  snprintf(f8, sizeof(f8), "f%.17g", -2.25e-300);
+  snprintf(want, sizeof(want),
+           "B\n"
+           "I t_types (1,true,-32768,2147483647,-9223372036854775808,%s,%s,"
+           "d-123456789125/3,"
+           "'3.14159265358979323846264338327950288',"
+           "'h\xc3\xa9llo \xe2\x9c\x93','varchar','ab   ',x'00ff41',"
+           "ts1709164800000000,ts1709212455123456,ts1709192655500000,"
+           "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11','{\"a\": [1, 2]}',"
+           "'{\"a\": 1, \"b\": {\"c\": null}}')\n"
+           "C\n"
+           "B\n"
+           "I t_types (2,null,null,null,null,null,null,null,null,null,null,"
+           "null,null,null,null,null,null,null,null)\n"
+           "C\n"
+           "B\n"
+           "I t_types (3,null,null,null,null,null,null,null,null,null,null,"
+           "null,null,ts%lld,ts-1,ts0,null,null,null)\n"
+           "C\n",
+           f4, f8, (long long)bc);
+  assert_events(&f, want);
+
+  /* The unsupported type: a clear error naming relation, column, oid. */
+  sl_pgo_msg_t m;
+  do {
+    next_msg(&f, &m);
+  } while (m.type != 'I');
+  sl_type_t t;
+  sl_error_t *err = NULL;
+  SL_ASSERT_EQ_INT(sl__pgo_column_type(m.u.change.rel, 1, &t, &err),
+                   SL_ENOTSUP);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "pgoutput: relation public.t_odd column \"p\" (type "
+                   "unsupported, oid 600): type not supported by sluice's "
+                   "PostgreSQL CDC (see docs/connectors.md for the "
+                   "supported types)");
+  sl_error_destroy(err);
+  check_prefixes(&f);
+  rfx_close(&f, "types");
+}
+
+/* ------------------------------------------------------------------ */
+/* Changes: TOAST, old tuples, a multi-statement transaction, logical    */
+/* messages, truncate                                                    */
+
+#define CHANGES_DDL                                                       \
+  "CREATE TABLE t_toast (id int PRIMARY KEY, big text, small int);"       \
+  "CREATE TABLE t_key (id int PRIMARY KEY, v text);"                      \
+  "CREATE TABLE t_full (id int PRIMARY KEY, v text);"                     \
+  "ALTER TABLE t_full REPLICA IDENTITY FULL;"                             \
+  "CREATE PUBLICATION sl_pub FOR TABLE t_toast, t_key, t_full"
+
+SL_TEST(changes) {
+  rfx_t f;
+  rfx_open(&f, CHANGES_DDL);
+  /* 64000 characters of md5 hex: pglz cannot squeeze it under the TOAST
+   * threshold, so it is stored out of line. */
+  sql_ok(f.c, "INSERT INTO t_toast SELECT 1, string_agg(md5(g::text), '' "
+              "ORDER BY g), 1 FROM generate_series(1, 2000) g");
+  sql_ok(f.c, "INSERT INTO t_toast VALUES (2, NULL, 1)");
+  SL_ASSERT_TRUE(sql_int(f.c, "SELECT pg_relation_size(reltoastrelid) FROM "
+                              "pg_class WHERE relname = 't_toast'") > 0);
+  sql_ok(f.c, "UPDATE t_toast SET small = small + 1");
+  sql_ok(f.c,
+         "BEGIN;"
+         "INSERT INTO t_key VALUES (1, 'a'), (2, 'b');"
+         "INSERT INTO t_full VALUES (1, 'x');"
+         "UPDATE t_full SET v = 'y' WHERE id = 1;"
+         "UPDATE t_key SET id = 3 WHERE id = 2;"
+         "UPDATE t_key SET v = 'c' WHERE id = 3;"
+         "DELETE FROM t_key WHERE id = 1;"
+         "DELETE FROM t_full WHERE id = 1;"
+         "SELECT pg_logical_emit_message(true, 'sluice', 'in-tx');"
+         "COMMIT");
+  sql_ok(f.c, "SELECT pg_logical_emit_message(false, 'sluice_hb', 'hb')");
+  sql_ok(f.c, "TRUNCATE t_key, t_full RESTART IDENTITY");
+  char *big = sql_text(f.c, "SELECT big FROM t_toast WHERE id = 1");
+  SL_ASSERT_EQ_INT(strlen(big), 64000);
+
+  rfx_start(&f);
+  stream_events(&f, 5, 1);
+  assert_events(&f,
+                "B\n"
+                "I t_toast (1,BIG,1)\n"
+                "C\n"
+                "B\n"
+                "I t_toast (2,null,1)\n"
+                "C\n"
+                "B\n"
+                /* The TOAST value the update did not touch: unchanged,
+                 * not null; the null one stays null. */
+                "U t_toast  N(1,unchanged,2)\n"
+                "U t_toast  N(2,null,2)\n"
+                "C\n"
+                "B\n"
+                "I t_key (1,'a')\n"
+                "I t_key (2,'b')\n"
+                "I t_full (1,'x')\n"
+                "U t_full O(1,'x') N(1,'y')\n"
+                "U t_key K(2,null) N(3,'b')\n"
+                "U t_key  N(3,'c')\n"
+                "D t_key K(1,null)\n"
+                "D t_full O(1,'y')\n"
+                "M tx sluice 'in-tx'\n"
+                "C\n"
+                "M plain sluice_hb 'hb'\n"
+                "B\n"
+                "T opts=2 t_full,t_key\n"
+                "C\n");
+  SL_ASSERT_TRUE(f.big != NULL);
+  SL_ASSERT_EQ_STR(f.big, big);
+  sl_free(big);
+  check_prefixes(&f);
+  rfx_close(&f, "changes");
+}
+
+/* ------------------------------------------------------------------ */
+/* The slot's confirmed_flush_lsn follows the caller's flush LSN only    */
+
+static uint64_t confirmed(rfx_t *f) {
+  char *s = sql_text(f->c, "SELECT confirmed_flush_lsn FROM "
+                           "pg_replication_slots WHERE slot_name = "
+                           "'sl_test'");
+  uint64_t lsn = 0;
+  SL_ASSERT_OK(sl__pg_lsn_parse(s, &lsn));
+  sl_free(s);
+  return lsn;
+}
+
+/* Send a status update asking for a reply, and wait for the keepalive
+ * that answers it: the server has then processed the update. */
+static void status_round_trip(rfx_t *f) {
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__pg_repl_send_status(f->r, true, &err), err);
+  sl_pg_copy_t c;
+  do {
+    next_copy(f, &c);
+  } while (c.kind != 'k');
+}
+
+SL_TEST(flush_only_what_reported) {
+  rfx_t f;
+  rfx_open(&f, "CREATE TABLE t_key (id int PRIMARY KEY, v text);"
+              "CREATE PUBLICATION sl_pub FOR TABLE t_key");
+  SL_ASSERT_EQ_INT(confirmed(&f), f.slot_lsn);
+  sql_ok(f.c, "INSERT INTO t_key VALUES (1, 'a')");
+  sql_ok(f.c, "INSERT INTO t_key VALUES (2, 'b')");
+  rfx_start(&f);
+  uint64_t end1 = stream_events(&f, 1, 0);
+  uint64_t end2 = stream_events(&f, 1, 0);
+  SL_ASSERT_TRUE(end1 > f.slot_lsn && end2 > end1);
+  SL_ASSERT_TRUE(sl__pg_repl_received(f.r) >= end1);
+
+  /* Received both transactions, reported nothing: the slot stays at its
+   * consistent point. */
+  status_round_trip(&f);
+  SL_ASSERT_EQ_INT(sl__pg_repl_flush_sent(f.r), f.slot_lsn);
+  SL_ASSERT_EQ_INT(confirmed(&f), f.slot_lsn);
+
+  /* The caller's flush LSN: the end of the first transaction, exactly. */
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__pg_repl_set_flush(f.r, end1, &err), err);
+  status_round_trip(&f);
+  SL_ASSERT_EQ_INT(sl__pg_repl_flush_sent(f.r), end1);
+  SL_ASSERT_EQ_INT(confirmed(&f), end1);
+
+  /* Backwards is refused, and nothing moves. */
+  SL_ASSERT_EQ_INT(sl__pg_repl_set_flush(f.r, f.slot_lsn, &err), SL_EINVAL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err), "is behind") != NULL);
+  sl_error_destroy(err);
+  err = NULL;
+  status_round_trip(&f);
+  SL_ASSERT_EQ_INT(confirmed(&f), end1);
+
+  /* More writes arrive; the slot still waits for the caller. */
+  sql_ok(f.c, "INSERT INTO t_key VALUES (3, 'c')");
+  uint64_t end3 = stream_events(&f, 1, 0);
+  SL_ASSERT_TRUE(end3 > end2);
+  status_round_trip(&f);
+  SL_ASSERT_EQ_INT(confirmed(&f), end1);
+  SL_ASSERT_OK_E(sl__pg_repl_set_flush(f.r, end3, &err), err);
+  status_round_trip(&f);
+  SL_ASSERT_EQ_INT(confirmed(&f), end3);
+
+  /* A new connection resumes after the confirmed position: only what
+   * follows end3 arrives. */
+  sl__pg_repl_destroy(f.r);
+  f.r = NULL;
+  sql_ok(f.c, "INSERT INTO t_key VALUES (4, 'd')");
+  SL_ASSERT_OK_E(sl__pg_repl_connect(sl_server_conninfo(f.srv), &f.r, &err),
+                 err);
+  SL_ASSERT_OK_E(sl__pg_repl_start(f.r, "sl_test", end3, "sl_pub", false,
+                                   &err),
+                 err);
+  sl_bytes_clear(&f.events);
+  stream_events(&f, 1, 0);
+  assert_events(&f, "B\nI t_key (4,'d')\nC\n");
+  rfx_close(&f, "flush");
+}
+
+/* ------------------------------------------------------------------ */
+/* Transport errors                                                      */
+
+SL_TEST(transport_errors) {
+  rfx_t f;
+  rfx_open(&f, "CREATE TABLE t_key (id int PRIMARY KEY, v text);"
+              "CREATE PUBLICATION sl_pub FOR TABLE t_key");
+  sl_error_t *err = NULL;
+  /* The slot exists already. */
+  SL_ASSERT_EQ_INT(
+      sl__pg_repl_create_slot(f.r, "sl_test", false, NULL, &err), SL_EIO);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err), "creating the replication "
+                                               "slot sl_test: SQLSTATE "
+                                               "42710") != NULL);
+  sl_error_destroy(err);
+  err = NULL;
+  /* Names that would need quoting. */
+  SL_ASSERT_EQ_INT(
+      sl__pg_repl_create_slot(f.r, "bad name", false, NULL, &err), SL_EINVAL);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "postgres replication: slot name 'bad name' must be 1-63 "
+                   "characters of a-z, 0-9 and _");
+  sl_error_destroy(err);
+  err = NULL;
+  SL_ASSERT_EQ_INT(sl__pg_repl_start(f.r, "sl_test", 0, "p'x", true, &err),
+                   SL_EINVAL);
+  sl_error_destroy(err);
+  err = NULL;
+  /* A slot that does not exist. */
+  SL_ASSERT_EQ_INT(sl__pg_repl_start(f.r, "nope", 0, "sl_pub", true, &err),
+                   SL_EIO);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err), "START_REPLICATION of slot "
+                                               "nope at 0/0: SQLSTATE "
+                                               "42704") != NULL);
+  sl_error_destroy(err);
+  err = NULL;
+  /* The walsender terminated: the stream ends with the server's word. */
+  rfx_start(&f);
+  SL_ASSERT_EQ_INT(sql_int(f.c, "SELECT count(pg_terminate_backend(active_pid)) "
+                                "FROM pg_replication_slots WHERE slot_name = "
+                                "'sl_test'"),
+                   1);
+  sl_pg_copy_t c;
+  int rc;
+  int64_t end = mono_ms() + 60000;
+  do {
+    rc = sl__pg_repl_read(f.r, 1000, &c, &err);
+    SL_ASSERT_TRUE(mono_ms() < end);
+  } while (rc == SL_OK || rc == SL_EAGAIN);
+  SL_ASSERT_TRUE(rc == SL_ECLOSED || rc == SL_EIO);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err), "postgres replication") !=
+                 NULL);
+  fprintf(stderr, "ended: %s\n", sl_error_message(err));
+  sl_error_destroy(err);
+  rfx_close(&f, NULL);
+}
