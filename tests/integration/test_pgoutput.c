@@ -437,15 +437,17 @@ SL_TEST(types) {
   "CREATE TABLE t_key (id int PRIMARY KEY, v text);"                      \
   "CREATE TABLE t_full (id int PRIMARY KEY, v text);"                     \
   "ALTER TABLE t_full REPLICA IDENTITY FULL;"                             \
-  "CREATE PUBLICATION sl_pub FOR TABLE t_toast, t_key, t_full"
+  "CREATE TABLE t_ftoast (id int PRIMARY KEY, big text, small int);"      \
+  "ALTER TABLE t_ftoast REPLICA IDENTITY FULL;"                           \
+  "CREATE PUBLICATION sl_pub FOR TABLE t_toast, t_key, t_full, t_ftoast"
 
 SL_TEST(changes) {
   rfx_t f;
   rfx_open(&f, CHANGES_DDL);
-  /* 64000 characters of md5 hex: pglz cannot squeeze it under the TOAST
+  /* 9600 characters of md5 hex: pglz cannot squeeze it under the TOAST
    * threshold, so it is stored out of line. */
   sql_ok(f.c, "INSERT INTO t_toast SELECT 1, string_agg(md5(g::text), '' "
-              "ORDER BY g), 1 FROM generate_series(1, 2000) g");
+              "ORDER BY g), 1 FROM generate_series(1, 300) g");
   sql_ok(f.c, "INSERT INTO t_toast VALUES (2, NULL, 1)");
   SL_ASSERT_TRUE(sql_int(f.c, "SELECT pg_relation_size(reltoastrelid) FROM "
                               "pg_class WHERE relname = 't_toast'") > 0);
@@ -463,11 +465,14 @@ SL_TEST(changes) {
          "COMMIT");
   sql_ok(f.c, "SELECT pg_logical_emit_message(false, 'sluice_hb', 'hb')");
   sql_ok(f.c, "TRUNCATE t_key, t_full RESTART IDENTITY");
+  /* REPLICA IDENTITY FULL: the old tuple carries the TOAST value. */
+  sql_ok(f.c, "INSERT INTO t_ftoast SELECT * FROM t_toast WHERE id = 1");
+  sql_ok(f.c, "UPDATE t_ftoast SET small = 3");
   char *big = sql_text(f.c, "SELECT big FROM t_toast WHERE id = 1");
-  SL_ASSERT_EQ_INT(strlen(big), 64000);
+  SL_ASSERT_EQ_INT(strlen(big), 9600);
 
   rfx_start(&f);
-  stream_events(&f, 5, 1);
+  stream_events(&f, 7, 1);
   assert_events(&f,
                 "B\n"
                 "I t_toast (1,BIG,1)\n"
@@ -495,6 +500,12 @@ SL_TEST(changes) {
                 "M plain sluice_hb 'hb'\n"
                 "B\n"
                 "T opts=2 t_full,t_key\n"
+                "C\n"
+                "B\n"
+                "I t_ftoast (1,BIG,2)\n"
+                "C\n"
+                "B\n"
+                "U t_ftoast O(1,BIG,2) N(1,unchanged,3)\n"
                 "C\n");
   SL_ASSERT_TRUE(f.big != NULL);
   SL_ASSERT_EQ_STR(f.big, big);

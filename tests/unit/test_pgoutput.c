@@ -517,6 +517,8 @@ SL_TEST(values) {
       {SL_PG_OID_INT4, -1, "2147483648", SL_EPARSE, "oid 23"},
       {SL_PG_OID_DATE, -1, "2023-02-29", SL_EPARSE,
        "not an ISO date/time (DateStyle ISO): 2023-02-29"},
+      {SL_PG_OID_DATE, -1, "5874897-12-31", SL_EOVERFLOW,
+       "out of the range of sluice timestamps: 5874897-12-31"},
       {SL_PG_OID_DATE, -1, "infinity", SL_ENOTSUP,
        "sluice timestamps cannot hold infinity"},
       {SL_PG_OID_TIMESTAMP, -1, "2023-01-01T00:00:00", SL_EPARSE,
