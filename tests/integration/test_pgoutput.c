@@ -274,6 +274,11 @@ static uint64_t stream_events(rfx_t *f, int n_commits, int n_plain) {
       SL_ASSERT_OK(sl_bytes_append_str(e, "\n"));
       break;
     }
+    case 'O':
+      SL_ASSERT_TRUE(in_tx);
+      SL_ASSERT_OK(sl_bytes_printf(e, "O %s %llx\n", m.u.origin.name,
+                                   (unsigned long long)m.u.origin.lsn));
+      break;
     case 'M':
       SL_ASSERT_EQ_INT(m.u.message.is_transactional, in_tx);
       if (!in_tx) n_plain--;
@@ -343,7 +348,8 @@ static void check_prefixes(rfx_t *f) {
   "i4 int, i8 bigint, f4 real, f8 double precision, n numeric(12,3), "    \
   "nu numeric, tx text, vc varchar(20), bc char(5), by bytea, d date, "   \
   "ts timestamp, tz timestamptz, u uuid, j json, jb jsonb);"              \
-  "CREATE TABLE t_odd (id int PRIMARY KEY, p point);"                     \
+  "CREATE TYPE mood AS ENUM ('sad', 'ok');"                                \
+  "CREATE TABLE t_odd (id int PRIMARY KEY, p point, m mood);"             \
   "CREATE PUBLICATION sl_pub FOR TABLE t_types, t_odd"
 
 SL_TEST(types) {
@@ -379,7 +385,8 @@ SL_TEST(types) {
   char *jb = sql_text(f.c, "SELECT jb::text FROM t_types WHERE id=1");
   SL_ASSERT_EQ_STR(jb, "{\"a\": 1, \"b\": {\"c\": null}}");
   sl_free(jb);
-  sql_ok(f.c, "INSERT INTO t_odd VALUES (1, '(1,2)')");
+  sql_ok(f.c, "INSERT INTO t_odd VALUES (1, '(1,2)', 'ok')");
+  int64_t mood_oid = sql_int(f.c, "SELECT 'mood'::regtype::oid");
 
   rfx_start(&f);
   stream_events(&f, 3, 0);
@@ -409,13 +416,35 @@ SL_TEST(types) {
            f4, f8, (long long)bc);
   assert_events(&f, want);
 
-  /* The unsupported type: a clear error naming relation, column, oid. */
+  /* A type of the user's: a Type message names it before the Relation
+   * that uses it. */
   sl_pgo_msg_t m;
-  do {
-    next_msg(&f, &m);
-  } while (m.type != 'I');
+  next_msg(&f, &m);
+  SL_ASSERT_EQ_INT(m.type, 'B');
+  next_msg(&f, &m);
+  SL_ASSERT_EQ_INT(m.type, 'Y');
+  SL_ASSERT_EQ_INT(m.u.type.oid, mood_oid);
+  SL_ASSERT_EQ_STR(m.u.type.nspname, "public");
+  SL_ASSERT_EQ_STR(m.u.type.name, "mood");
+  next_msg(&f, &m);
+  SL_ASSERT_EQ_INT(m.type, 'R');
+  SL_ASSERT_EQ_INT(m.u.relation->cols[2].type_oid, mood_oid);
+  next_msg(&f, &m);
+  SL_ASSERT_EQ_INT(m.type, 'I');
+  /* Unsupported types: a clear error naming relation, column, oid. */
   sl_type_t t;
   sl_error_t *err = NULL;
+  SL_ASSERT_EQ_INT(sl__pgo_column_type(m.u.change.rel, 2, &t, &err),
+                   SL_ENOTSUP);
+  char want_m[256];
+  snprintf(want_m, sizeof(want_m),
+           "pgoutput: relation public.t_odd column \"m\" (type unsupported, "
+           "oid %lld): type not supported by sluice's PostgreSQL CDC (see "
+           "docs/connectors.md for the supported types)",
+           (long long)mood_oid);
+  SL_ASSERT_EQ_STR(sl_error_message(err), want_m);
+  sl_error_destroy(err);
+  err = NULL;
   SL_ASSERT_EQ_INT(sl__pgo_column_type(m.u.change.rel, 1, &t, &err),
                    SL_ENOTSUP);
   SL_ASSERT_EQ_STR(sl_error_message(err),
@@ -468,11 +497,17 @@ SL_TEST(changes) {
   /* REPLICA IDENTITY FULL: the old tuple carries the TOAST value. */
   sql_ok(f.c, "INSERT INTO t_ftoast SELECT * FROM t_toast WHERE id = 1");
   sql_ok(f.c, "UPDATE t_ftoast SET small = 3");
+  /* A transaction replayed from another server: an Origin message. */
+  sql_ok(f.c, "SELECT pg_replication_origin_create('upstream')");
+  sql_ok(f.c, "SELECT pg_replication_origin_session_setup('upstream')");
+  sql_ok(f.c, "BEGIN; SELECT pg_replication_origin_xact_setup('0/12345678', "
+              "now()); INSERT INTO t_key VALUES (9, 'o'); COMMIT");
+  sql_ok(f.c, "SELECT pg_replication_origin_session_reset()");
   char *big = sql_text(f.c, "SELECT big FROM t_toast WHERE id = 1");
   SL_ASSERT_EQ_INT(strlen(big), 9600);
 
   rfx_start(&f);
-  stream_events(&f, 7, 1);
+  stream_events(&f, 8, 1);
   assert_events(&f,
                 "B\n"
                 "I t_toast (1,BIG,1)\n"
@@ -506,6 +541,10 @@ SL_TEST(changes) {
                 "C\n"
                 "B\n"
                 "U t_ftoast O(1,BIG,2) N(1,unchanged,3)\n"
+                "C\n"
+                "B\n"
+                "O upstream 12345678\n"
+                "I t_key (9,'o')\n"
                 "C\n");
   SL_ASSERT_TRUE(f.big != NULL);
   SL_ASSERT_EQ_STR(f.big, big);
@@ -517,6 +556,16 @@ SL_TEST(changes) {
 /* ------------------------------------------------------------------ */
 /* The slot's confirmed_flush_lsn follows the caller's flush LSN only    */
 
+/* Poll until a count query answers 1 (a condition, not a time). */
+static void wait_for(rfx_t *f, const char *sql) {
+  int64_t end = mono_ms() + 30000;
+  while (sql_int(f->c, sql) != 1) {
+    if (mono_ms() > end) SL_TEST_FAIL("not within 30 s: %s", sql);
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 static uint64_t confirmed(rfx_t *f) {
   char *s = sql_text(f->c, "SELECT confirmed_flush_lsn FROM "
                            "pg_replication_slots WHERE slot_name = "
@@ -527,21 +576,44 @@ static uint64_t confirmed(rfx_t *f) {
   return lsn;
 }
 
-/* Send a status update asking for a reply, and wait for the keepalive
- * that answers it: the server has then processed the update. */
-static void status_round_trip(rfx_t *f) {
+/*
+ * Send a status update, then wait until the server has processed it: the
+ * walsender shows the update's write and flush LSN in pg_stat_replication
+ * before it confirms the flush LSN on the slot, in the same function,
+ * and the reply to a keepalive request goes out before either, so a
+ * keepalive is no proof.  The write LSN (the highest WAL end received)
+ * tells this update from earlier ones once more data arrived.
+ */
+static void status_processed(rfx_t *f) {
   sl_error_t *err = NULL;
-  SL_ASSERT_OK_E(sl__pg_repl_send_status(f->r, true, &err), err);
-  sl_pg_copy_t c;
-  do {
-    next_copy(f, &c);
-  } while (c.kind != 'k');
+  SL_ASSERT_OK_E(sl__pg_repl_send_status(f->r, false, &err), err);
+  uint64_t flush = sl__pg_repl_flush_sent(f->r);
+  uint64_t write = sl__pg_repl_received(f->r);
+  if (write < flush) write = flush;
+  char sql[256], a[SL_PG_LSN_SIZE], b[SL_PG_LSN_SIZE];
+  snprintf(sql, sizeof(sql),
+           "SELECT count(*) FROM pg_stat_replication WHERE write_lsn = '%s' "
+           "AND flush_lsn = '%s'",
+           sl__pg_lsn_format(write, a), sl__pg_lsn_format(flush, b));
+  wait_for(f, sql);
+}
+
+/* Wait (polling, 30 s at most) until the slot is confirmed at other than
+ * from, and return where. */
+static uint64_t confirmed_moved(rfx_t *f, uint64_t from) {
+  char sql[256], a[SL_PG_LSN_SIZE];
+  snprintf(sql, sizeof(sql),
+           "SELECT count(*) FROM pg_replication_slots WHERE slot_name = "
+           "'sl_test' AND confirmed_flush_lsn <> '%s'",
+           sl__pg_lsn_format(from, a));
+  wait_for(f, sql);
+  return confirmed(f);
 }
 
 SL_TEST(flush_only_what_reported) {
   rfx_t f;
   rfx_open(&f, "CREATE TABLE t_key (id int PRIMARY KEY, v text);"
-              "CREATE PUBLICATION sl_pub FOR TABLE t_key");
+               "CREATE PUBLICATION sl_pub FOR TABLE t_key");
   SL_ASSERT_EQ_INT(confirmed(&f), f.slot_lsn);
   sql_ok(f.c, "INSERT INTO t_key VALUES (1, 'a')");
   sql_ok(f.c, "INSERT INTO t_key VALUES (2, 'b')");
@@ -549,38 +621,39 @@ SL_TEST(flush_only_what_reported) {
   uint64_t end1 = stream_events(&f, 1, 0);
   uint64_t end2 = stream_events(&f, 1, 0);
   SL_ASSERT_TRUE(end1 > f.slot_lsn && end2 > end1);
-  SL_ASSERT_TRUE(sl__pg_repl_received(f.r) >= end1);
+  SL_ASSERT_TRUE(sl__pg_repl_received(f.r) >= end2);
 
   /* Received both transactions, reported nothing: the slot stays at its
    * consistent point. */
-  status_round_trip(&f);
+  status_processed(&f);
   SL_ASSERT_EQ_INT(sl__pg_repl_flush_sent(f.r), f.slot_lsn);
   SL_ASSERT_EQ_INT(confirmed(&f), f.slot_lsn);
 
-  /* The caller's flush LSN: the end of the first transaction, exactly. */
+  /* The caller's flush LSN: the end of the first transaction, exactly
+   * (not the second's, which was received too). */
   sl_error_t *err = NULL;
   SL_ASSERT_OK_E(sl__pg_repl_set_flush(f.r, end1, &err), err);
-  status_round_trip(&f);
+  status_processed(&f);
   SL_ASSERT_EQ_INT(sl__pg_repl_flush_sent(f.r), end1);
-  SL_ASSERT_EQ_INT(confirmed(&f), end1);
+  SL_ASSERT_EQ_INT(confirmed_moved(&f, f.slot_lsn), end1);
 
   /* Backwards is refused, and nothing moves. */
   SL_ASSERT_EQ_INT(sl__pg_repl_set_flush(f.r, f.slot_lsn, &err), SL_EINVAL);
   SL_ASSERT_TRUE(strstr(sl_error_message(err), "is behind") != NULL);
   sl_error_destroy(err);
   err = NULL;
-  status_round_trip(&f);
+  status_processed(&f);
   SL_ASSERT_EQ_INT(confirmed(&f), end1);
 
   /* More writes arrive; the slot still waits for the caller. */
   sql_ok(f.c, "INSERT INTO t_key VALUES (3, 'c')");
   uint64_t end3 = stream_events(&f, 1, 0);
   SL_ASSERT_TRUE(end3 > end2);
-  status_round_trip(&f);
+  status_processed(&f); /* its write LSN is past end3: this update */
   SL_ASSERT_EQ_INT(confirmed(&f), end1);
   SL_ASSERT_OK_E(sl__pg_repl_set_flush(f.r, end3, &err), err);
-  status_round_trip(&f);
-  SL_ASSERT_EQ_INT(confirmed(&f), end3);
+  status_processed(&f);
+  SL_ASSERT_EQ_INT(confirmed_moved(&f, end1), end3);
 
   /* A new connection resumes after the confirmed position: only what
    * follows end3 arrives. */

@@ -264,12 +264,13 @@ static int oom(sl_error_t **out_err) {
 
 static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem) {
   if (need <= *cap) return SL_OK;
-  uint32_t n = *cap ? *cap : 16;
-  while (n < need) n *= 2;
+  uint64_t n = *cap ? *cap : 16;
+  while (n < need) n *= 2; /* need < 2^32: ends by 2^32 */
+  if (n > UINT32_MAX) n = need;
   void *t = sl_realloc(*arr, (size_t)n * elem);
   if (t == NULL) return SL_ENOMEM;
   *arr = t;
-  *cap = n;
+  *cap = (uint32_t)n;
   return SL_OK;
 }
 
