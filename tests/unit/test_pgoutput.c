@@ -6,6 +6,7 @@
  * replication framing, and the text-value conversions.  The same decoder
  * against a real PostgreSQL: tests/integration/test_pgoutput.c.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "connectors/postgres/pgoutput_decode.h"
@@ -550,4 +551,94 @@ SL_TEST(values) {
   SL_ASSERT_EQ_INT(sl__pgo_value(&rel, 0, &u, NULL, 0, &err), SL_EINVAL);
   SL_ASSERT_TRUE(strstr(sl_error_message(err), "unchanged TOAST") != NULL);
   sl_error_destroy(err);
+}
+
+/* ------------------------------------------------------------------ */
+/* Allocation failures                                                 */
+
+static long alloc_budget = -1; /* allocations left; -1 = unlimited */
+
+static bool alloc_take(void) {
+  if (alloc_budget < 0) return true;
+  if (alloc_budget == 0) return false;
+  alloc_budget--;
+  return true;
+}
+static void *fail_malloc(size_t n) { return alloc_take() ? malloc(n) : NULL; }
+static void *fail_calloc(size_t n, size_t m) {
+  return alloc_take() ? calloc(n, m) : NULL;
+}
+static void *fail_realloc(void *p, size_t n) {
+  return alloc_take() ? realloc(p, n) : NULL;
+}
+
+/*
+ * Fail the k-th allocation for every k while a decoder reads a Relation,
+ * an Update with an old tuple and a Truncate, and converts a long bytea:
+ * each call succeeds or says SL_ENOMEM, and nothing leaks
+ * (LeakSanitizer), a failed Relation included.
+ */
+SL_TEST(allocation_failures_are_clean) {
+  static const sl_allocator_t failing = {fail_malloc, fail_calloc,
+                                         fail_realloc, free};
+  msg_t r = relation_msg();
+  msg_t u = {.n = 0};
+  u8(&u, 'U');
+  u32(&u, 16384);
+  u8(&u, 'O');
+  u16(&u, 3);
+  text(&u, "1");
+  text(&u, "old");
+  u8(&u, 'n');
+  u8(&u, 'N');
+  u16(&u, 3);
+  text(&u, "2");
+  u8(&u, 'u');
+  text(&u, "1.50");
+  msg_t t = {.n = 0};
+  u8(&t, 'T');
+  u32(&t, 40);
+  u8(&t, 0);
+  for (uint32_t i = 0; i < 40; i++) u32(&t, 16384 + i);
+  char hex[1 + 2 + 2 * 400];
+  hex[0] = '\\';
+  hex[1] = 'x';
+  for (int i = 0; i < 800; i++) hex[2 + i] = "0123456789abcdef"[i % 16];
+  hex[802] = 0;
+  sl_pgo_column_t col = {0, "b", SL_PG_OID_BYTEA, -1};
+  sl_pgo_relation_t brel = {1, "public", "r", 'd', 1, &col};
+  sl_field_t f = {"b", {SL_TYPE_BYTES, 0, 0, true}};
+  sl_schema_t *s = NULL;
+  SL_ASSERT_OK(sl_schema_create(&f, 1, &s, NULL));
+  bool saw_failure = false, saw_success = false;
+  for (long k = 0; k < 40; k++) {
+    sl_pgo_decoder_t d;
+    sl__pgo_decoder_init(&d);
+    sl_row_builder_t b;
+    SL_ASSERT_OK(sl_row_builder_init(&b, s));
+    sl_row_builder_reset(&b, SL_ROW_INSERT);
+    sl_set_allocator(&failing);
+    alloc_budget = k;
+    sl_pgo_msg_t m;
+    sl_error_t *err = NULL;
+    int rc = sl__pgo_decode(&d, r.b, r.n, &m, &err);
+    if (rc == SL_OK) rc = sl__pgo_decode(&d, u.b, u.n, &m, &err);
+    if (rc == SL_OK) rc = sl__pgo_decode(&d, t.b, t.n, &m, &err);
+    sl_pgo_datum_t dt = {SL_PGO_TEXT, 802, (const uint8_t *)hex};
+    if (rc == SL_OK) rc = sl__pgo_value(&brel, 0, &dt, &b, 0, &err);
+    alloc_budget = -1;
+    sl_set_allocator(NULL);
+    SL_ASSERT_TRUE(rc == SL_OK || rc == SL_ENOMEM);
+    if (rc == SL_OK) {
+      saw_success = true;
+      SL_ASSERT_EQ_INT(m.u.truncate.n_rels, 40);
+    } else {
+      saw_failure = true;
+    }
+    sl_error_destroy(err);
+    sl_row_builder_close(&b);
+    sl__pgo_decoder_close(&d);
+  }
+  SL_ASSERT_TRUE(saw_failure && saw_success);
+  sl_schema_unref(s);
 }
