@@ -10,7 +10,6 @@
  * SL_PGOUTPUT_CAPTURE=<dir> the captured streams are also written there
  * (the seed corpus of sl-fuzz-pgoutput, tests/fuzz/corpus/pgoutput).
  */
-#define _GNU_SOURCE
 #include <time.h>
 
 #include "connectors/postgres/pg_repl.h"

@@ -6,7 +6,6 @@
  * whose flush LSN is only ever the one the caller set.  See
  * src/connectors/README.md.
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
