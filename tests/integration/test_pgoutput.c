@@ -15,6 +15,7 @@
 #include "connectors/postgres/pg_repl.h"
 #include "connectors/postgres/pgoutput_decode.h"
 #include "pg_fx.h"
+#include "unit/pgo_events.h"
 
 /* ------------------------------------------------------------------ */
 /* Fixture: a server, a plain connection, a replication connection      */
@@ -121,83 +122,6 @@ static void next_msg(rfx_t *f, sl_pgo_msg_t *m) {
   SL_ASSERT_OK_E(sl__pgo_decode(&f->d, c.data, c.len, m, &err), err);
 }
 
-/* One converted value as text: null, unchanged, 12, true, d-123450/3,
- * 'text', x'00ff', ts<us>, f1.5. */
-static void fmt_datum(rfx_t *f, const sl_pgo_relation_t *rel, uint16_t i,
-                      const sl_pgo_datum_t *dt, sl_bytes_t *out) {
-  if (dt->kind == SL_PGO_NULL) {
-    SL_ASSERT_OK(sl_bytes_append_str(out, "null"));
-    return;
-  }
-  if (dt->kind == SL_PGO_UNCHANGED) {
-    SL_ASSERT_OK(sl_bytes_append_str(out, "unchanged"));
-    return;
-  }
-  sl_type_t t;
-  sl_error_t *err = NULL;
-  SL_ASSERT_OK_E(sl__pgo_column_type(rel, i, &t, &err), err);
-  sl_field_t fd = {"v", t};
-  sl_schema_t *s = NULL;
-  SL_ASSERT_OK(sl_schema_create(&fd, 1, &s, NULL));
-  sl_row_builder_t b;
-  SL_ASSERT_OK(sl_row_builder_init(&b, s));
-  sl_row_builder_reset(&b, SL_ROW_INSERT);
-  SL_ASSERT_OK_E(sl__pgo_value(rel, i, dt, &b, 0, &err), err);
-  sl_row_t row;
-  SL_ASSERT_OK(sl_row_builder_finish(&b, &row, NULL));
-  sl_value_t v;
-  sl_row_get_value(&row, 0, &v);
-  SL_ASSERT_TRUE(!v.is_null);
-  switch (v.type) {
-  case SL_TYPE_BOOL:
-    SL_ASSERT_OK(sl_bytes_append_str(out, v.u.b ? "true" : "false"));
-    break;
-  case SL_TYPE_INT32:
-  case SL_TYPE_INT64:
-    SL_ASSERT_OK(sl_bytes_printf(out, "%lld", (long long)v.u.i));
-    break;
-  case SL_TYPE_DECIMAL:
-    SL_ASSERT_OK(sl_bytes_printf(out, "d%lld/%u", (long long)v.u.i, v.scale));
-    break;
-  case SL_TYPE_FLOAT64:
-    SL_ASSERT_OK(sl_bytes_printf(out, "f%.17g", v.u.f));
-    break;
-  case SL_TYPE_TIMESTAMP:
-    SL_ASSERT_OK(sl_bytes_printf(out, "ts%lld", (long long)v.u.i));
-    break;
-  case SL_TYPE_STRING:
-    if (v.u.s.len > 100) {
-      sl_free(f->big);
-      f->big = sl_malloc(v.u.s.len + 1);
-      memcpy(f->big, v.u.s.ptr, v.u.s.len);
-      f->big[v.u.s.len] = 0;
-      SL_ASSERT_OK(sl_bytes_append_str(out, "BIG"));
-    } else {
-      SL_ASSERT_OK(
-          sl_bytes_printf(out, "'%.*s'", (int)v.u.s.len, v.u.s.ptr));
-    }
-    break;
-  case SL_TYPE_BYTES:
-    SL_ASSERT_OK(sl_bytes_append_str(out, "x'"));
-    for (uint32_t k = 0; k < v.u.s.len; k++)
-      SL_ASSERT_OK(sl_bytes_printf(out, "%02x", v.u.s.ptr[k]));
-    SL_ASSERT_OK(sl_bytes_append_str(out, "'"));
-    break;
-  }
-  sl_row_builder_close(&b);
-  sl_schema_unref(s);
-}
-
-static void fmt_tuple(rfx_t *f, const sl_pgo_relation_t *rel,
-                      const sl_pgo_tuple_t *t, sl_bytes_t *out) {
-  SL_ASSERT_OK(sl_bytes_append_str(out, "("));
-  for (uint16_t i = 0; i < t->n_cols; i++) {
-    if (i) SL_ASSERT_OK(sl_bytes_append_str(out, ","));
-    fmt_datum(f, rel, i, &t->cols[i], out);
-  }
-  SL_ASSERT_OK(sl_bytes_append_str(out, ")"));
-}
-
 /*
  * Read messages until n_commits Commit messages (and n_plain
  * non-transactional messages) went by, writing one line per event into
@@ -209,85 +133,29 @@ static void fmt_tuple(rfx_t *f, const sl_pgo_relation_t *rel,
 static uint64_t stream_events(rfx_t *f, int n_commits, int n_plain) {
   uint64_t end = 0;
   bool in_tx = false;
-  uint32_t xid = 0;
   while (n_commits > 0 || n_plain > 0) {
     sl_pgo_msg_t m;
     next_msg(f, &m);
-    sl_bytes_t *e = &f->events;
     switch (m.type) {
     case 'B':
-      SL_ASSERT_TRUE(!in_tx);
-      in_tx = true;
-      xid = m.u.begin.xid;
-      SL_ASSERT_TRUE(xid != 0 && m.u.begin.final_lsn > f->slot_lsn);
-      SL_ASSERT_OK(sl_bytes_append_str(e, "B\n"));
+      SL_ASSERT_TRUE(m.u.begin.xid != 0 &&
+                     m.u.begin.final_lsn > f->slot_lsn);
       break;
     case 'C':
-      SL_ASSERT_TRUE(in_tx);
-      in_tx = false;
       SL_ASSERT_TRUE(m.u.commit.end_lsn > m.u.commit.commit_lsn);
       end = m.u.commit.end_lsn;
       n_commits--;
-      SL_ASSERT_OK(sl_bytes_append_str(e, "C\n"));
       break;
     case 'R':
       SL_ASSERT_EQ_STR(m.u.relation->nspname, "public");
       break;
-    case 'I':
-    case 'U':
-    case 'D': {
-      SL_ASSERT_TRUE(in_tx);
-      const sl_pgo_relation_t *rel = m.u.change.rel;
-      SL_ASSERT_OK(sl_bytes_printf(e, "%c %s ", m.type, rel->relname));
-      if (m.u.change.old_kind) {
-        SL_ASSERT_OK(sl_bytes_printf(e, "%c", m.u.change.old_kind));
-        fmt_tuple(f, rel, &m.u.change.old, e);
-      }
-      if (m.type != 'D') {
-        if (m.type == 'U') SL_ASSERT_OK(sl_bytes_append_str(e, " N"));
-        fmt_tuple(f, rel, &m.u.change.new_, e);
-      }
-      SL_ASSERT_OK(sl_bytes_append_str(e, "\n"));
-      break;
-    }
-    case 'T': {
-      SL_ASSERT_TRUE(in_tx);
-      SL_ASSERT_OK(sl_bytes_printf(e, "T opts=%u", m.u.truncate.options));
-      /* By name, sorted, so that the server's order does not matter. */
-      const char *names[8];
-      uint32_t n = m.u.truncate.n_rels;
-      SL_ASSERT_TRUE(n <= 8);
-      for (uint32_t i = 0; i < n; i++) {
-        const sl_pgo_relation_t *rel =
-            sl__pgo_relation(&f->d, m.u.truncate.rel_oids[i]);
-        SL_ASSERT_TRUE(rel != NULL);
-        names[i] = rel->relname;
-        for (uint32_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
-          const char *x = names[j];
-          names[j] = names[j - 1];
-          names[j - 1] = x;
-        }
-      }
-      for (uint32_t i = 0; i < n; i++)
-        SL_ASSERT_OK(sl_bytes_printf(e, "%s%s", i ? "," : " ", names[i]));
-      SL_ASSERT_OK(sl_bytes_append_str(e, "\n"));
-      break;
-    }
-    case 'O':
-      SL_ASSERT_TRUE(in_tx);
-      SL_ASSERT_OK(sl_bytes_printf(e, "O %s %llx\n", m.u.origin.name,
-                                   (unsigned long long)m.u.origin.lsn));
-      break;
     case 'M':
-      SL_ASSERT_EQ_INT(m.u.message.is_transactional, in_tx);
       if (!in_tx) n_plain--;
-      SL_ASSERT_OK(sl_bytes_printf(
-          e, "M %s %s '%.*s'\n", in_tx ? "tx" : "plain", m.u.message.prefix,
-          (int)m.u.message.len, (const char *)m.u.message.content));
       break;
     default:
-      SL_TEST_FAIL("unexpected pgoutput message '%c'", m.type);
+      break;
     }
+    pgo_event(&f->d, &m, &in_tx, &f->big, &f->events);
   }
   SL_ASSERT_OK(sl_bytes_append(&f->events, "", 1));
   f->events.len--;
@@ -389,31 +257,15 @@ SL_TEST(types) {
 
   rfx_start(&f);
   stream_events(&f, 3, 0);
-  char want[2048], f4[32], f8[32];
   /* The floats as written in the INSERT, read back exactly
    * (extra_float_digits=3). */
+  char f4[32], f8[32];
   snprintf(f4, sizeof(f4), "f%.17g", 1.5);
   snprintf(f8, sizeof(f8), "f%.17g", -2.25e-300);
-  snprintf(want, sizeof(want),
-           "B\n"
-           "I t_types (1,true,-32768,2147483647,-9223372036854775808,%s,%s,"
-           "d-123456789125/3,"
-           "'3.14159265358979323846264338327950288',"
-           "'h\xc3\xa9llo \xe2\x9c\x93','varchar','ab   ',x'00ff41',"
-           "ts1709164800000000,ts1709212455123456,ts1709192655500000,"
-           "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11','{\"a\": [1, 2]}',"
-           "'{\"a\": 1, \"b\": {\"c\": null}}')\n"
-           "C\n"
-           "B\n"
-           "I t_types (2,null,null,null,null,null,null,null,null,null,null,"
-           "null,null,null,null,null,null,null,null)\n"
-           "C\n"
-           "B\n"
-           "I t_types (3,null,null,null,null,null,null,null,null,null,null,"
-           "null,null,ts%lld,ts-1,ts0,null,null,null)\n"
-           "C\n",
-           f4, f8, (long long)bc);
-  assert_events(&f, want);
+  SL_ASSERT_EQ_STR(f4, PGO_F4);
+  SL_ASSERT_EQ_STR(f8, PGO_F8);
+  SL_ASSERT_EQ_INT(bc, -63517824000000000ll); /* PGO_BC_US */
+  assert_events(&f, PGO_TYPES_EVENTS);
 
   /* A type of the user's: a Type message names it before the Relation
    * that uses it. */
@@ -507,44 +359,7 @@ SL_TEST(changes) {
 
   rfx_start(&f);
   stream_events(&f, 8, 1);
-  assert_events(&f,
-                "B\n"
-                "I t_toast (1,BIG,1)\n"
-                "C\n"
-                "B\n"
-                "I t_toast (2,null,1)\n"
-                "C\n"
-                "B\n"
-                /* The TOAST value the update did not touch: unchanged,
-                 * not null; the null one stays null. */
-                "U t_toast  N(1,unchanged,2)\n"
-                "U t_toast  N(2,null,2)\n"
-                "C\n"
-                "B\n"
-                "I t_key (1,'a')\n"
-                "I t_key (2,'b')\n"
-                "I t_full (1,'x')\n"
-                "U t_full O(1,'x') N(1,'y')\n"
-                "U t_key K(2,null) N(3,'b')\n"
-                "U t_key  N(3,'c')\n"
-                "D t_key K(1,null)\n"
-                "D t_full O(1,'y')\n"
-                "M tx sluice 'in-tx'\n"
-                "C\n"
-                "M plain sluice_hb 'hb'\n"
-                "B\n"
-                "T opts=2 t_full,t_key\n"
-                "C\n"
-                "B\n"
-                "I t_ftoast (1,BIG,2)\n"
-                "C\n"
-                "B\n"
-                "U t_ftoast O(1,BIG,2) N(1,unchanged,3)\n"
-                "C\n"
-                "B\n"
-                "O upstream 12345678\n"
-                "I t_key (9,'o')\n"
-                "C\n");
+  assert_events(&f, PGO_CHANGES_EVENTS);
   SL_ASSERT_TRUE(f.big != NULL);
   SL_ASSERT_EQ_STR(f.big, big);
   sl_free(big);
