@@ -32,9 +32,10 @@ typedef struct rfx_s {
   char *big;         /* the last long string value seen */
 } rfx_t;
 
-static void rfx_open(rfx_t *f, const char *ddl) {
+static void rfx_open_with(rfx_t *f, const char *ddl,
+                          const char *const *settings) {
   memset(f, 0, sizeof(*f));
-  f->srv = start_pg(0, NULL);
+  f->srv = start_pg(0, settings);
   f->c = direct(f->srv);
   sql_ok(f->c, ddl);
   sl_error_t *err = NULL;
@@ -51,6 +52,8 @@ static void rfx_open(rfx_t *f, const char *ddl) {
   sl_bytes_init(&f->capture);
   sl_bytes_init(&f->events);
 }
+
+static void rfx_open(rfx_t *f, const char *ddl) { rfx_open_with(f, ddl, NULL); }
 
 static void rfx_close(rfx_t *f, const char *capture_name) {
   const char *dir = getenv("SL_PGOUTPUT_CAPTURE");
@@ -485,6 +488,36 @@ SL_TEST(flush_only_what_reported) {
   stream_events(&f, 1, 0);
   assert_events(&f, "B\nI t_key (4,'d')\nC\n");
   rfx_close(&f, "flush");
+}
+
+/*
+ * A keepalive that asks for a reply is answered inside the read, with the
+ * caller's flush LSN: the server asks after half of wal_sender_timeout
+ * without a status update (6 s here: long enough that a loaded machine
+ * does not miss the deadline between two reads), and the slot then moves
+ * to what the caller set, though the caller sent nothing itself.
+ */
+SL_TEST(keepalive_reply_carries_callers_flush) {
+  static const char *const settings[] = {"wal_sender_timeout=6s", NULL};
+  rfx_t f;
+  rfx_open_with(&f, "CREATE TABLE t_key (id int PRIMARY KEY, v text);"
+                    "CREATE PUBLICATION sl_pub FOR TABLE t_key",
+                settings);
+  sql_ok(f.c, "INSERT INTO t_key VALUES (1, 'a')");
+  sql_ok(f.c, "INSERT INTO t_key VALUES (2, 'b')");
+  rfx_start(&f);
+  uint64_t end1 = stream_events(&f, 1, 0);
+  stream_events(&f, 1, 0);
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__pg_repl_set_flush(f.r, end1, &err), err);
+  SL_ASSERT_TRUE(sl__pg_repl_flush_sent(f.r) != end1); /* not sent */
+  sl_pg_copy_t c;
+  do {
+    next_copy(&f, &c);
+  } while (!(c.kind == 'k' && c.reply_requested));
+  SL_ASSERT_EQ_INT(sl__pg_repl_flush_sent(f.r), end1);
+  SL_ASSERT_EQ_INT(confirmed_moved(&f, f.slot_lsn), end1);
+  rfx_close(&f, NULL);
 }
 
 /* ------------------------------------------------------------------ */
