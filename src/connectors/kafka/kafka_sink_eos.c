@@ -809,8 +809,16 @@ static int committed_max(void *cm, uint64_t *out_ckpt, sl_bytes_t *evidence,
 /* The writer. */
 
 static int writer_close(void *wr, bool is_success, sl_error_t **out_err) {
-  (void)is_success, (void)out_err;
   keos_writer_t *w = wr;
+  int rc = SL_OK;
+  /* The engine prepares the last epoch at the final checkpoint, so a
+   * successful end has no open epoch with rows; if it had, say so rather
+   * than drop them silently. */
+  if (is_success && w->cur && w->n_log)
+    rc = sl_error_set(out_err, SL_ESTATE,
+                      "kafka sink: %u records of subtask %u were written "
+                      "after the last checkpoint and are not committed",
+                      w->n_log, w->c->j);
   if (w->cur) {
     /* Rows after the last prepare are never committed (sl_connector.h). */
     rd_kafka_error_t *e =
@@ -829,7 +837,7 @@ static int writer_close(void *wr, bool is_success, sl_error_t **out_err) {
   sl_bytes_close(&w->log);
   sl_free(w->key_idx);
   sl_free(w);
-  return SL_OK;
+  return rc;
 }
 
 static int writer_open(void *ctx, const sl_sink_init_t *init, void **out,
