@@ -529,9 +529,10 @@ fail:
   return rc;
 }
 
-/* Parse a committable: *out_k the slot, *out_n records at *out_rec. */
-static int log_parse(const uint8_t *b, size_t len, uint32_t *out_k,
-                     uint32_t *out_n, const uint8_t **out_rec) {
+/* Parse a committable: *out_k the slot, *out_n records at *out_rec, each
+ * read with sl__kafka_eos_log_record. */
+int sl__kafka_eos_log_parse(const uint8_t *b, size_t len, uint32_t *out_k,
+                            uint32_t *out_n, const uint8_t **out_rec) {
   if (len < LOG_HEADER || b[0] != LOG_MAGIC || b[1] != LOG_VERSION)
     return SL_ECORRUPT;
   *out_k = sl__get_u32le(b + 2);
@@ -556,6 +557,20 @@ static int log_parse(const uint8_t *b, size_t len, uint32_t *out_k,
   return off == len ? SL_OK : SL_ECORRUPT;
 }
 
+const uint8_t *sl__kafka_eos_log_record(const uint8_t *rec, sl__klog_rec_t *r) {
+  uint32_t kl = sl__get_u32le(rec);
+  rec += 4;
+  r->has_key = kl != NO_KEY;
+  r->key = rec;
+  r->klen = r->has_key ? kl : 0;
+  rec += r->klen;
+  r->vlen = sl__get_u32le(rec);
+  r->val = rec + 4;
+  rec += 4 + r->vlen;
+  r->part = (int32_t)sl__get_u32le(rec);
+  return rec + 4;
+}
+
 /* Write the records of a committable again in a new transaction of the
  * (started, FREE) slot, with the marker ckpt, and commit it. */
 static txn_class_t replay(kslot_t *sl, uint64_t ckpt, uint32_t n,
@@ -565,18 +580,11 @@ static txn_class_t replay(kslot_t *sl, uint64_t ckpt, uint32_t n,
                 rd_kafka_begin_transaction(sl->rk), out_err);
   if (cl != TXN_OK) return cl;
   sl->state = SLOT_OPEN;
-  for (uint32_t r = 0; r < n; r++) {
-    uint32_t kl = sl__get_u32le(rec);
-    rec += 4;
-    const uint8_t *key = rec;
-    if (kl != NO_KEY) rec += kl;
-    uint32_t vl = sl__get_u32le(rec);
-    const uint8_t *val = rec + 4;
-    rec += 4 + vl;
-    int32_t part = (int32_t)sl__get_u32le(rec);
-    rec += 4;
-    if (slot_produce(sl, part, key, kl == NO_KEY ? 0 : kl, kl != NO_KEY, val,
-                     vl, out_err) != SL_OK)
+  for (uint32_t i = 0; i < n; i++) {
+    sl__klog_rec_t r;
+    rec = sl__kafka_eos_log_record(rec, &r);
+    if (slot_produce(sl, r.part, r.key, r.klen, r.has_key, r.val, r.vlen,
+                     out_err) != SL_OK)
       return TXN_ABORT;
   }
   if (slot_flush(sl, out_err) != SL_OK) return TXN_ABORT;
@@ -657,7 +665,7 @@ static int committer_commit(void *cm, uint64_t ckpt, uint32_t origin,
   keos_committer_t *c = cm;
   uint32_t k, n;
   const uint8_t *rec;
-  if (log_parse(bytes, len, &k, &n, &rec) != SL_OK) {
+  if (sl__kafka_eos_log_parse(bytes, len, &k, &n, &rec) != SL_OK) {
     *st = SL_COMMIT_FATAL;
     return sl_error_set(out_err, SL_CORRUPT("malformed kafka committable"),
                         "kafka sink: the committable of checkpoint %llu "

@@ -71,6 +71,22 @@ int sl__ksink_partitions(const sl__ksink_t *s, rd_kafka_t *rk,
 void sl__ksink_log_quiet(const rd_kafka_t *rk, int level, const char *fac,
                          const char *buf);
 
+/* The exactly-once sink's committable (its replay log): "K", version 1,
+ * u32 slot, u32 records, then per record u32 key length (UINT32_MAX: no
+ * key), key, u32 value length, value, i32 partition (-1: the
+ * partitioner's), little-endian.  log_parse checks every bound (SL_OK or
+ * SL_ECORRUPT); log_record then reads one record and returns the next. */
+typedef struct sl__klog_rec_s {
+  bool has_key;
+  const uint8_t *key, *val;
+  uint32_t klen, vlen;
+  int32_t part;
+} sl__klog_rec_t;
+int sl__kafka_eos_log_parse(const uint8_t *b, size_t len, uint32_t *out_k,
+                            uint32_t *out_n, const uint8_t **out_rec);
+const uint8_t *sl__kafka_eos_log_record(const uint8_t *rec,
+                                        sl__klog_rec_t *r);
+
 /* The exactly-once sink's vtable (kafka_sink_eos.c). */
 extern const sl_sink_vt_t sl__kafka_eos_vt;
 void sl__ksink_destroy(void *ctx);
