@@ -1132,9 +1132,9 @@ static void *run_job_thread(void *arg) {
  * transaction for exceeding transaction.timeout.ms (seen as the last
  * stable offset reaching the high watermark over the epoch's records).
  * Released, commit_transaction fails (the broker bumped the producer
- * epoch); the sink starts a new producer on the id, finds the marker
- * below 1 and writes the epoch again from its replay log: every row
- * exactly once. */
+ * epoch); the sink answers RESTART, the task restarts from checkpoint 1,
+ * and the restore finds the marker below 1 and writes the epoch again
+ * from its replay log, before any later epoch: every row exactly once. */
 SL_TEST(eo_transaction_expired_by_the_broker_is_resent) {
   SL_ASSERT_TRUE(sl_inject_is_enabled());
   const char *extra[] = {
@@ -1177,6 +1177,9 @@ SL_TEST(eo_transaction_expired_by_the_broker_is_resent) {
   snprintf(ckdir, sizeof(ckdir), "%s/ckpt", sl_test_dir());
   cfg.checkpoint.dir = ckdir;
   cfg.checkpoint.interval_ms = 200;
+  cfg.restart.kind = SL_RESTART_FIXED_DELAY;
+  cfg.restart.max_attempts = 3;
+  cfg.restart.delay_ms = 10;
   sl_job_t *job;
   SL_ASSERT_OK(sl_job_create(&cfg, &job, NULL));
   sl_stream_t *st = sl_job_source(job, "gen", svt, sctx, schema);
