@@ -1,0 +1,637 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The binlog transport (src/connectors/mariadb/binlog_reader.c) and
+ * sluice's own event decoder (binlog_decode.c) against a real MariaDB
+ * 10.11: the test writes rows of every common column type, updates,
+ * deletes, DDL and a multi-statement transaction, reads the binlog from the
+ * GTID position it took before, decodes it, and checks every decoded value
+ * against the values its own SQL wrote (never against the decoder).  Then
+ * every prefix of every event read is fed to the decoder, which must reject
+ * it with a message that names the event.  Groundwork of the mariadb-cdc
+ * source; docs/cdc-mariadb.md "Binlog decoding".
+ *
+ * SL_BINLOG_CAPTURE_DIR=<dir> writes the streams read into <dir> in the
+ * fuzz target's input format (tests/fuzz/fuzz_binlog_event.c), which is how
+ * tests/fuzz/corpus/binlog_event/ was made.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "connectors/mariadb/binlog_decode.h"
+#include "connectors/mariadb/binlog_reader.h"
+#include "sl_servers.h"
+#include "sl_test.h"
+
+/* ------------------------------------------------------------------ */
+/* Helpers. */
+
+static sl_server_t *start_maria(const char *row_metadata) {
+  sl_server_opts_t o;
+  sl_server_opts_init(&o, SL_SERVER_MARIADB);
+  char set[64];
+  snprintf(set, sizeof(set), "binlog-row-metadata=%s", row_metadata);
+  const char *extra[] = {set, NULL};
+  o.extra_settings = extra;
+  sl_server_t *srv = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_server_start(&o, &srv, &err), err);
+  return srv;
+}
+
+static MYSQL *direct(const sl_server_t *srv) {
+  MYSQL *m = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_my_connect(srv, sl_server_port(srv), &m, &err), err);
+  SL_ASSERT_OK(sl_my_exec(m, "USE sluice", NULL, NULL));
+  SL_ASSERT_OK(sl_my_exec(m, "SET time_zone = '+00:00'", NULL, NULL));
+  return m;
+}
+
+static void my_ok(MYSQL *m, const char *sql) {
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_my_exec(m, sql, NULL, &err), err);
+}
+
+static char *gtid_pos(MYSQL *m) {
+  char *s = NULL;
+  sl_error_t *err = NULL;
+  int rc = sl_my_query_text(m, "SELECT @@gtid_binlog_pos", &s, &err);
+  if (rc == SL_ENOTFOUND) return sl_strdup("");
+  SL_ASSERT_OK_E(rc, err);
+  return s;
+}
+
+/* The raw events of one stream, copied. */
+typedef struct {
+  uint8_t **ev;
+  size_t *len;
+  size_t n, cap;
+  sl_binlog_checksum_t checksum;
+} stream_t;
+
+static void stream_free(stream_t *s) {
+  for (size_t i = 0; i < s->n; i++) free(s->ev[i]);
+  free(s->ev);
+  free(s->len);
+}
+
+/* Reads the binlog after gtid to its end (non-blocking dump). */
+static stream_t read_stream(const sl_server_t *srv, const char *gtid) {
+  sl_binlog_reader_opts_t o = {.host = "127.0.0.1",
+                               .port = sl_server_port(srv),
+                               .user = "root",
+                               .server_id = 4242,
+                               .gtid_start = gtid,
+                               .is_non_blocking = true};
+  sl_binlog_reader_t *r = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__binlog_reader_open(&o, &r, &err), err);
+  stream_t s = {.checksum = sl__binlog_reader_checksum(r)};
+  for (;;) {
+    const uint8_t *p;
+    size_t len;
+    int rc = sl__binlog_reader_next(r, &p, &len, &err);
+    if (rc == SL_ENOTFOUND) break;
+    SL_ASSERT_OK_E(rc, err);
+    if (s.n == s.cap) {
+      s.cap = s.cap ? s.cap * 2 : 64;
+      s.ev = realloc(s.ev, s.cap * sizeof(*s.ev));
+      s.len = realloc(s.len, s.cap * sizeof(*s.len));
+      SL_ASSERT_TRUE(s.ev != NULL && s.len != NULL);
+    }
+    s.ev[s.n] = malloc(len);
+    SL_ASSERT_TRUE(s.ev[s.n] != NULL);
+    memcpy(s.ev[s.n], p, len);
+    s.len[s.n++] = len;
+  }
+  sl__binlog_reader_close(r);
+  return s;
+}
+
+/* The fuzz target's format: byte 0 the checksum, then per event a 4-byte
+ * little-endian length and the bytes.  Events [from, to) plus, first, the
+ * FORMAT_DESCRIPTION and the TABLE_MAPs before from (their state). */
+static void capture(const stream_t *s, size_t from, size_t to,
+                    const char *name) {
+  const char *dir = getenv("SL_BINLOG_CAPTURE_DIR");
+  if (dir == NULL) return;
+  char path[512];
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  SL_ASSERT_TRUE(f != NULL);
+  fputc((int)s->checksum, f);
+  for (size_t i = 0; i < to; i++) {
+    uint8_t t = s->len[i] > 4 ? s->ev[i][4] : 0;
+    if (i < from && t != SL_BLE_FORMAT_DESCRIPTION && t != SL_BLE_TABLE_MAP)
+      continue;
+    uint8_t l[4] = {(uint8_t)s->len[i], (uint8_t)(s->len[i] >> 8),
+                    (uint8_t)(s->len[i] >> 16), (uint8_t)(s->len[i] >> 24)};
+    fwrite(l, 1, 4, f);
+    fwrite(s->ev[i], 1, s->len[i], f);
+  }
+  SL_ASSERT_EQ_INT(fclose(f), 0);
+}
+
+/* One decoded row change, its values copied out as text for checks. */
+#define MAXC 48
+typedef struct {
+  char table[64];
+  uint8_t kind; /* 0 write, 1 update, 2 delete */
+  uint32_t n;
+  char *names[MAXC];
+  sl_binlog_value_t before[MAXC], after[MAXC];
+  sl_value_t sl_after[MAXC];
+  bool sl_ok[MAXC];
+  char *sl_str[MAXC];
+  uint32_t gtid_seq; /* of its transaction */
+} change_t;
+
+typedef struct {
+  change_t ch[64];
+  size_t n_ch;
+  char *queries[64];
+  size_t n_q;
+  uint64_t gtid_seqs[64];
+  size_t n_gtid;
+  size_t n_xid, n_fde, n_rotate, n_gtid_list, n_annotate;
+  size_t first_gtid_event; /* index of the first GTID event */
+} decoded_t;
+
+static char *dupn(const void *p, size_t n) {
+  char *s = malloc(n + 1);
+  SL_ASSERT_TRUE(s != NULL);
+  memcpy(s, p, n);
+  s[n] = 0;
+  return s;
+}
+
+static void decode_stream(const stream_t *s, decoded_t *out) {
+  memset(out, 0, sizeof(*out));
+  sl_binlog_decoder_t d;
+  sl__binlog_decoder_init(&d, s->checksum);
+  uint64_t seq = 0;
+  sl_bytes_t buf;
+  sl_bytes_init(&buf);
+  for (size_t i = 0; i < s->n; i++) {
+    sl_binlog_event_t ev;
+    sl_error_t *err = NULL;
+    SL_ASSERT_OK_E(sl__binlog_decode(&d, s->ev[i], s->len[i], &ev, &err),
+                   err);
+    switch (ev.type) {
+    case SL_BLE_FORMAT_DESCRIPTION:
+      out->n_fde++;
+      SL_ASSERT_EQ_INT(ev.u.fde.flavor, SL_BINLOG_FLAVOR_MARIADB);
+      SL_ASSERT_EQ_INT(ev.u.fde.checksum, SL_BINLOG_CHECKSUM_CRC32);
+      SL_ASSERT_TRUE(strncmp(ev.u.fde.server_version, "10.11.", 6) == 0);
+      break;
+    case SL_BLE_ROTATE:
+      out->n_rotate++;
+      /* MariaDB's files are binlog.NNNNNN (docs/testing-servers.md). */
+      SL_ASSERT_TRUE(ev.u.rotate.name.len == 13);
+      SL_ASSERT_TRUE(memcmp(ev.u.rotate.name.p, "binlog.", 7) == 0);
+      SL_ASSERT_EQ_STR(sl__binlog_decoder_file(&d), "binlog.000001");
+      break;
+    case SL_BLE_GTID_LIST:
+      out->n_gtid_list++;
+      break;
+    case SL_BLE_GTID:
+      if (out->n_gtid == 0) out->first_gtid_event = i;
+      SL_ASSERT_EQ_INT(ev.u.gtid.gtid.domain, 0);
+      SL_ASSERT_EQ_INT(ev.u.gtid.gtid.server_id, 1);
+      seq = ev.u.gtid.gtid.seq;
+      out->gtid_seqs[out->n_gtid++] = seq;
+      break;
+    case SL_BLE_XID:
+      out->n_xid++;
+      break;
+    case SL_BLE_ANNOTATE_ROWS:
+      out->n_annotate++;
+      break;
+    case SL_BLE_QUERY:
+      SL_ASSERT_TRUE(out->n_q < 64);
+      out->queries[out->n_q++] = dupn(ev.u.query.sql.p, ev.u.query.sql.len);
+      break;
+    case SL_BLE_WRITE_ROWS_V1:
+    case SL_BLE_UPDATE_ROWS_V1:
+    case SL_BLE_DELETE_ROWS_V1:
+    case SL_BLE_WRITE_ROWS_V2:
+    case SL_BLE_UPDATE_ROWS_V2:
+    case SL_BLE_DELETE_ROWS_V2: {
+      const sl_binlog_table_t *t = ev.u.rows.table;
+      sl_binlog_rows_iter_t it;
+      sl__binlog_rows_begin(&it, &ev);
+      for (;;) {
+        SL_ASSERT_TRUE(out->n_ch < 64);
+        change_t *c = &out->ch[out->n_ch];
+        memset(c, 0, sizeof(*c));
+        SL_ASSERT_TRUE(t->n_cols <= MAXC);
+        int rc = sl__binlog_rows_next(&d, &it, c->before, c->after, &err);
+        if (rc == SL_ENOTFOUND) break;
+        SL_ASSERT_OK_E(rc, err);
+        snprintf(c->table, sizeof(c->table), "%s", t->table);
+        c->kind = ev.u.rows.kind;
+        c->n = t->n_cols;
+        c->gtid_seq = (uint32_t)seq;
+        for (uint32_t k = 0; k < t->n_cols; k++) {
+          SL_ASSERT_TRUE(t->cols[k].name != NULL);
+          c->names[k] = strdup(t->cols[k].name);
+          /* And the sluice value of the after image (or before). */
+          const sl_binlog_value_t *v =
+              c->kind == 2 ? &c->before[k] : &c->after[k];
+          sl_type_t ty;
+          sl_error_t *e2 = NULL;
+          if (sl__binlog_col_sl_type(&t->cols[k], &ty, &e2) == SL_OK &&
+              sl__binlog_value_to_sl(&t->cols[k], v, ty, &buf,
+                                     &c->sl_after[k], &e2) == SL_OK) {
+            c->sl_ok[k] = true;
+            if ((ty.id == SL_TYPE_STRING || ty.id == SL_TYPE_BYTES) &&
+                !c->sl_after[k].is_null) {
+              c->sl_str[k] = dupn(c->sl_after[k].u.s.ptr,
+                                  c->sl_after[k].u.s.len);
+              c->sl_after[k].u.s.ptr = (const uint8_t *)c->sl_str[k];
+            }
+          }
+          sl_error_destroy(e2);
+        }
+        out->n_ch++;
+      }
+      break;
+    }
+    default:
+      break;
+    }
+  }
+  sl_bytes_close(&buf);
+  sl__binlog_decoder_close(&d);
+}
+
+static void decoded_free(decoded_t *dd) {
+  for (size_t i = 0; i < dd->n_ch; i++)
+    for (uint32_t k = 0; k < dd->ch[i].n; k++) {
+      free(dd->ch[i].names[k]);
+      free(dd->ch[i].sl_str[k]);
+    }
+  for (size_t i = 0; i < dd->n_q; i++) free(dd->queries[i]);
+}
+
+static int col_of(const change_t *c, const char *name) {
+  for (uint32_t k = 0; k < c->n; k++)
+    if (strcmp(c->names[k], name) == 0) return (int)k;
+  SL_TEST_FAIL("no column %s in %s", name, c->table);
+  return -1;
+}
+
+static const sl_binlog_value_t *av(const change_t *c, const char *name) {
+  return &c->after[col_of(c, name)];
+}
+static const sl_binlog_value_t *bv(const change_t *c, const char *name) {
+  return &c->before[col_of(c, name)];
+}
+static const sl_value_t *sv(const change_t *c, const char *name) {
+  int k = col_of(c, name);
+  if (!c->sl_ok[k]) SL_TEST_FAIL("column %s did not convert", name);
+  return &c->sl_after[k];
+}
+
+#define ASSERT_I(v, x)                                                   \
+  do {                                                                   \
+    SL_ASSERT_EQ_INT((v)->kind, SL_BV_INT);                              \
+    SL_ASSERT_TRUE(!(v)->is_unsigned);                                   \
+    SL_ASSERT_TRUE((v)->u.i == (int64_t)(x));                            \
+  } while (0)
+#define ASSERT_U(v, x)                                                   \
+  do {                                                                   \
+    SL_ASSERT_EQ_INT((v)->kind, SL_BV_INT);                              \
+    SL_ASSERT_TRUE((v)->is_unsigned);                                    \
+    SL_ASSERT_TRUE((v)->u.u == (uint64_t)(x));                           \
+  } while (0)
+#define ASSERT_S(v, str_)                                                \
+  do {                                                                   \
+    SL_ASSERT_EQ_INT((v)->kind, SL_BV_STRING);                           \
+    SL_ASSERT_EQ_INT((v)->u.s.len, sizeof(str_) - 1);                    \
+    SL_ASSERT_TRUE(memcmp((v)->u.s.p, str_, sizeof(str_) - 1) == 0);     \
+  } while (0)
+#define ASSERT_NULL(v) SL_ASSERT_EQ_INT((v)->kind, SL_BV_NULL)
+#define ASSERT_SL_STR(c, name, str_)                                     \
+  do {                                                                   \
+    const sl_value_t *sv_ = sv(c, name);                                 \
+    SL_ASSERT_TRUE(!sv_->is_null);                                       \
+    SL_ASSERT_EQ_INT(sv_->u.s.len, sizeof(str_) - 1);                    \
+    SL_ASSERT_TRUE(memcmp(sv_->u.s.ptr, str_, sizeof(str_) - 1) == 0);   \
+  } while (0)
+
+/* Every prefix of every event is refused with a message naming it, and a
+ * prefix whose header length and checksum are made to match it is either
+ * refused the same way or decodes (a QUERY cut inside its text is still a
+ * well-formed QUERY), and then its rows decode or are refused with a
+ * message; never a crash or a read out of bounds (ASan). */
+static void check_prefixes(const stream_t *s) {
+  sl_binlog_decoder_t d;
+  sl__binlog_decoder_init(&d, s->checksum);
+  size_t n_refused = 0, n_fixed_refused = 0;
+  sl_binlog_value_t *b = calloc(SL_BINLOG_MAX_COLUMNS, sizeof(*b));
+  sl_binlog_value_t *a = calloc(SL_BINLOG_MAX_COLUMNS, sizeof(*a));
+  SL_ASSERT_TRUE(a != NULL && b != NULL);
+  for (size_t i = 0; i < s->n; i++) {
+    char nb[32];
+    const char *name = sl__binlog_event_name(s->ev[i][4], nb, sizeof(nb));
+    for (size_t l = 0; l < s->len[i]; l++) {
+      /* An exact-size copy, so that ASan sees a read past the end. */
+      uint8_t *p = malloc(l ? l : 1);
+      SL_ASSERT_TRUE(p != NULL);
+      memcpy(p, s->ev[i], l);
+      sl_binlog_event_t ev;
+      sl_error_t *err = NULL;
+      int rc = sl__binlog_decode(&d, p, l, &ev, &err);
+      SL_ASSERT_TRUE(rc != SL_OK);
+      SL_ASSERT_TRUE(err != NULL);
+      if (l >= 19 && strstr(sl_error_message(err), name) == NULL)
+        SL_TEST_FAIL("event %zu prefix %zu: '%s' does not name %s", i, l,
+                     sl_error_message(err), name);
+      sl_error_destroy(err);
+      n_refused++;
+      /* The same prefix with a matching length and checksum. */
+      if (l >= 23 && s->ev[i][4] != SL_BLE_FORMAT_DESCRIPTION) {
+        p[9] = (uint8_t)l;
+        p[10] = (uint8_t)(l >> 8);
+        p[11] = (uint8_t)(l >> 16);
+        p[12] = (uint8_t)(l >> 24);
+        /* The decoder's own CRC32 is checked against captured events in
+         * decode_stream; here it only makes prefixes reach the fields. */
+        d.verify_checksum = false;
+        err = NULL;
+        rc = sl__binlog_decode(&d, p, l, &ev, &err);
+        d.verify_checksum = true;
+        if (rc != SL_OK) {
+          SL_ASSERT_TRUE(err != NULL);
+          SL_ASSERT_TRUE(strstr(sl_error_message(err), name) != NULL);
+          sl_error_destroy(err);
+          n_fixed_refused++;
+        } else if (ev.type >= SL_BLE_WRITE_ROWS_V1 &&
+                   ev.type <= SL_BLE_DELETE_ROWS_V2 &&
+                   ev.type != SL_BLE_INCIDENT &&
+                   ev.type != SL_BLE_HEARTBEAT &&
+                   ev.type != SL_BLE_IGNORABLE &&
+                   ev.type != SL_BLE_ROWS_QUERY) {
+          sl_binlog_rows_iter_t it;
+          sl__binlog_rows_begin(&it, &ev);
+          while ((rc = sl__binlog_rows_next(&d, &it, b, a, &err)) == SL_OK) {
+          }
+          if (rc != SL_ENOTFOUND) {
+            SL_ASSERT_TRUE(err != NULL);
+            SL_ASSERT_TRUE(strstr(sl_error_message(err), name) != NULL);
+            sl_error_destroy(err);
+            n_fixed_refused++;
+          }
+        }
+      }
+      free(p);
+    }
+    /* Then the whole event, which moves the decoder's state on. */
+    sl_binlog_event_t ev;
+    sl_error_t *err = NULL;
+    SL_ASSERT_OK_E(sl__binlog_decode(&d, s->ev[i], s->len[i], &ev, &err),
+                   err);
+  }
+  fprintf(stderr, "prefixes refused: %zu; with fixed lengths: %zu\n",
+          n_refused, n_fixed_refused);
+  SL_ASSERT_TRUE(n_fixed_refused > 100);
+  free(a);
+  free(b);
+  sl__binlog_decoder_close(&d);
+}
+
+/* ------------------------------------------------------------------ */
+
+#define TYPES_TABLE                                                          \
+  "CREATE TABLE t_types (id INT PRIMARY KEY, ti TINYINT, tu TINYINT "        \
+  "UNSIGNED, si SMALLINT, su SMALLINT UNSIGNED, mi MEDIUMINT, mu MEDIUMINT " \
+  "UNSIGNED, i INT, iu INT UNSIGNED, bi BIGINT, bu BIGINT UNSIGNED, "        \
+  "d1 DECIMAL(10,2), d2 DECIMAL(30,10), d3 DECIMAL(5,0), d4 DECIMAL(4,4), "  \
+  "f FLOAT, db DOUBLE, vc VARCHAR(20), vl VARCHAR(300), c CHAR(5), "         \
+  "tx TEXT, bl BLOB, vb VARBINARY(10), l1 VARCHAR(10) CHARACTER SET latin1, " \
+  "dt DATE, tm TIME(3), tm0 TIME, dtm DATETIME(6), dt0 DATETIME, "           \
+  "ts TIMESTAMP(2) NULL, y YEAR, yu INT UNSIGNED, b BIT(10), e ENUM('red','green','blue'), "  \
+  "st SET('a','b','c','d'), j JSON, n INT, nu INT UNSIGNED) "          \
+  "DEFAULT CHARSET=utf8mb4"
+
+SL_TEST(types_from_gtid) {
+  sl_server_t *srv = start_maria("FULL");
+  MYSQL *m = direct(srv);
+  my_ok(m, TYPES_TABLE);
+  my_ok(m, "CREATE TABLE t2 (k INT PRIMARY KEY, v VARCHAR(10))");
+  char *start = gtid_pos(m);
+  /* Row 1: the extremes; row 2: zeros and NULLs. */
+  my_ok(m,
+        "INSERT INTO t_types VALUES (1, -128, 255, -32768, 65535, -8388608, "
+        "16777215, -2147483648, 4294967295, -9223372036854775808, "
+        "18446744073709551615, -12345678.91, "
+        "'12345678901234567890.0123456789', 99999, -0.0001, 1.5, -2.25e100, "
+        "'h\xc3\xa9llo', REPEAT('x', 300), 'ab', 'some text', X'00FF10', "
+        "X'0102', 'caf\xc3\xa9', '2024-02-29', '-838:59:58.123', '12:34:56', "
+        "'2023-12-31 23:59:59.999999', '1000-01-01 00:00:00', "
+        "'2038-01-19 03:14:07.99', 2155, 3000000000, b'1010101010', 'green', "
+        "'a,d', "
+        "'{\"k\": [1, 2]}', NULL, 4000000000)");
+  my_ok(m,
+        "INSERT INTO t_types (id, ti, tu, i, bu, d1, d2, vc, c, dt, tm, dtm, "
+        "y, b, e, st) VALUES (2, 0, 0, 0, 0, 0, 0, '', '', '1970-01-01', "
+        "'00:00:00', '1970-01-01 00:00:00', 0, b'0', 'red', '')");
+  my_ok(m, "UPDATE t_types SET i = i + 1, vc = 'upd' WHERE id = 1");
+  my_ok(m, "DELETE FROM t_types WHERE id = 2");
+  my_ok(m, "ALTER TABLE t2 ADD COLUMN extra INT DEFAULT 7");
+  my_ok(m, "BEGIN");
+  my_ok(m, "INSERT INTO t2 (k, v) VALUES (10, 'a'), (11, 'b')");
+  my_ok(m, "UPDATE t2 SET v = 'c' WHERE k = 10");
+  my_ok(m, "DELETE FROM t2 WHERE k = 11");
+  my_ok(m, "COMMIT");
+
+  stream_t s = read_stream(srv, start);
+  SL_ASSERT_EQ_INT(s.checksum, SL_BINLOG_CHECKSUM_CRC32);
+  capture(&s, 0, s.n, "stream-types");
+  decoded_t dd;
+  decode_stream(&s, &dd);
+  if (getenv("SL_BINLOG_CAPTURE_DIR") != NULL) {
+    /* One file per transaction, after its state (FDE, TABLE_MAPs). */
+    size_t from = dd.first_gtid_event, k = 0;
+    for (size_t i = from + 1; i <= s.n; i++) {
+      if (i == s.n || (s.len[i] > 4 && s.ev[i][4] == SL_BLE_GTID)) {
+        char name[32];
+        snprintf(name, sizeof(name), "txn-%zu", k++);
+        capture(&s, from, i, name);
+        from = i;
+      }
+    }
+  }
+
+  /* Six transactions after the start: 2 inserts, update, delete, the DDL
+   * and the multi-statement one, in GTID order after the start. */
+  int64_t start_seq = 0;
+  const char *dash = strrchr(start, '-');
+  if (dash != NULL) start_seq = strtoll(dash + 1, NULL, 10);
+  SL_ASSERT_EQ_INT(dd.n_gtid, 6);
+  for (size_t i = 0; i < dd.n_gtid; i++)
+    SL_ASSERT_EQ_INT(dd.gtid_seqs[i], start_seq + 1 + (int64_t)i);
+  SL_ASSERT_EQ_INT(dd.n_xid, 5);
+  SL_ASSERT_TRUE(dd.n_fde >= 1);
+  SL_ASSERT_TRUE(dd.n_rotate >= 1);
+  SL_ASSERT_TRUE(dd.n_gtid_list >= 1);
+  SL_ASSERT_EQ_INT(dd.n_annotate, 7); /* one per row statement */
+  /* The DDL is a QUERY, with its text as written. */
+  bool seen_ddl = false;
+  for (size_t i = 0; i < dd.n_q; i++)
+    if (strcmp(dd.queries[i],
+               "ALTER TABLE t2 ADD COLUMN extra INT DEFAULT 7") == 0)
+      seen_ddl = true;
+  SL_ASSERT_TRUE(seen_ddl);
+
+  /* Changes: W1, W2, U1, D2, then W10, W11, U10, D11. */
+  SL_ASSERT_EQ_INT(dd.n_ch, 8);
+  change_t *w1 = &dd.ch[0], *w2 = &dd.ch[1], *u1 = &dd.ch[2], *d2 = &dd.ch[3];
+  SL_ASSERT_EQ_STR(w1->table, "t_types");
+  SL_ASSERT_EQ_INT(w1->kind, 0);
+  SL_ASSERT_EQ_INT(w2->kind, 0);
+  SL_ASSERT_EQ_INT(u1->kind, 1);
+  SL_ASSERT_EQ_INT(d2->kind, 2);
+  SL_ASSERT_EQ_INT(av(w1, "id")->kind, SL_BV_INT);
+  ASSERT_I(av(w1, "id"), 1);
+  ASSERT_I(av(w1, "ti"), -128);
+  ASSERT_U(av(w1, "tu"), 255);
+  ASSERT_I(av(w1, "si"), -32768);
+  ASSERT_U(av(w1, "su"), 65535);
+  ASSERT_I(av(w1, "mi"), -8388608);
+  ASSERT_U(av(w1, "mu"), 16777215);
+  ASSERT_I(av(w1, "i"), INT32_MIN);
+  ASSERT_U(av(w1, "iu"), 4294967295u);
+  ASSERT_I(av(w1, "bi"), INT64_MIN);
+  ASSERT_U(av(w1, "bu"), UINT64_MAX);
+  SL_ASSERT_EQ_STR(av(w1, "d1")->dec, "-12345678.91");
+  SL_ASSERT_EQ_STR(av(w1, "d2")->dec, "12345678901234567890.0123456789");
+  SL_ASSERT_EQ_STR(av(w1, "d3")->dec, "99999");
+  SL_ASSERT_EQ_STR(av(w1, "d4")->dec, "-0.0001");
+  SL_ASSERT_EQ_INT(av(w1, "f")->kind, SL_BV_DOUBLE);
+  SL_ASSERT_TRUE(av(w1, "f")->u.f == 1.5);
+  SL_ASSERT_TRUE(av(w1, "db")->u.f == -2.25e100);
+  ASSERT_S(av(w1, "vc"), "h\xc3\xa9llo");
+  SL_ASSERT_EQ_INT(av(w1, "vl")->u.s.len, 300);
+  ASSERT_S(av(w1, "c"), "ab");
+  ASSERT_S(av(w1, "tx"), "some text");
+  ASSERT_S(av(w1, "bl"), "\x00\xff\x10");
+  ASSERT_S(av(w1, "vb"), "\x01\x02");
+  ASSERT_S(av(w1, "l1"), "caf\xe9"); /* latin1 bytes in the binlog */
+  const sl_binlog_value_t *v = av(w1, "dt");
+  SL_ASSERT_EQ_INT(v->kind, SL_BV_DATE);
+  SL_ASSERT_EQ_INT(v->t.year, 2024);
+  SL_ASSERT_EQ_INT(v->t.month, 2);
+  SL_ASSERT_EQ_INT(v->t.day, 29);
+  v = av(w1, "tm");
+  SL_ASSERT_EQ_INT(v->kind, SL_BV_TIME);
+  SL_ASSERT_TRUE(v->t.is_negative);
+  SL_ASSERT_EQ_INT(v->t.hour, 838);
+  SL_ASSERT_EQ_INT(v->t.minute, 59);
+  SL_ASSERT_EQ_INT(v->t.second, 58);
+  SL_ASSERT_EQ_INT(v->t.usec, 123000);
+  v = av(w1, "tm0");
+  SL_ASSERT_TRUE(!v->t.is_negative);
+  SL_ASSERT_EQ_INT(v->t.hour, 12);
+  SL_ASSERT_EQ_INT(v->t.minute, 34);
+  SL_ASSERT_EQ_INT(v->t.second, 56);
+  v = av(w1, "dtm");
+  SL_ASSERT_EQ_INT(v->kind, SL_BV_DATETIME);
+  SL_ASSERT_EQ_INT(v->t.year, 2023);
+  SL_ASSERT_EQ_INT(v->t.month, 12);
+  SL_ASSERT_EQ_INT(v->t.day, 31);
+  SL_ASSERT_EQ_INT(v->t.hour, 23);
+  SL_ASSERT_EQ_INT(v->t.minute, 59);
+  SL_ASSERT_EQ_INT(v->t.second, 59);
+  SL_ASSERT_EQ_INT(v->t.usec, 999999);
+  v = av(w1, "dt0");
+  SL_ASSERT_EQ_INT(v->t.year, 1000);
+  SL_ASSERT_EQ_INT(v->t.month, 1);
+  SL_ASSERT_EQ_INT(v->t.day, 1);
+  v = av(w1, "ts");
+  SL_ASSERT_EQ_INT(v->kind, SL_BV_TIMESTAMP);
+  SL_ASSERT_EQ_INT(v->u.ts.sec, 2147483647);
+  SL_ASSERT_EQ_INT(v->u.ts.usec, 990000);
+  SL_ASSERT_EQ_INT(av(w1, "y")->kind, SL_BV_YEAR);
+  SL_ASSERT_EQ_INT(av(w1, "y")->u.i, 2155);
+  SL_ASSERT_EQ_INT(av(w1, "b")->kind, SL_BV_BIT);
+  SL_ASSERT_EQ_INT(av(w1, "b")->u.u, 0x2AA);
+  SL_ASSERT_EQ_INT(av(w1, "e")->kind, SL_BV_ENUM);
+  SL_ASSERT_EQ_INT(av(w1, "e")->u.u, 2);
+  SL_ASSERT_EQ_INT(av(w1, "st")->kind, SL_BV_SET);
+  SL_ASSERT_EQ_INT(av(w1, "st")->u.u, 9); /* a and d */
+  ASSERT_S(av(w1, "j"), "{\"k\": [1, 2]}"); /* MariaDB JSON is text */
+  ASSERT_NULL(av(w1, "n"));
+  /* After YEAR and BIT: the signedness bits count numeric columns only. */
+  ASSERT_U(av(w1, "yu"), 3000000000u);
+  ASSERT_U(av(w1, "nu"), 4000000000u);
+  /* The same row as sluice values (docs/cdc-mariadb.md's table). */
+  SL_ASSERT_EQ_INT(sv(w1, "ti")->u.i, -128);
+  SL_ASSERT_EQ_INT(sv(w1, "iu")->u.i, 4294967295LL);
+  SL_ASSERT_TRUE(!w1->sl_ok[col_of(w1, "bu")]); /* above int64 */
+  SL_ASSERT_EQ_INT(sv(w1, "d1")->type, SL_TYPE_DECIMAL);
+  SL_ASSERT_EQ_INT(sv(w1, "d1")->u.i, -1234567891);
+  SL_ASSERT_EQ_INT(sv(w1, "d1")->scale, 2);
+  ASSERT_SL_STR(w1, "d2", "12345678901234567890.0123456789");
+  ASSERT_SL_STR(w1, "vc", "h\xc3\xa9llo");
+  ASSERT_SL_STR(w1, "l1", "caf\xc3\xa9"); /* latin1 -> UTF-8 */
+  ASSERT_SL_STR(w1, "e", "green");
+  ASSERT_SL_STR(w1, "st", "a,d");
+  SL_ASSERT_EQ_INT(sv(w1, "bl")->type, SL_TYPE_BYTES);
+  SL_ASSERT_EQ_INT(sv(w1, "dt")->u.i, 1709164800LL * 1000000);
+  SL_ASSERT_EQ_INT(sv(w1, "dtm")->u.i, 1704067199999999LL);
+  SL_ASSERT_EQ_INT(sv(w1, "ts")->u.i, 2147483647990000LL);
+  SL_ASSERT_EQ_INT(sv(w1, "tm")->u.i,
+                   -((838LL * 3600 + 59 * 60 + 58) * 1000000 + 123000));
+  SL_ASSERT_TRUE(sv(w1, "n")->is_null);
+  /* Row 2: zeros, the empty string, NULLs where nothing was written. */
+  ASSERT_I(av(w2, "id"), 2);
+  ASSERT_I(av(w2, "ti"), 0);
+  SL_ASSERT_EQ_STR(av(w2, "d1")->dec, "0.00");
+  SL_ASSERT_EQ_STR(av(w2, "d2")->dec, "0.0000000000");
+  ASSERT_S(av(w2, "vc"), "");
+  ASSERT_NULL(av(w2, "si"));
+  ASSERT_NULL(av(w2, "tx"));
+  ASSERT_NULL(av(w2, "j"));
+  SL_ASSERT_EQ_INT(av(w2, "y")->u.i, 0);
+  SL_ASSERT_EQ_INT(av(w2, "b")->u.u, 0);
+  SL_ASSERT_EQ_INT(av(w2, "st")->u.u, 0);
+  SL_ASSERT_EQ_INT(sv(w2, "dt")->u.i, 0);
+  /* The update: the full before and after images (binlog_row_image). */
+  ASSERT_I(bv(u1, "i"), INT32_MIN);
+  ASSERT_I(av(u1, "i"), INT32_MIN + 1);
+  ASSERT_S(bv(u1, "vc"), "h\xc3\xa9llo");
+  ASSERT_S(av(u1, "vc"), "upd");
+  ASSERT_U(bv(u1, "bu"), UINT64_MAX);
+  ASSERT_U(av(u1, "bu"), UINT64_MAX);
+  /* The delete: the before image only. */
+  ASSERT_I(bv(d2, "id"), 2);
+  SL_ASSERT_EQ_INT(av(d2, "id")->kind, SL_BV_ABSENT);
+  /* The multi-statement transaction: one GTID, in order. */
+  change_t *c = &dd.ch[4];
+  SL_ASSERT_EQ_STR(c[0].table, "t2");
+  SL_ASSERT_EQ_INT(c[0].gtid_seq, c[3].gtid_seq);
+  SL_ASSERT_EQ_INT(c[0].kind, 0);
+  ASSERT_I(av(&c[0], "k"), 10);
+  ASSERT_S(av(&c[0], "v"), "a");
+  ASSERT_I(av(&c[0], "extra"), 7);
+  SL_ASSERT_EQ_INT(c[1].kind, 0);
+  ASSERT_I(av(&c[1], "k"), 11);
+  SL_ASSERT_EQ_INT(c[2].kind, 1);
+  ASSERT_S(bv(&c[2], "v"), "a");
+  ASSERT_S(av(&c[2], "v"), "c");
+  SL_ASSERT_EQ_INT(c[3].kind, 2);
+  ASSERT_I(bv(&c[3], "k"), 11);
+  ASSERT_S(bv(&c[3], "v"), "b");
+
+  check_prefixes(&s);
+  decoded_free(&dd);
+  stream_free(&s);
+  free(start);
+  mysql_close(m);
+  sl_server_destroy(srv);
+}
