@@ -328,7 +328,17 @@ static int decode_fde(sl_binlog_decoder_t *d, sl_binlog_cur_t *c,
   ev->u.fde.flavor = strstr(ev->u.fde.server_version, "MariaDB") != NULL
                          ? SL_BINLOG_FLAVOR_MARIADB
                          : SL_BINLOG_FLAVOR_MYSQL;
-  /* Apply: the lengths (type i at index i-1), then the algorithm. */
+  if (alg == 1 && d->verify_checksum) {
+    uint32_t want = sl__le32(c->p + total - 4);
+    uint32_t got = sl__binlog_crc32(c->p, total - 4);
+    if (want != got)
+      return sl__binlog_fail(c, SL_ECORRUPT, out_err,
+                             "checksum mismatch (CRC32 0x%08" PRIx32
+                             " in the event, 0x%08" PRIx32 " computed)",
+                             want, got);
+  }
+  /* Checked: apply the lengths (type i at index i-1), then the
+   * algorithm.  A refused event leaves the decoder as it was. */
   memset(d->post_len, 0, sizeof(d->post_len));
   for (size_t i = 0; i < n_types && i < 255; i++)
     d->post_len[i + 1] = c->p[c->off + i];
@@ -405,17 +415,7 @@ int sl__binlog_decode(sl_binlog_decoder_t *d, const uint8_t *data,
   switch (ev->type) {
   case SL_BLE_FORMAT_DESCRIPTION: {
     c.end = len;
-    if ((rc = decode_fde(d, &c, ev, len, out_err)) != SL_OK) return rc;
-    if (ev->u.fde.checksum == SL_BINLOG_CHECKSUM_CRC32) {
-      uint32_t want = sl__le32(data + len - 4);
-      uint32_t got = sl__binlog_crc32(data, len - 4);
-      if (d->verify_checksum && want != got)
-        return sl__binlog_fail(&c, SL_ECORRUPT, out_err,
-                               "checksum mismatch (CRC32 0x%08" PRIx32
-                               " in the event, 0x%08" PRIx32 " computed)",
-                               want, got);
-    }
-    return SL_OK;
+    return decode_fde(d, &c, ev, len, out_err);
   }
   case SL_BLE_ROTATE: {
     /* Position (8 bytes), then the name up to the end of the event less

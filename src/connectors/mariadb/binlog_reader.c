@@ -156,7 +156,9 @@ int sl__binlog_reader_next(sl_binlog_reader_t *r, const uint8_t **out_data,
                            size_t *out_len, sl_error_t **out_err) {
   if (r->is_eof) return SL_ENOTFOUND;
   unsigned long len = mysql_net_read_packet(r->mysql);
-  if (len == (unsigned long)-1 || len == 0) {
+  /* packet_error is (unsigned int)-1, not (unsigned long)-1: comparing
+   * with the latter takes an ERR packet for an event. */
+  if (len == packet_error || len == 0) {
     r->last_errno = mysql_errno(r->mysql);
     return sl_error_set(out_err, SL_EIO,
                         "binlog reader %s: reading the binlog stream: error "
@@ -168,6 +170,15 @@ int sl__binlog_reader_next(sl_binlog_reader_t *r, const uint8_t **out_data,
   if (p[0] == 0xFE && len < 9) {
     r->is_eof = true;
     return SL_ENOTFOUND;
+  }
+  if (p[0] == 0xFF && len >= 3) {
+    /* An ERR packet the library did not report (it does; defensive). */
+    r->last_errno = (unsigned)(p[1] | (p[2] << 8));
+    int ml = (int)(len > 9 && p[3] == '#' ? len - 9 : len - 3);
+    const char *mp = (const char *)(len > 9 && p[3] == '#' ? p + 9 : p + 3);
+    return sl_error_set(out_err, SL_EIO,
+                        "binlog reader %s: reading the binlog stream: error "
+                        "%u: %.*s", r->where, r->last_errno, ml, mp);
   }
   if (p[0] != 0x00) {
     r->last_errno = 0;
