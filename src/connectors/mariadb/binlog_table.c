@@ -346,6 +346,11 @@ static int read_optional(sl_binlog_cur_t *c, sl_binlog_table_t *t,
         t->cols[i].has_sign = true;
         k++;
       }
+      if (l != (k + 7) / 8)
+        return sl__binlog_fail(&f, SL_ECORRUPT, out_err,
+                               "%s (signedness): %" PRIu64 " bytes for %u "
+                               "numeric columns", field, l, k);
+      f.off = f.end;
       break;
     }
     case OM_DEFAULT_CHARSET:
@@ -420,6 +425,10 @@ static int read_optional(sl_binlog_cur_t *c, sl_binlog_table_t *t,
       break;
     }
     if (rc != SL_OK) return rc;
+    if (f.off != f.end)
+      return sl__binlog_fail(&f, SL_ECORRUPT, out_err,
+                             "%s: %zu bytes left over", field,
+                             f.end - f.off);
   }
   return SL_OK;
 }
