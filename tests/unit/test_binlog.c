@@ -407,6 +407,25 @@ SL_TEST(malformed_events) {
                         "invalid date/time fields in column 0 (DATE) of row "
                         "0's after image (2024-13-01") != NULL);
   sl_error_destroy(err);
+  err = NULL;
+  /* An update whose images have no columns: each row would take no
+   * bytes and the iterator would never end (found by the fuzzer). */
+  eb_begin(&e, SL_BLE_UPDATE_ROWS_V1);
+  eb_le(&e, 6, 6);
+  eb_le(&e, 0, 2);
+  eb_u8(&e, 1);
+  eb_u8(&e, 0); /* before: no columns */
+  eb_u8(&e, 0); /* after: no columns */
+  eb_u8(&e, 0); /* a byte of "rows" */
+  n = eb_end(&e);
+  decode_ok(&d, &e, n, &ev);
+  sl__binlog_rows_begin(&it, &ev);
+  SL_ASSERT_EQ_INT(sl__binlog_rows_next(&d, &it, b, a, &err), SL_ECORRUPT);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err),
+                        "UPDATE_ROWS_V1 event at ?:") != NULL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err),
+                        "row 0 has no columns in its image") != NULL);
+  sl_error_destroy(err);
   sl__binlog_decoder_close(&d);
 }
 

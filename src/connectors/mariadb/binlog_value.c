@@ -480,6 +480,12 @@ int sl__binlog_rows_next(const sl_binlog_decoder_t *d,
     rc = decode_image(&c, ev, ev->u.rows.present_after, it->index, "after",
                       after, out_err);
   if (rc != SL_OK) return rc;
+  /* A row of no columns takes no bytes: the iterator would never reach
+   * the end.  Servers always log at least one column per image. */
+  if (c.off == it->off)
+    return sl__binlog_fail(&c, SL_ECORRUPT, out_err,
+                           "row %u has no columns in its image (its "
+                           "columns-present bitmap is empty)", it->index);
   it->off = (uint32_t)c.off;
   it->index++;
   return SL_OK;
