@@ -5,8 +5,9 @@
  * binlog_value.c, binlog_map.c).  An input is a stream: byte 0 holds the
  * checksum the stream starts with (bit 0: CRC32), whether the harness makes
  * each event's header length and CRC32 match its bytes (bit 1, so that
- * mutations reach the fields behind them) and whether the rest is a GTID
- * state text instead (bit 2); then per event a 4-byte little-endian length
+ * mutations reach the fields behind them), whether the rest is a GTID
+ * state text instead (bit 2) or a checkpointed position (bit 3, which
+ * must encode back to the same bytes); then per event a 4-byte little-endian length
  * and the bytes.  The corpus holds streams read from a real MariaDB 10.11
  * (tests/integration/test_binlog.c, SL_BINLOG_CAPTURE_DIR).  Every event
  * must decode or be refused with a message naming it; the rows of a decoded
@@ -96,6 +97,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t mode = data[0];
   if (mode & 4) {
     gtid_text(data + 1, size - 1);
+    return 0;
+  }
+  if (mode & 8) {
+    sl_binlog_pos_t pos;
+    sl_error_t *err = NULL;
+    if (sl__binlog_pos_decode(data + 1, size - 1, &pos, &err) == SL_OK) {
+      sl_bytes_t b;
+      sl_bytes_init(&b);
+      SL_FUZZ_CHECK(sl__binlog_pos_encode(&pos, &b) == SL_OK);
+      SL_FUZZ_CHECK(b.len == size - 1 && memcmp(b.data, data + 1, b.len) == 0);
+      sl_bytes_close(&b);
+    } else {
+      SL_FUZZ_CHECK(err != NULL && sl_error_message(err) != NULL);
+    }
+    sl_error_destroy(err);
     return 0;
   }
   static sl_binlog_value_t *b, *a;

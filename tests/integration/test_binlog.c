@@ -147,6 +147,12 @@ typedef struct {
   bool sl_ok[MAXC];
   char *sl_str[MAXC];
   uint32_t gtid_seq; /* of its transaction */
+  /* The image as a sluice row (sl__binlog_image_to_row). */
+  int row_rc;
+  char row_msg[512];
+  sl_schema_t *schema;
+  uint8_t *row;
+  uint32_t row_len;
 } change_t;
 
 typedef struct {
@@ -256,6 +262,29 @@ static void decode_stream(const stream_t *s, decoded_t *out) {
           }
           sl_error_destroy(e2);
         }
+        /* And the whole image as a sluice row. */
+        sl_error_t *e3 = NULL;
+        SL_ASSERT_OK_E(sl__binlog_table_schema(t, &c->schema, &e3), e3);
+        sl_row_builder_t rb;
+        SL_ASSERT_OK(sl_row_builder_init(&rb, c->schema));
+        sl_row_t row;
+        c->row_rc = sl__binlog_image_to_row(
+            t, c->kind == 2 ? c->before : c->after,
+            c->kind == 2 ? SL_ROW_DELETE : SL_ROW_INSERT, &rb, &buf, &row,
+            &e3);
+        if (c->row_rc == SL_OK) {
+          SL_ASSERT_OK(sl_row_validate(c->schema, row.data, row.len));
+          c->row = malloc(row.len);
+          SL_ASSERT_TRUE(c->row != NULL);
+          memcpy(c->row, row.data, row.len);
+          c->row_len = row.len;
+        } else {
+          SL_ASSERT_TRUE(e3 != NULL);
+          snprintf(c->row_msg, sizeof(c->row_msg), "%s",
+                   sl_error_message(e3));
+        }
+        sl_error_destroy(e3);
+        sl_row_builder_close(&rb);
         out->n_ch++;
       }
       break;
@@ -269,6 +298,10 @@ static void decode_stream(const stream_t *s, decoded_t *out) {
 }
 
 static void decoded_free(decoded_t *dd) {
+  for (size_t i = 0; i < dd->n_ch; i++) {
+    free(dd->ch[i].row);
+    sl_schema_unref(dd->ch[i].schema);
+  }
   for (size_t i = 0; i < dd->n_ch; i++)
     for (uint32_t k = 0; k < dd->ch[i].n; k++) {
       free(dd->ch[i].names[k]);
@@ -611,11 +644,53 @@ SL_TEST(types_from_gtid) {
   /* The delete: the before image only. */
   ASSERT_I(bv(d2, "id"), 2);
   SL_ASSERT_EQ_INT(av(d2, "id")->kind, SL_BV_ABSENT);
+  /* Whole images as sluice rows: row 1 holds a BIGINT UNSIGNED above the
+   * int64 range, so it is refused, naming table and column; row 2 and the
+   * t2 rows build, with the schema's names and types. */
+  SL_ASSERT_EQ_INT(w1->row_rc, SL_ETYPE);
+  SL_ASSERT_EQ_STR(w1->row_msg,
+                   "table sluice.t_types: column 'bu' (BIGINT): unsigned "
+                   "value above the int64 range");
+  SL_ASSERT_OK(w2->row_rc);
+  {
+    sl_row_t r;
+    sl_row_view(&r, w2->schema, w2->row, w2->row_len);
+    SL_ASSERT_EQ_INT(sl_row_kind(&r), SL_ROW_INSERT);
+    SL_ASSERT_EQ_INT(sl_schema_index(w2->schema, "bu"), col_of(w2, "bu"));
+    SL_ASSERT_EQ_INT(sl_row_get_i64(&r, (uint32_t)col_of(w2, "id")), 2);
+    SL_ASSERT_TRUE(sl_row_is_null(&r, (uint32_t)col_of(w2, "si")));
+    sl_slice_t e = sl_row_get_str(&r, (uint32_t)col_of(w2, "e"));
+    SL_ASSERT_TRUE(e.len == 3 && memcmp(e.ptr, "red", 3) == 0);
+    sl_slice_t st = sl_row_get_str(&r, (uint32_t)col_of(w2, "st"));
+    SL_ASSERT_EQ_INT(st.len, 0);
+    SL_ASSERT_EQ_INT(sl_schema_field(w2->schema,
+                                     (uint32_t)col_of(w2, "d1"))->type.id,
+                     SL_TYPE_DECIMAL);
+    SL_ASSERT_EQ_INT(sl_row_get_i64(&r, (uint32_t)col_of(w2, "d1")), 0);
+  }
+  SL_ASSERT_EQ_INT(d2->row_rc, SL_OK);
+  {
+    sl_row_t r;
+    sl_row_view(&r, d2->schema, d2->row, d2->row_len);
+    SL_ASSERT_EQ_INT(sl_row_kind(&r), SL_ROW_DELETE);
+  }
   /* The multi-statement transaction: one GTID, in order. */
   change_t *c = &dd.ch[4];
   SL_ASSERT_EQ_STR(c[0].table, "t2");
   SL_ASSERT_EQ_INT(c[0].gtid_seq, c[3].gtid_seq);
   SL_ASSERT_EQ_INT(c[0].kind, 0);
+  SL_ASSERT_OK(c[0].row_rc);
+  {
+    sl_row_t r;
+    sl_row_view(&r, c[0].schema, c[0].row, c[0].row_len);
+    SL_ASSERT_EQ_INT(sl_schema_n_fields(c[0].schema), 3);
+    SL_ASSERT_EQ_STR(sl_schema_field(c[0].schema, 1)->name, "v");
+    SL_ASSERT_TRUE(!sl_schema_field(c[0].schema, 0)->type.nullable);
+    SL_ASSERT_EQ_INT(sl_row_get_i64(&r, 0), 10);
+    sl_slice_t vs = sl_row_get_str(&r, 1);
+    SL_ASSERT_TRUE(vs.len == 1 && vs.ptr[0] == 'a');
+    SL_ASSERT_EQ_INT(sl_row_get_i64(&r, 2), 7);
+  }
   ASSERT_I(av(&c[0], "k"), 10);
   ASSERT_S(av(&c[0], "v"), "a");
   ASSERT_I(av(&c[0], "extra"), 7);

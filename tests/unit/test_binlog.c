@@ -726,3 +726,64 @@ SL_TEST(corpus_prefixes_refused) {
   }
   SL_ASSERT_TRUE(n_refused > 5000);
 }
+
+/* A position (GTID state, skip counts, file fallback) survives its
+ * codec; malformed bytes are refused with their reason. */
+SL_TEST(position_codec) {
+  sl_binlog_pos_t pos, back;
+  memset(&pos, 0, sizeof(pos));
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__binlog_gtid_state_parse("0-1-10,5-2-3", &pos.gtid,
+                                             &err), err);
+  pos.skip_events = 4;
+  pos.skip_rows = 9999;
+  snprintf(pos.file, sizeof(pos.file), "binlog.000007");
+  pos.offset = 123456;
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  SL_ASSERT_OK(sl__binlog_pos_encode(&pos, &b));
+  SL_ASSERT_EQ_INT(b.len, 2 + 2 * 16 + 16 + 2 + 13 + 8);
+  SL_ASSERT_OK_E(sl__binlog_pos_decode(b.data, b.len, &back, &err), err);
+  SL_ASSERT_EQ_INT(back.gtid.n, 2);
+  SL_ASSERT_EQ_INT(back.gtid.g[1].domain, 5);
+  SL_ASSERT_EQ_INT(back.gtid.g[1].seq, 3);
+  SL_ASSERT_EQ_INT(back.skip_events, 4);
+  SL_ASSERT_EQ_INT(back.skip_rows, 9999);
+  SL_ASSERT_EQ_STR(back.file, "binlog.000007");
+  SL_ASSERT_EQ_INT(back.offset, 123456);
+  /* Every truncation is refused. */
+  for (size_t l = 0; l < b.len; l++) {
+    SL_ASSERT_EQ_INT(sl__binlog_pos_decode(b.data, l, &back, &err),
+                     SL_ECORRUPT);
+    SL_ASSERT_TRUE(strstr(sl_error_message(err), "binlog position") !=
+                   NULL);
+    sl_error_destroy(err);
+    err = NULL;
+  }
+  /* Domains out of order, another version, bytes left over. */
+  uint8_t *p = b.data;
+  p[2] = 9; /* first domain 9 > second 5 */
+  SL_ASSERT_EQ_INT(sl__binlog_pos_decode(p, b.len, &back, &err),
+                   SL_ECORRUPT);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "binlog position: GTID domains not ascending (5 after "
+                   "9)");
+  sl_error_destroy(err);
+  err = NULL;
+  p[2] = 0;
+  p[0] = 2;
+  SL_ASSERT_EQ_INT(sl__binlog_pos_decode(p, b.len, &back, &err),
+                   SL_ECORRUPT);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "binlog position: version 2 (this sluice reads 1)");
+  sl_error_destroy(err);
+  err = NULL;
+  p[0] = 1;
+  SL_ASSERT_OK(sl_bytes_append(&b, "x", 1));
+  SL_ASSERT_EQ_INT(sl__binlog_pos_decode(b.data, b.len, &back, &err),
+                   SL_ECORRUPT);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "binlog position: 1 bytes left over");
+  sl_error_destroy(err);
+  sl_bytes_close(&b);
+}

@@ -850,3 +850,89 @@ int sl__binlog_gtid_state_update(sl_binlog_gtid_state_t *st,
   st->n++;
   return SL_OK;
 }
+
+/* ---------------------------------------------------------------- codec */
+
+int sl__binlog_pos_encode(const sl_binlog_pos_t *pos, sl_bytes_t *out) {
+  uint8_t h[2] = {SL_BINLOG_POS_VERSION, (uint8_t)pos->gtid.n};
+  size_t fl = strnlen(pos->file, sizeof(pos->file) - 1);
+  int rc = sl_bytes_append(out, h, 2);
+  for (uint32_t i = 0; rc == SL_OK && i < pos->gtid.n; i++) {
+    uint8_t g[16];
+    const sl_binlog_gtid_t *x = &pos->gtid.g[i];
+    for (int k = 0; k < 4; k++) {
+      g[k] = (uint8_t)(x->domain >> (8 * k));
+      g[4 + k] = (uint8_t)(x->server_id >> (8 * k));
+    }
+    for (int k = 0; k < 8; k++) g[8 + k] = (uint8_t)(x->seq >> (8 * k));
+    rc = sl_bytes_append(out, g, 16);
+  }
+  if (rc == SL_OK) rc = sl_bytes_append_u64le(out, pos->skip_events);
+  if (rc == SL_OK) rc = sl_bytes_append_u64le(out, pos->skip_rows);
+  uint8_t l[2] = {(uint8_t)fl, (uint8_t)(fl >> 8)};
+  if (rc == SL_OK) rc = sl_bytes_append(out, l, 2);
+  if (rc == SL_OK) rc = sl_bytes_append(out, pos->file, fl);
+  if (rc == SL_OK) rc = sl_bytes_append_u64le(out, pos->offset);
+  return rc;
+}
+
+int sl__binlog_pos_decode(const uint8_t *p, size_t len, sl_binlog_pos_t *out,
+                          sl_error_t **out_err) {
+  sl_binlog_pos_t pos;
+  memset(&pos, 0, sizeof(pos));
+  size_t o = 0;
+#define POS_NEED(n, what)                                                  \
+  do {                                                                     \
+    if (len - o < (size_t)(n))                                             \
+      return sl_error_set(out_err, SL_ECORRUPT,                            \
+                          "binlog position: truncated at %s (offset %zu "  \
+                          "of %zu)", what, o, len);                        \
+  } while (0)
+  POS_NEED(2, "the header");
+  if (p[0] != SL_BINLOG_POS_VERSION)
+    return sl_error_set(out_err, SL_ECORRUPT,
+                        "binlog position: version %u (this sluice reads %u)",
+                        p[0], SL_BINLOG_POS_VERSION);
+  pos.gtid.n = p[1];
+  o = 2;
+  if (pos.gtid.n > SL_BINLOG_MAX_DOMAINS)
+    return sl_error_set(out_err, SL_ECORRUPT,
+                        "binlog position: %u GTID domains (at most %u)",
+                        pos.gtid.n, SL_BINLOG_MAX_DOMAINS);
+  for (uint32_t i = 0; i < pos.gtid.n; i++) {
+    POS_NEED(16, "a GTID");
+    pos.gtid.g[i].domain = sl__le32(p + o);
+    pos.gtid.g[i].server_id = sl__le32(p + o + 4);
+    pos.gtid.g[i].seq = sl__le64(p + o + 8);
+    o += 16;
+    if (i > 0 && pos.gtid.g[i].domain <= pos.gtid.g[i - 1].domain)
+      return sl_error_set(out_err, SL_ECORRUPT,
+                          "binlog position: GTID domains not ascending "
+                          "(%u after %u)", pos.gtid.g[i].domain,
+                          pos.gtid.g[i - 1].domain);
+  }
+  POS_NEED(18, "the skip counts");
+  pos.skip_events = sl__le64(p + o);
+  pos.skip_rows = sl__le64(p + o + 8);
+  size_t fl = sl__le16(p + o + 16);
+  o += 18;
+  if (fl >= sizeof(pos.file))
+    return sl_error_set(out_err, SL_ECORRUPT,
+                        "binlog position: file name of %zu bytes (at most "
+                        "%zu)", fl, sizeof(pos.file) - 1);
+  POS_NEED(fl, "the file name");
+  if (memchr(p + o, 0, fl) != NULL)
+    return sl_error_set(out_err, SL_ECORRUPT,
+                        "binlog position: NUL byte in the file name");
+  memcpy(pos.file, p + o, fl);
+  o += fl;
+  POS_NEED(8, "the offset");
+  pos.offset = sl__le64(p + o);
+  o += 8;
+  if (o != len)
+    return sl_error_set(out_err, SL_ECORRUPT,
+                        "binlog position: %zu bytes left over", len - o);
+#undef POS_NEED
+  *out = pos;
+  return SL_OK;
+}

@@ -435,6 +435,29 @@ int sl__binlog_value_to_sl(const sl_binlog_col_t *col,
                            sl_bytes_t *buf, sl_value_t *out,
                            sl_error_t **out_err);
 
+/**
+ * @brief A sluice schema for a table: one field per column, named by the
+ * column (COLUMN_NAME metadata or the caller; "col<i>" when unknown),
+ * typed by sl__binlog_col_sl_type, nullable as the column.
+ * @return SL_OK; SL_ENOTSUP (a column without a sluice type, named);
+ * SL_ENOMEM.
+ * @ownership the caller unrefs *out_schema.
+ */
+int sl__binlog_table_schema(const sl_binlog_table_t *t,
+                            sl_schema_t **out_schema, sl_error_t **out_err);
+/**
+ * @brief Build a sluice row of kind from an image (values of t's columns,
+ * as sl__binlog_rows_next gives them) into b, a builder of a schema made by
+ * sl__binlog_table_schema(t).  A column absent from the image (a server
+ * with binlog_row_image other than FULL) is an error naming it.
+ * @return SL_OK; SL_ETYPE / SL_EINVAL with a message naming the table and
+ * the column; SL_ENOMEM.
+ */
+int sl__binlog_image_to_row(const sl_binlog_table_t *t,
+                            const sl_binlog_value_t *vals, sl_row_kind_t kind,
+                            sl_row_builder_t *b, sl_bytes_t *scratch,
+                            sl_row_t *out_row, sl_error_t **out_err);
+
 /* ------------------------------------------------------------------ */
 /* Positions */
 
@@ -473,5 +496,21 @@ typedef struct sl_binlog_pos_s {
   char file[512];
   uint64_t offset;
 } sl_binlog_pos_t;
+
+/*
+ * The position's bytes, for a checkpoint (version 1, little-endian):
+ * version u8, n_domains u8, n x (domain u32, server u32, seq u64),
+ * skip_events u64, skip_rows u64, file length u16, file, offset u64.
+ */
+#define SL_BINLOG_POS_VERSION 1
+/** @brief Append pos's bytes to out.  @return SL_OK or SL_ENOMEM. */
+int sl__binlog_pos_encode(const sl_binlog_pos_t *pos, sl_bytes_t *out);
+/**
+ * @brief Read a position written by sl__binlog_pos_encode.  Every length
+ * is checked; a wrong version, unsorted or repeated domains, a file name
+ * with a NUL or too long, or bytes left over are SL_ECORRUPT, named.
+ */
+int sl__binlog_pos_decode(const uint8_t *p, size_t len, sl_binlog_pos_t *out,
+                          sl_error_t **out_err);
 
 #endif

@@ -270,7 +270,8 @@ int sl__binlog_value_to_sl(const sl_binlog_col_t *col,
           return SL_ENOMEM;
       }
     }
-    out->u.s = (sl_slice_t){buf->data, (uint32_t)buf->len};
+    out->u.s = (sl_slice_t){buf->len ? buf->data : (const uint8_t *)"",
+                            (uint32_t)buf->len};
     return SL_OK;
   case SL_BV_STRING:
   case SL_BV_BLOBLIKE:
@@ -289,7 +290,8 @@ int sl__binlog_value_to_sl(const sl_binlog_col_t *col,
     case CS_LATIN1:
       if (latin1_to_utf8(v->u.s.p, v->u.s.len, buf) != SL_OK)
         return SL_ENOMEM;
-      out->u.s = (sl_slice_t){buf->data, (uint32_t)buf->len};
+      out->u.s = (sl_slice_t){buf->len ? buf->data : (const uint8_t *)"",
+                              (uint32_t)buf->len};
       return SL_OK;
     default:
       return bad(out_err, col, "character set not supported");
@@ -301,4 +303,77 @@ int sl__binlog_value_to_sl(const sl_binlog_col_t *col,
   snprintf(msg, sizeof(msg), "value kind %u does not convert to %s", v->kind,
            sl_type_name((sl_type_id_t)t.id));
   return bad(out_err, col, msg);
+}
+
+int sl__binlog_table_schema(const sl_binlog_table_t *t,
+                            sl_schema_t **out_schema, sl_error_t **out_err) {
+  if (t->n_cols > SL_SCHEMA_MAX_FIELDS)
+    return sl_error_set(out_err, SL_ENOTSUP,
+                        "table %s.%s: %u columns (sluice rows hold at most "
+                        "%u)", t->schema, t->table, t->n_cols,
+                        SL_SCHEMA_MAX_FIELDS);
+  sl_field_t *f = sl_calloc(t->n_cols, sizeof(*f));
+  char *names = sl_calloc(t->n_cols, 16);
+  int rc = SL_OK;
+  if (f == NULL || names == NULL) {
+    rc = sl_error_set(out_err, SL_ENOMEM, "binlog decoder: out of memory");
+    goto done;
+  }
+  for (uint32_t i = 0; i < t->n_cols; i++) {
+    if ((rc = sl__binlog_col_sl_type(&t->cols[i], &f[i].type, out_err)) !=
+        SL_OK) {
+      if (out_err != NULL && *out_err != NULL)
+        sl_error_prefix(*out_err, "table %s.%s", t->schema, t->table);
+      goto done;
+    }
+    if (t->cols[i].name != NULL) {
+      f[i].name = t->cols[i].name;
+    } else {
+      snprintf(names + 16 * i, 16, "col%u", i);
+      f[i].name = names + 16 * i;
+    }
+  }
+  rc = sl_schema_create(f, t->n_cols, out_schema, out_err);
+done:
+  sl_free(f);
+  sl_free(names);
+  return rc;
+}
+
+int sl__binlog_image_to_row(const sl_binlog_table_t *t,
+                            const sl_binlog_value_t *vals, sl_row_kind_t kind,
+                            sl_row_builder_t *b, sl_bytes_t *scratch,
+                            sl_row_t *out_row, sl_error_t **out_err) {
+  const sl_schema_t *schema = b->schema;
+  if (sl_schema_n_fields(schema) != t->n_cols)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "table %s.%s: %u columns, the row's schema has %u",
+                        t->schema, t->table, t->n_cols,
+                        sl_schema_n_fields(schema));
+  sl_row_builder_reset(b, kind);
+  for (uint32_t i = 0; i < t->n_cols; i++) {
+    const sl_field_t *f = sl_schema_field(schema, i);
+    if (vals[i].kind == SL_BV_ABSENT)
+      return sl_error_set(out_err, SL_EINVAL,
+                          "table %s.%s: column '%s' is not in the row "
+                          "image (the server needs binlog_row_image=FULL)",
+                          t->schema, t->table, f->name);
+    sl_value_t v;
+    int rc = sl__binlog_value_to_sl(&t->cols[i], &vals[i], f->type, scratch,
+                                    &v, out_err);
+    if (rc != SL_OK) {
+      if (out_err != NULL && *out_err != NULL)
+        sl_error_prefix(*out_err, "table %s.%s", t->schema, t->table);
+      return rc;
+    }
+    if (v.is_null) {
+      sl_row_builder_set_null(b, i);
+      continue;
+    }
+    /* String values may live in scratch, which the next column reuses:
+     * the builder copies them now. */
+    rc = sl_row_builder_set_value(b, i, &v);
+    if (rc != SL_OK) break;
+  }
+  return sl_row_builder_finish(b, out_row, out_err);
 }
