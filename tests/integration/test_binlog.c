@@ -448,7 +448,8 @@ static void check_prefixes(const stream_t *s) {
   "tx TEXT, bl BLOB, vb VARBINARY(10), l1 VARCHAR(10) CHARACTER SET latin1, " \
   "dt DATE, tm TIME(3), tm0 TIME, dtm DATETIME(6), dt0 DATETIME, "           \
   "ts TIMESTAMP(2) NULL, y YEAR, yu INT UNSIGNED, b BIT(10), e ENUM('red','green','blue'), "  \
-  "st SET('a','b','c','d'), j JSON, n INT, nu INT UNSIGNED) "          \
+  "st SET('a','b','c','d'), j JSON, n INT, nu INT UNSIGNED, tm1 TIME(1), " \
+  "tm6 TIME(6), dt3 DATETIME(3), ts6 TIMESTAMP(6) NULL) "                   \
   "DEFAULT CHARSET=utf8mb4"
 
 SL_TEST(types_from_gtid) {
@@ -468,7 +469,9 @@ SL_TEST(types_from_gtid) {
         "'2023-12-31 23:59:59.999999', '1000-01-01 00:00:00', "
         "'2038-01-19 03:14:07.99', 2155, 3000000000, b'1010101010', 'green', "
         "'a,d', "
-        "'{\"k\": [1, 2]}', NULL, 4000000000)");
+        "'{\"k\": [1, 2]}', NULL, 4000000000, '-00:00:00.5', "
+        "'-12:00:00.000001', '2000-02-29 00:00:00.001', "
+        "'1970-01-01 00:00:01.000001')");
   my_ok(m,
         "INSERT INTO t_types (id, ti, tu, i, bu, d1, d2, vc, c, dt, tm, dtm, "
         "y, b, e, st) VALUES (2, 0, 0, 0, 0, 0, 0, '', '', '1970-01-01', "
@@ -602,6 +605,28 @@ SL_TEST(types_from_gtid) {
   /* After YEAR and BIT: the signedness bits count numeric columns only. */
   ASSERT_U(av(w1, "yu"), 3000000000u);
   ASSERT_U(av(w1, "nu"), 4000000000u);
+  /* Negative TIMEs whose fraction borrows from the seconds (each
+   * fractional width has its own packing). */
+  v = av(w1, "tm1");
+  SL_ASSERT_TRUE(v->t.is_negative);
+  SL_ASSERT_EQ_INT(v->t.hour, 0);
+  SL_ASSERT_EQ_INT(v->t.second, 0);
+  SL_ASSERT_EQ_INT(v->t.usec, 500000);
+  SL_ASSERT_EQ_INT(sv(w1, "tm1")->u.i, -500000);
+  v = av(w1, "tm6");
+  SL_ASSERT_TRUE(v->t.is_negative);
+  SL_ASSERT_EQ_INT(v->t.hour, 12);
+  SL_ASSERT_EQ_INT(v->t.minute, 0);
+  SL_ASSERT_EQ_INT(v->t.usec, 1);
+  v = av(w1, "dt3");
+  SL_ASSERT_EQ_INT(v->t.year, 2000);
+  SL_ASSERT_EQ_INT(v->t.month, 2);
+  SL_ASSERT_EQ_INT(v->t.day, 29);
+  SL_ASSERT_EQ_INT(v->t.usec, 1000);
+  v = av(w1, "ts6");
+  SL_ASSERT_EQ_INT(v->u.ts.sec, 1);
+  SL_ASSERT_EQ_INT(v->u.ts.usec, 1);
+  SL_ASSERT_EQ_INT(sv(w1, "ts6")->u.i, 1000001);
   /* The same row as sluice values (docs/cdc-mariadb.md's table). */
   SL_ASSERT_EQ_INT(sv(w1, "ti")->u.i, -128);
   SL_ASSERT_EQ_INT(sv(w1, "iu")->u.i, 4294967295LL);
@@ -971,6 +996,70 @@ SL_TEST(facts_without_row_metadata) {
   sl__binlog_decoder_close(&d);
   stream_free(&s);
   free(start);
+  mysql_close(m);
+  sl_server_destroy(srv);
+}
+
+/* GTIDs of the stream from start, as "d-s-n;" text. */
+static void stream_gtids(const stream_t *s, char *out, size_t size,
+                         sl_binlog_gtid_state_t *st) {
+  sl_binlog_decoder_t d;
+  sl__binlog_decoder_init(&d, s->checksum);
+  out[0] = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    sl_binlog_event_t ev;
+    sl_error_t *err = NULL;
+    SL_ASSERT_OK_E(sl__binlog_decode(&d, s->ev[i], s->len[i], &ev, &err),
+                   err);
+    if (ev.type != SL_BLE_GTID) continue;
+    size_t l = strlen(out);
+    snprintf(out + l, size - l, "%u-%u-%llu;", ev.u.gtid.gtid.domain,
+             ev.u.gtid.gtid.server_id,
+             (unsigned long long)ev.u.gtid.gtid.seq);
+    SL_ASSERT_OK(sl__binlog_gtid_state_update(st, &ev.u.gtid.gtid));
+  }
+  sl__binlog_decoder_close(&d);
+}
+
+/* A start state with two domains: the stream holds exactly the
+ * transactions after it in each domain, and the state kept from the GTID
+ * events read ends equal to the server's @@gtid_binlog_pos.  A domain
+ * missing from the start state is sent from its beginning. */
+SL_TEST(multi_domain_start) {
+  sl_server_t *srv = start_maria("FULL");
+  MYSQL *m = direct(srv);
+  my_ok(m, "CREATE TABLE t (k INT PRIMARY KEY)");   /* 0-1-2 */
+  my_ok(m, "INSERT INTO t VALUES (1)");             /* 0-1-3 */
+  my_ok(m, "SET SESSION gtid_domain_id = 5");
+  my_ok(m, "INSERT INTO t VALUES (2)");             /* 5-1-1 */
+  my_ok(m, "SET SESSION gtid_domain_id = 0");
+  my_ok(m, "INSERT INTO t VALUES (3)");             /* 0-1-4 */
+  my_ok(m, "SET SESSION gtid_domain_id = 5");
+  my_ok(m, "INSERT INTO t VALUES (4)");             /* 5-1-2 */
+  char *now = gtid_pos(m);
+  SL_ASSERT_EQ_STR(now, "0-1-4,5-1-2");
+  char got[512];
+  sl_binlog_gtid_state_t st;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__binlog_gtid_state_parse("0-1-3,5-1-1", &st, &err),
+                 err);
+  stream_t s = read_stream(srv, "0-1-3,5-1-1");
+  stream_gtids(&s, got, sizeof(got), &st);
+  SL_ASSERT_EQ_STR(got, "0-1-4;5-1-2;");
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  SL_ASSERT_OK(sl__binlog_gtid_state_format(&st, &b));
+  SL_ASSERT_OK(sl_bytes_append(&b, "", 1));
+  SL_ASSERT_EQ_STR((const char *)b.data, now);
+  sl_bytes_close(&b);
+  stream_free(&s);
+  /* Domain 5 absent from the start: all of it comes. */
+  SL_ASSERT_OK_E(sl__binlog_gtid_state_parse("0-1-3", &st, &err), err);
+  s = read_stream(srv, "0-1-3");
+  stream_gtids(&s, got, sizeof(got), &st);
+  SL_ASSERT_EQ_STR(got, "5-1-1;0-1-4;5-1-2;");
+  stream_free(&s);
+  free(now);
   mysql_close(m);
   sl_server_destroy(srv);
 }
