@@ -337,8 +337,10 @@ const sl_binlog_table_t *sl__binlog_table(const sl_binlog_decoder_t *d,
                                           uint64_t table_id);
 /**
  * @brief Set facts of a column the TABLE_MAP did not carry (from
- * information_schema): name (copied; NULL keeps), signedness (has_sign),
- * charset (0 keeps) and ENUM/SET names (copied; NULL keeps).
+ * information_schema): name (copied; NULL keeps), is_unsigned (1 unsigned,
+ * 0 signed, -1 keeps; sets has_sign), charset (a collation id; 0 keeps)
+ * and ENUM/SET names (copied; NULL keeps).  The facts hold until the next
+ * TABLE_MAP of the table replaces it.
  * @return SL_OK, SL_EINVAL (no such table or column), SL_ENOMEM.
  */
 int sl__binlog_table_set_col(sl_binlog_decoder_t *d, uint64_t table_id,
