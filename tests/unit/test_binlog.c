@@ -289,7 +289,11 @@ SL_TEST(malformed_events) {
   sl__binlog_decoder_init(&d, SL_BINLOG_CHECKSUM_CRC32);
   eb_t e;
   sl_binlog_event_t ev;
-  size_t n = eb_fde_mysql(&e);
+  /* A TABLE_MAP before any FORMAT_DESCRIPTION. */
+  size_t n = eb_table_map(&e);
+  decode_bad(&d, e.b, n, SL_ECORRUPT, "TABLE_MAP event at ?:1000",
+             "no FORMAT_DESCRIPTION event before it");
+  n = eb_fde_mysql(&e);
   decode_ok(&d, &e, n, &ev);
   /* Rows before their TABLE_MAP. */
   n = eb_write_v2(&e, false);

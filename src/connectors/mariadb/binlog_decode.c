@@ -411,6 +411,13 @@ int sl__binlog_decode(sl_binlog_decoder_t *d, const uint8_t *data,
   }
   c.off = SL_BINLOG_HEADER_LEN;
   c.end = end;
+  /* Only the artificial ROTATE and a HEARTBEAT come before the stream's
+   * first FORMAT_DESCRIPTION; anything else needs its post-header lengths
+   * and checksum algorithm. */
+  if (!d->has_fde && !is_fde && ev->type != SL_BLE_ROTATE &&
+      ev->type != SL_BLE_HEARTBEAT)
+    return sl__binlog_fail(&c, SL_ECORRUPT, out_err,
+                           "no FORMAT_DESCRIPTION event before it");
 
   switch (ev->type) {
   case SL_BLE_FORMAT_DESCRIPTION: {
