@@ -9,6 +9,7 @@
  * binlog decoder (binlog_decode.h).
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -426,7 +427,8 @@ static int decode_image(sl_binlog_cur_t *c, const sl_binlog_event_t *ev,
   c->off += nb;
   uint32_t j = 0;
   for (uint32_t i = 0; i < n; i++) {
-    memset(&vals[i], 0, sizeof(vals[i]) - sizeof(vals[i].dec));
+    /* Everything but the DECIMAL text, which is only terminated. */
+    memset(&vals[i], 0, offsetof(sl_binlog_value_t, dec));
     vals[i].dec[0] = 0;
     if (!bit(present, i)) {
       vals[i].kind = SL_BV_ABSENT;
