@@ -879,10 +879,11 @@ SL_TEST(eo_downscale_before_first_checkpoint_aborts_lingering) {
   produce_deltas(k);
   char pipeline[4400], text[4096];
   snprintf(pipeline, sizeof(pipeline), "%s/down.yaml", sl_test_dir());
+  int tries = 0;
   for (int run = 0; run < 2; run++) {
     snprintf(text, sizeof(text),
              "name: down\nparallelism: 2\n"
-             "checkpoint: {dir: %s/ckpt-%d, interval_ms: 1000}\n"
+             "checkpoint: {dir: %s/ckpt-%d-%d, interval_ms: 1000}\n"
              "source:\n  type: kafka\n  uid: deltas\n"
              "  bootstrap_servers: %s\n  topic: deltas\n  bounded: true\n"
              "  schema: [{name: account, type: int64}, "
@@ -890,7 +891,8 @@ SL_TEST(eo_downscale_before_first_checkpoint_aborts_lingering) {
              "sink:\n  type: kafka\n  uid: out\n  parallelism: %d\n"
              "  bootstrap_servers: %s\n  topic: balances\n"
              "  delivery: exactly-once\n  timeout: 30s\n",
-             sl_test_dir(), run, sl_kafka_bootstrap(k), run == 0 ? 3 : 1,
+             sl_test_dir(), run, tries, sl_kafka_bootstrap(k),
+             run == 0 ? 3 : 1,
              sl_kafka_bootstrap(k));
     sl_test_write_file(pipeline, text);
     char bin[4096], errp[4300];
@@ -913,7 +915,14 @@ SL_TEST(eo_downscale_before_first_checkpoint_aborts_lingering) {
                (long long)hi, (long long)l);
         if (l < hi) lingering = true;
       }
-      SL_ASSERT_TRUE(lingering); /* the open transactions pin the LSO */
+      /* The open transactions pin the LSO, unless the first barrier came
+       * before any record reached the sink (a loaded machine): then that
+       * run proved nothing; run it again (its successor fences it). */
+      if (!lingering && ++tries < 5) {
+        run--;
+        continue;
+      }
+      SL_ASSERT_TRUE(lingering);
     } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
       fail_with_log("run at sink parallelism 1", st);
     }
