@@ -64,7 +64,7 @@ static int broker_limits(const sl_kafka_sink_config_t *cfg, int timeout_ms,
                          int64_t *out_max_txn_ms, int64_t *out_ret_min,
                          sl_error_t **out_err) {
   *out_max_txn_ms = *out_ret_min = -1;
-  char errstr[512];
+  char errstr[512] = "out of memory";
   rd_kafka_conf_t *conf = rd_kafka_conf_new();
   if (conf == NULL ||
       rd_kafka_conf_set(conf, "bootstrap.servers", cfg->bootstrap_servers,
@@ -89,9 +89,9 @@ static int broker_limits(const sl_kafka_sink_config_t *cfg, int timeout_ms,
     rc = sl_error_set(out_err, SL_EIO,
                       "kafka sink: cannot reach the bootstrap servers %s "
                       "within %d ms (to read the broker's transaction and "
-                      "offset limits): %s (%s)",
+                      "offset limits): %s",
                       cfg->bootstrap_servers, timeout_ms,
-                      rd_kafka_err2str(me), rd_kafka_err2name(me));
+                      me ? rd_kafka_err2str(me) : "no broker in the metadata");
     if (md) rd_kafka_metadata_destroy(md);
     rd_kafka_destroy(rk);
     return rc;
