@@ -64,6 +64,7 @@
  * Delivery reports are served on the same thread (poll, flush).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <librdkafka/rdkafka.h>
@@ -191,14 +192,26 @@ static txn_class_t txn_error(kslot_t *sl, const char *what,
 static txn_class_t slot_start(kslot_t *sl, sl_error_t **out_err) {
   keos_committer_t *c = sl->c;
   if (sl->rk) return TXN_OK;
+  /* message.timeout.ms bounds a flush (a delivery report that never
+   * comes); librdkafka would raise it to transaction.timeout.ms, so it is
+   * set to at-least-once's 300 s, or to transaction.timeout.ms when that
+   * is shorter (the user's properties still win). */
+  long long txn = atoll(TXN_TIMEOUT_DEFAULT);
+  for (uint32_t i = 0; i < c->s->n_props; i++)
+    if (strcmp(c->s->props[2 * i], "transaction.timeout.ms") == 0)
+      txn = atoll(c->s->props[2 * i + 1]);
+  char msg_timeout[24]; /* librdkafka wants it <= transaction.timeout.ms */
+  snprintf(msg_timeout, sizeof(msg_timeout), "%lld",
+           txn > 0 && txn < 300000 ? txn : 300000);
   const char *const extra[][2] = {
       {"transactional.id", sl->id},
       {"transaction.timeout.ms", TXN_TIMEOUT_DEFAULT},
+      {"message.timeout.ms", msg_timeout},
   };
   sl->n_sent = sl->n_done = 0;
   sl->has_error = false;
   sl->state = SLOT_FREE;
-  int rc = sl__ksink_producer(c->s, extra, 2, slot_dr, sl, &sl->rk, out_err);
+  int rc = sl__ksink_producer(c->s, extra, 3, slot_dr, sl, &sl->rk, out_err);
   if (rc != SL_OK) return TXN_FATAL;
   txn_class_t cl = txn_error(
       sl, "init_transactions",
