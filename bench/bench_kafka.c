@@ -9,7 +9,7 @@
  * price * 0.908 (float64), date_time and extra, and a Kafka sink writes
  * each row as one JSON record (no key: round robin) to a topic of P
  * partitions.  Whole `sluice run` processes of the Release build, job
- * parallelism P, a checkpoint every C ms.
+ * parallelism J (default 1), a checkpoint every C ms.
  *
  * Arms of a round (all in one seeded random order per round):
  *
@@ -55,13 +55,15 @@
  * run with java and the class path of the broker's jars plus that jar.
  *
  * usage: sluice-bench-kafka [--quick] [--rounds R] [--records N]
- *          [--extra-bytes B] [--partitions P] [--checkpoint-ms C]
+ *          [--extra-bytes B] [--partitions P] [--parallelism J]
+ *          [--checkpoint-ms C]
  *          [--lat-rate R] [--lat-seconds S] [--lat-warmup-seconds W]
  *          [--txn-timeout-ms T] [--seed S] [--out DIR] [--sluice PATH]
  *          [--jars DIR]
  *
  * Defaults: 5 rounds, 1,000,000 records (about 250 bytes of JSON in, 175
- * out), 2 partitions and parallelism 2, a checkpoint every 1000 ms, the
+ * out), 2 partitions, job parallelism 1 (one librdkafka consumer and one
+ * producer, as each tool has one client), a checkpoint every 1000 ms, the
  * exactly-once sink's transaction.timeout.ms 60000, latency at 10,000
  * records/s for 20 s (the first 5 s not counted); output in
  * bench/results/kafka/.  --quick: 2 rounds, 20,000 records, latency at
@@ -93,7 +95,7 @@
 /* Options and shared state.                                            */
 
 typedef struct opts_s {
-  uint64_t rounds, records, extra_bytes, partitions, ckpt_ms;
+  uint64_t rounds, records, extra_bytes, partitions, parallelism, ckpt_ms;
   uint64_t lat_rate, lat_seconds, lat_warmup, txn_timeout_ms;
   uint64_t seed;
   bool is_quick;
@@ -597,7 +599,7 @@ static int write_pipeline(bool is_eo, bool is_bounded, const char *in,
            "  format: json\n"
            "  delivery: %s\n"
            "%s",
-           O.partitions, ck, O.ckpt_ms, boot, in,
+           O.parallelism, ck, O.ckpt_ms, boot, in,
            is_bounded ? "true" : "false", boot, out,
            is_eo ? "exactly-once" : "at-least-once",
            is_eo ? txn : "");
@@ -964,7 +966,7 @@ static void report(void) {
   printf("\n== throughput: %" PRIu64 " records, %" PRIu64
          " partitions, parallelism %" PRIu64 ", checkpoint every %" PRIu64
          " ms; k records/s ==\n",
-         O.records, O.partitions, O.partitions, O.ckpt_ms);
+         O.records, O.partitions, O.parallelism, O.ckpt_ms);
   print_stat("sluice-alo (span)", alo->v, 1e-3, "k/s");
   print_stat("sluice-alo (wall)", alo->wall, 1e-3, "k/s");
   if (eo_enabled) {
@@ -1028,7 +1030,8 @@ static void report(void) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: sluice-bench-kafka [--quick] [--rounds R] [--records N]\n"
-          "         [--extra-bytes B] [--partitions P] [--checkpoint-ms C]\n"
+          "         [--extra-bytes B] [--partitions P] [--parallelism J]\n"
+          "         [--checkpoint-ms C]\n"
           "         [--lat-rate R] [--lat-seconds S] [--lat-warmup-seconds W]\n"
           "         [--txn-timeout-ms T] [--seed S] [--out DIR]\n"
           "         [--sluice PATH] [--jars DIR]\n");
@@ -1039,6 +1042,7 @@ static int parse_args(int argc, char **argv) {
   O.records = 1000000;
   O.extra_bytes = 80;
   O.partitions = 2;
+  O.parallelism = 1;
   O.ckpt_ms = 1000;
   O.lat_rate = 10000;
   O.lat_seconds = 20;
@@ -1081,6 +1085,7 @@ static int parse_args(int argc, char **argv) {
     else if (strcmp(a, "--records") == 0) u = &O.records;
     else if (strcmp(a, "--extra-bytes") == 0) u = &O.extra_bytes, min = 0;
     else if (strcmp(a, "--partitions") == 0) u = &O.partitions;
+    else if (strcmp(a, "--parallelism") == 0) u = &O.parallelism;
     else if (strcmp(a, "--checkpoint-ms") == 0) u = &O.ckpt_ms;
     else if (strcmp(a, "--lat-rate") == 0) u = &O.lat_rate;
     else if (strcmp(a, "--lat-seconds") == 0) u = &O.lat_seconds;
@@ -1102,9 +1107,9 @@ static int parse_args(int argc, char **argv) {
     fprintf(stderr, "bench-kafka: --rounds is at most %d\n", MAX_ROUNDS);
     return -1;
   }
-  if (O.extra_bytes > 1000 || O.partitions > 64) {
-    fprintf(stderr, "bench-kafka: --extra-bytes is at most 1000 and "
-            "--partitions at most 64\n");
+  if (O.extra_bytes > 1000 || O.partitions > 64 || O.parallelism > 64) {
+    fprintf(stderr, "bench-kafka: --extra-bytes is at most 1000, "
+            "--partitions and --parallelism at most 64\n");
     return -1;
   }
   if (O.lat_warmup >= O.lat_seconds) {
