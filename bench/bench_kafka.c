@@ -31,6 +31,9 @@
  *                 produce time, CLOCK_REALTIME), a read_committed consumer
  *                 at the output records now - date_time of every record
  *                 scheduled after the first W seconds
+ *   lat-kafka     the same producer and reader without a job: the reader
+ *                 reads the input topic (Kafka's own produce-to-consume
+ *                 latency on this broker, the latency's reference)
  *
  * Throughput of a sluice arm = N / (the last output record's CreateTime -
  * the first's): the job's span of writing, without its start-up and its
@@ -124,7 +127,8 @@ typedef enum kind_e {
   K_PRODUCER_TXN,
   K_CONSUMER,
   K_LAT_ALO,
-  K_LAT_EO
+  K_LAT_EO,
+  K_LAT_KAFKA
 } kind_t;
 
 typedef struct arm_s {
@@ -145,6 +149,7 @@ static arm_t arms[] = {
     {.name = "consumer", .kind = K_CONSUMER},
     {.name = "lat-alo", .kind = K_LAT_ALO},
     {.name = "lat-eo", .kind = K_LAT_EO},
+    {.name = "lat-kafka", .kind = K_LAT_KAFKA},
 };
 #define N_ARMS (sizeof(arms) / sizeof(arms[0]))
 
@@ -777,6 +782,8 @@ static int run_consumer_tool(arm_t *a, int round) {
 /* The job unbounded; records at a fixed rate; latency at the output. */
 static int run_latency(arm_t *a, int round) {
   bool is_eo = a->kind == K_LAT_EO;
+  /* lat-kafka: no job; the reader reads the input topic itself. */
+  bool is_job = a->kind != K_LAT_KAFKA;
   char in[128], out[128], yaml[PATH_MAX], ck[PATH_MAX], log[PATH_MAX];
   snprintf(in, sizeof(in), "lat-in-%s-%d", a->name, round);
   snprintf(out, sizeof(out), "lat-out-%s-%d", a->name, round);
@@ -784,8 +791,9 @@ static int run_latency(arm_t *a, int round) {
   snprintf(ck, sizeof(ck), "%s/ckpt", work);
   snprintf(log, sizeof(log), "%s/%s.log", O.out_dir, a->name);
   rm_rf(ck);
-  if (create_topic(in) != 0 || create_topic(out) != 0 ||
-      write_pipeline(is_eo, false, in, out, yaml) != 0)
+  if (create_topic(in) != 0 ||
+      (is_job && (create_topic(out) != 0 ||
+                  write_pipeline(is_eo, false, in, out, yaml) != 0)))
     return -1;
   sl_bench_hist_t *h = malloc(sizeof(*h));
   if (h == NULL) return -1;
@@ -793,13 +801,13 @@ static int run_latency(arm_t *a, int round) {
   uint64_t total = O.lat_rate * O.lat_seconds;
   reader_t r;
   memset(&r, 0, sizeof(r));
-  r.topic = out;
+  r.topic = is_job ? out : in;
   r.is_latency = true;
   r.n_stop = (int64_t)total;
   r.h = h;
   int rc = -1;
   char *argv[] = {O.sluice, "run", yaml, "--quiet", NULL};
-  pid_t pid = spawn(argv, NULL, log);
+  pid_t pid = is_job ? spawn(argv, NULL, log) : 0;
   pthread_t th;
   bool has_thread = false;
   producer_t p;
@@ -838,7 +846,7 @@ static int run_latency(arm_t *a, int round) {
   while (atomic_load(&r.n_live) < (int64_t)total &&
          sl_bench_now_ns() < deadline) {
     int s;
-    if (waitpid(pid, &s, WNOHANG) == pid) {
+    if (pid > 0 && waitpid(pid, &s, WNOHANG) == pid) {
       is_running = false;
       st = WIFEXITED(s) ? WEXITSTATUS(s) : 128 + WTERMSIG(s);
       break;
@@ -888,7 +896,7 @@ out:
   }
   free(h);
   delete_topic(in);
-  delete_topic(out);
+  if (is_job) delete_topic(out);
   return rc;
 }
 
@@ -991,12 +999,13 @@ static void report(void) {
   }
   printf("\n== end-to-end latency: %" PRIu64 " records/s for %" PRIu64
          " s, the first %" PRIu64 " s not counted; checkpoint every %" PRIu64
-         " ms; ms (per run: mean of the runs' quantiles, 95%% CI; pooled: "
-         "quantiles of all runs' records) ==\n",
+         " ms; Kafka = the input topic read directly, no job; ms (per run: "
+         "mean of the runs' quantiles, 95%% CI; pooled: quantiles of all "
+         "runs' records) ==\n",
          O.lat_rate, O.lat_seconds, O.lat_warmup, O.ckpt_ms);
-  arm_t *lat[2] = {la, le};
-  const char *lab[2] = {"ALO", "EO"};
-  for (int i = 0; i < 2; i++) {
+  arm_t *lat[3] = {la, le, arm_of(K_LAT_KAFKA)};
+  const char *lab[3] = {"ALO", "EO", "Kafka"};
+  for (int i = 0; i < 3; i++) {
     if (i == 1 && !eo_enabled) {
       printf("  EO latency skipped: %s\n", eo_skip_reason);
       continue;
@@ -1012,7 +1021,8 @@ static void report(void) {
     if (sl_bench_hist_count(h))
       printf("  %-24s p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f "
              "ms  (%" PRIu64 " records)\n",
-             lab[i][0] == 'A' ? "ALO latency pooled" : "EO latency pooled",
+             i == 0 ? "ALO latency pooled"
+             : i == 1 ? "EO latency pooled" : "Kafka latency pooled",
              (double)sl_bench_hist_quantile(h, 0.5) / 1e6,
              (double)sl_bench_hist_quantile(h, 0.9) / 1e6,
              (double)sl_bench_hist_quantile(h, 0.99) / 1e6,

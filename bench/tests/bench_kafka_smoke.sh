@@ -35,6 +35,8 @@ ratio ALO/consumer
 ratio ALO-wall/producer
 stat ALO latency p50
 stat ALO latency p99
+stat Kafka latency p50
+stat Kafka latency p99
 if grep -q '^  EO ratios skipped: ' "$out.txt"; then
   grep -q '^  EO latency skipped: ' "$out.txt" ||
     { echo "EO ratios skipped but not EO latency"; bad=1; }
