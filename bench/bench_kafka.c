@@ -9,7 +9,10 @@
  * price * 0.908 (float64), date_time and extra, and a Kafka sink writes
  * each row as one JSON record (no key: round robin) to a topic of P
  * partitions.  Whole `sluice run` processes of the Release build, job
- * parallelism J (default 1), a checkpoint every C ms.
+ * parallelism J (default 1), a checkpoint every C ms.  Every run is a job
+ * of its own name (q1-<its output topic>), so the exactly-once sink's
+ * transactional ids (prefix sluice-<name>-<uid>) are new in every run, as
+ * for independent jobs.
  *
  * Arms of a round (all in one seeded random order per round):
  *
@@ -67,7 +70,8 @@
  * Defaults: 5 rounds, 1,000,000 records (about 250 bytes of JSON in, 175
  * out), 2 partitions, job parallelism 1 (one librdkafka consumer and one
  * producer, as each tool has one client), a checkpoint every 1000 ms, the
- * exactly-once sink's transaction.timeout.ms 60000, latency at 10,000
+ * exactly-once sink's default transaction.timeout.ms (--txn-timeout-ms T
+ * sets the property), latency at 10,000
  * records/s for 20 s (the first 5 s not counted); output in
  * bench/results/kafka/.  --quick: 2 rounds, 20,000 records, latency at
  * 2,000 records/s for 4 s (1 s not counted): a smoke run, not a figure.
@@ -568,7 +572,7 @@ static int write_pipeline(bool is_eo, bool is_bounded, const char *in,
            O.txn_timeout_ms);
   snprintf(y, sizeof(y),
            "# sluice-bench-kafka: Kafka -> q1 -> Kafka (generated)\n"
-           "name: q1-kafka\n"
+           "name: q1-%s\n"
            "parallelism: %" PRIu64 "\n"
            "checkpoint:\n"
            "  dir: %s\n"
@@ -604,10 +608,10 @@ static int write_pipeline(bool is_eo, bool is_bounded, const char *in,
            "  format: json\n"
            "  delivery: %s\n"
            "%s",
-           O.parallelism, ck, O.ckpt_ms, boot, in,
+           out, O.parallelism, ck, O.ckpt_ms, boot, in,
            is_bounded ? "true" : "false", boot, out,
            is_eo ? "exactly-once" : "at-least-once",
-           is_eo ? txn : "");
+           is_eo && O.txn_timeout_ms ? txn : "");
   return write_file(path, y);
 }
 
@@ -1057,7 +1061,7 @@ static int parse_args(int argc, char **argv) {
   O.lat_rate = 10000;
   O.lat_seconds = 20;
   O.lat_warmup = 5;
-  O.txn_timeout_ms = 60000;
+  O.txn_timeout_ms = 0;
   O.seed = 1;
   O.out_dir = "bench/results/kafka";
   const char *jars = NULL;
