@@ -806,7 +806,12 @@ SL_API int sl_stdout_sink_create_cfg(const sl_file_sink_config_t *cfg,
  * every record and fails the task if one carries an error (naming topic,
  * partition and the error), so a completed checkpoint never covers a
  * record the broker lacks; records after it are sent again after a
- * restore.  Exactly-once is not supported yet (refused).  See
+ * restore.  Delivery exactly-once: one Kafka transaction per subtask and
+ * checkpoint epoch, committed when the checkpoint completes, from a pool
+ * of transactional ids "<prefix>-<subtask>-<k>"; the epoch's records are
+ * kept in the checkpoint and re-sent when the transaction is gone, and a
+ * marker offset committed inside each transaction tells committed epochs
+ * from lost ones after a crash (readers must use read_committed).  See
  * docs/connectors.md.
  */
 typedef struct sl_kafka_sink_config_s {
@@ -817,12 +822,21 @@ typedef struct sl_kafka_sink_config_s {
   sl_format_t format;            /* JSON (the default of init) or CSV */
   char csv_delimiter;            /* 0: ',' */
   bool changelog;                /* the row kind first ("op" in JSON) */
-  sl_delivery_t delivery;        /* only SL_DELIVERY_AT_LEAST_ONCE */
+  sl_delivery_t delivery;        /* at-least-once (init) or exactly-once */
   int64_t timeout_ms;            /* the metadata check at open; 0: 10000 */
   /* NULL-terminated name, value pairs passed to librdkafka after sluice's
    * settings (bootstrap.servers, enable.idempotence, partitioner,
    * transactional.id and the delivery callbacks are sluice's: refused). */
   const char *const *properties;
+  /* Appended.  Exactly-once only (SL_EINVAL otherwise).  The prefix of
+   * the transactional ids "<prefix>-<subtask>-<k>" and of the marker
+   * groups of the same names; NULL: "sluice-<job>-<sink uid>".  Two jobs
+   * must not share a prefix (checked: the second fails). */
+  const char *transactional_id_prefix;
+  /* Transactional ids per subtask (k < pool size): one holds the open
+   * epoch, the others epochs waiting for their checkpoint to complete.
+   * 0: 5.  A subtask whose ids are all waiting fails naming this setting. */
+  uint32_t transaction_pool_size;
 } sl_kafka_sink_config_t;
 
 /** @brief Defaults: JSON, at-least-once, no key.  @thread any */
@@ -840,6 +854,27 @@ SL_API void sl_kafka_sink_config_init(sl_kafka_sink_config_t *cfg);
 SL_API int sl_kafka_sink_create(const sl_kafka_sink_config_t *cfg,
                                 const sl_sink_vt_t **out_vt, void **out_ctx,
                                 sl_error_t **out_err);
+/**
+ * @brief The submit-time check of an exactly-once Kafka sink's timing
+ * (docs/connectors.md "Kafka sink, exactly-once"): compares the producer's
+ * transaction.timeout.ms (a property; 900000 when not set) and
+ * transaction_pool_size with the checkpoint trigger period, timeout and
+ * max_concurrent, and, with query_broker, with the broker's
+ * transaction.max.timeout.ms and offsets.retention.minutes against the
+ * restart delay (DescribeConfigs, within cfg->timeout_ms).  A setting
+ * that cannot work is refused (SL_EINVAL naming the settings and the
+ * numbers), or logged as a warning with refusals_as_warnings; one that
+ * makes the sink re-send epochs after a slow checkpoint is logged as a
+ * warning.  Nothing for at-least-once.
+ * @return SL_OK; SL_EINVAL; SL_EIO (the broker did not answer).
+ * @thread any.
+ */
+SL_API int sl_kafka_sink_check_timing(const sl_kafka_sink_config_t *cfg,
+                                      const sl_checkpoint_config_t *ck,
+                                      const sl_restart_config_t *rs,
+                                      bool query_broker,
+                                      bool refusals_as_warnings,
+                                      sl_error_t **out_err);
 /*
  * PostgreSQL sink (libpq).  Writes changelog rows into a table: mode
  * insert appends +I rows (COPY); mode upsert inserts or updates +I/+U rows

@@ -1035,6 +1035,8 @@ typedef struct build_s {
   bool has_ckpt_dir;   /* checkpoint.dir is set (even under validate) */
   uint32_t parallelism;    /* the job's */
   uint32_t max_concurrent; /* checkpoint.max_concurrent */
+  const sl_job_config_t *jcfg; /* the job's settings (checkpoint, restart) */
+  bool is_validate;
   /* s comes from an aggregate keyed by these fields (its output has them
    * under the same names) through operators of the same parallelism,
    * keyed_par (0: the job's): rows of one key are in one subtask. */
@@ -2398,8 +2400,9 @@ int sl_pipeline_check_connect(sl_pipeline_t *pl, char **out_msg) {
 /*
  * sink: {type: kafka, ...} (docs/pipeline.md).  key is a field or a list
  * of fields (checked against the rows the sink gets); delivery is
- * at-least-once (exactly-once is refused: not supported yet); properties
- * are passed to librdkafka.  The servers and the topic are checked when the
+ * at-least-once or exactly-once (transactions, with
+ * transactional_id_prefix and transaction_pool_size); properties are
+ * passed to librdkafka.  The servers and the topic are checked when the
  * job starts.
  */
 static int build_kafka_sink(build_t *b, int snk, const char *path,
@@ -2408,15 +2411,19 @@ static int build_kafka_sink(build_t *b, int snk, const char *path,
   static const char *keys[] = {"type", "uid", "parallelism",
                                "bootstrap_servers", "topic", "key", "format",
                                "delimiter", "changelog", "delivery",
-                               "timeout", "properties", NULL};
+                               "timeout", "properties",
+                               "transactional_id_prefix",
+                               "transaction_pool_size", "check_timing",
+                               NULL};
   int rc = check_keys(pl, snk, path, keys);
   if (rc != SL_OK) return rc;
   static const char *fmts[] = {"json", "csv", NULL};
   static const char *deliveries[] = {"at-least-once", "exactly-once", NULL};
+  static const char *checks[] = {"refuse", "warn", NULL};
   sl_kafka_sink_config_t cfg;
   sl_kafka_sink_config_init(&cfg);
   uint32_t par = 0;
-  int fmt = 0, delivery = 0;
+  int fmt = 0, delivery = 0, check = 0;
   const char *key_list[32];
   uint32_t n_key = 0;
   char f[300];
@@ -2430,15 +2437,28 @@ static int build_kafka_sink(build_t *b, int snk, const char *path,
       (rc = get_delim(pl, snk, path, &cfg.csv_delimiter)) ||
       (rc = get_bool(pl, snk, path, "changelog", &cfg.changelog)) ||
       (rc = get_enum(pl, snk, path, "delivery", deliveries, &delivery)) ||
-      (rc = get_duration_ms(pl, snk, path, "timeout", &cfg.timeout_ms)))
+      (rc = get_duration_ms(pl, snk, path, "timeout", &cfg.timeout_ms)) ||
+      (rc = get_str(pl, snk, path, "transactional_id_prefix", false,
+                    &cfg.transactional_id_prefix)) ||
+      (rc = get_u32(pl, snk, path, "transaction_pool_size", 1, 1000,
+                    &cfg.transaction_pool_size)) ||
+      (rc = get_enum(pl, snk, path, "check_timing", checks, &check)))
     return rc;
   cfg.format = fmt == 1 ? SL_FORMAT_CSV : SL_FORMAT_JSON;
-  if (delivery == 1) {
-    join_path(f, sizeof(f), path, "delivery");
-    return FAIL(pl, map_get(pl, snk, "delivery", NULL), f,
-                "'delivery: exactly-once' is not supported yet by the kafka "
-                "sink; use 'delivery: at-least-once' (records after the "
-                "last checkpoint may be written twice after a failure)");
+  cfg.delivery =
+      delivery == 1 ? SL_DELIVERY_EXACTLY_ONCE : SL_DELIVERY_AT_LEAST_ONCE;
+  if (delivery != 1 && (cfg.transactional_id_prefix ||
+                        cfg.transaction_pool_size)) {
+    join_path(f, sizeof(f), path,
+              cfg.transactional_id_prefix ? "transactional_id_prefix"
+                                          : "transaction_pool_size");
+    return FAIL(pl,
+                map_get(pl, snk,
+                        cfg.transactional_id_prefix
+                            ? "transactional_id_prefix"
+                            : "transaction_pool_size",
+                        NULL),
+                f, "needs 'delivery: exactly-once'");
   }
   int kv = map_get(pl, snk, "key", NULL);
   join_path(f, sizeof(f), path, "key");
@@ -2479,6 +2499,19 @@ static int build_kafka_sink(build_t *b, int snk, const char *path,
   if (rc != SL_OK) {
     FAIL(pl, snk, path, "%s", err ? sl_error_message(err) : sl_strerror(rc));
     sl_error_destroy(err);
+    return rc;
+  }
+  /* The timing check (point 4 of docs/connectors.md's exactly-once
+   * section): the broker is asked when the job runs and by validate
+   * --connect. */
+  rc = sl_kafka_sink_check_timing(&cfg, &b->jcfg->checkpoint,
+                                  &b->jcfg->restart,
+                                  !b->is_validate || b->is_connect,
+                                  check == 1, &err);
+  if (rc != SL_OK) {
+    FAIL(pl, snk, path, "%s", err ? sl_error_message(err) : sl_strerror(rc));
+    sl_error_destroy(err);
+    vt->destroy(ctx);
     return rc;
   }
   rc = sl_stream_sink(in, uid, vt, ctx);
@@ -2635,6 +2668,7 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
                                NULL};
   build_t b = {pl, NULL, NULL, NULL, false};
   b.is_connect = run != NULL && run->is_validate && run->is_connect;
+  b.is_validate = run != NULL && run->is_validate;
   int rc = check_keys(pl, root, "", keys);
   sl_job_config_t cfg;
   sl_job_config_init(&cfg);
@@ -2680,6 +2714,7 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
   }
   if (rc == SL_OK && parallelism) cfg.parallelism = parallelism;
   b.parallelism = cfg.parallelism;
+  b.jcfg = &cfg;
   if (rc == SL_OK && cfg.parallelism > cfg.max_parallelism) {
     int pv = map_get(pl, root, "parallelism", NULL);
     rc = FAIL(pl, pv ? pv : root, pv ? "parallelism" : "",

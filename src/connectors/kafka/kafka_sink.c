@@ -30,20 +30,10 @@
 #include <librdkafka/rdkafka.h>
 
 #include "connectors/kafka/kafka_conf.h"
+#include "connectors/kafka/kafka_sink_int.h"
 #include "sluice/sluice.h"
 
-typedef struct ksink_s {
-  char *bootstrap;
-  char *topic;
-  char **key_fields;
-  uint32_t n_key;
-  sl_format_t format;
-  char delim;
-  bool changelog;
-  int timeout_ms;
-  char **props; /* name, value pairs */
-  uint32_t n_props;
-} ksink_t;
+typedef sl__ksink_t ksink_t;
 
 typedef struct kwriter_s {
   ksink_t *s;
@@ -60,8 +50,8 @@ typedef struct kwriter_s {
   rd_kafka_resp_err_t err;
 } kwriter_t;
 
-static void log_quiet(const rd_kafka_t *rk, int level, const char *fac,
-                      const char *buf) {
+void sl__ksink_log_quiet(const rd_kafka_t *rk, int level, const char *fac,
+                         const char *buf) {
   (void)rk, (void)level, (void)fac, (void)buf;
 }
 
@@ -87,8 +77,12 @@ static int delivery_error(kwriter_t *w, sl_error_t **out_err) {
                       rd_kafka_err2name(w->err));
 }
 
-static int new_producer(kwriter_t *w, sl_error_t **out_err) {
-  const ksink_t *s = w->s;
+int sl__ksink_producer(const sl__ksink_t *s, const char *const (*extra)[2],
+                       size_t n_extra,
+                       void (*dr)(rd_kafka_t *, const rd_kafka_message_t *,
+                                  void *),
+                       void *opaque, rd_kafka_t **out_rk,
+                       sl_error_t **out_err) {
   char errstr[512];
   rd_kafka_conf_t *conf = rd_kafka_conf_new();
   if (conf == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
@@ -101,32 +95,34 @@ static int new_producer(kwriter_t *w, sl_error_t **out_err) {
       {"client.id", "sluice"},
   };
   int rc = sl__kafka_conf_apply(conf, set, sizeof(set) / sizeof(set[0]),
-                                s->props, s->n_props, "kafka sink", out_err);
+                                NULL, 0, "kafka sink", out_err);
+  if (rc == SL_OK)
+    rc = sl__kafka_conf_apply(conf, extra, n_extra, s->props, s->n_props,
+                              "kafka sink", out_err);
   if (rc != SL_OK) {
     rd_kafka_conf_destroy(conf);
     return rc;
   }
-  rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
-  rd_kafka_conf_set_opaque(conf, w);
-  rd_kafka_conf_set_log_cb(conf, log_quiet);
-  w->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-  if (w->rk == NULL) {
+  rd_kafka_conf_set_dr_msg_cb(conf, dr);
+  rd_kafka_conf_set_opaque(conf, opaque);
+  rd_kafka_conf_set_log_cb(conf, sl__ksink_log_quiet);
+  *out_rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+  if (*out_rk == NULL) {
     rd_kafka_conf_destroy(conf);
     return sl_error_set(out_err, SL_EINVAL, "kafka sink: %s", errstr);
   }
   return SL_OK;
 }
 
-/* The topic's partition count, or an error naming the servers or topic. */
-static int check_topic(kwriter_t *w, sl_error_t **out_err) {
-  const ksink_t *s = w->s;
-  w->rkt = rd_kafka_topic_new(w->rk, s->topic, NULL);
-  if (w->rkt == NULL)
+int sl__ksink_partitions(const sl__ksink_t *s, rd_kafka_t *rk,
+                         int32_t *out_n, sl_error_t **out_err) {
+  rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, s->topic, NULL);
+  if (rkt == NULL)
     return sl_error_set(out_err, SL_EINVAL, "kafka sink: topic '%s': %s",
                         s->topic, rd_kafka_err2str(rd_kafka_last_error()));
   const struct rd_kafka_metadata *md = NULL;
-  rd_kafka_resp_err_t me =
-      rd_kafka_metadata(w->rk, 0, w->rkt, &md, s->timeout_ms);
+  rd_kafka_resp_err_t me = rd_kafka_metadata(rk, 0, rkt, &md, s->timeout_ms);
+  rd_kafka_topic_destroy(rkt);
   if (me != RD_KAFKA_RESP_ERR_NO_ERROR) {
     if (me == RD_KAFKA_RESP_ERR__TIMED_OUT ||
         me == RD_KAFKA_RESP_ERR__TRANSPORT ||
@@ -160,7 +156,51 @@ static int check_topic(kwriter_t *w, sl_error_t **out_err) {
     return sl_error_set(out_err, SL_EIO, "kafka sink: topic '%s' at %s: %s "
                         "(%s)", s->topic, s->bootstrap, rd_kafka_err2str(te),
                         rd_kafka_err2name(te));
-  w->n_parts = n;
+  *out_n = n;
+  return SL_OK;
+}
+
+int sl__ksink_key_idx(const sl__ksink_t *s, const sl_schema_t *schema,
+                      uint32_t **out, sl_error_t **out_err) {
+  *out = NULL;
+  if (s->n_key == 0) return SL_OK;
+  uint32_t *idx = sl_calloc(s->n_key, sizeof(uint32_t));
+  if (idx == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  for (uint32_t k = 0; k < s->n_key; k++) {
+    int i = sl_schema_index(schema, s->key_fields[k]);
+    if (i < 0) {
+      sl_free(idx);
+      int rc = sl_error_set(out_err, SL_EINVAL,
+                            "kafka sink: key field '%s' is not in the rows "
+                            "the sink gets", s->key_fields[k]);
+      if (out_err && *out_err) sl_error_set_fatal(*out_err, true);
+      return rc;
+    }
+    idx[k] = (uint32_t)i;
+  }
+  *out = idx;
+  return SL_OK;
+}
+
+int sl__ksink_format(const sl__ksink_t *s, const uint32_t *key_idx,
+                     const sl_row_t *row, sl_bytes_t *key, sl_bytes_t *val,
+                     sl_error_t **out_err) {
+  val->len = 0;
+  int rc = s->format == SL_FORMAT_JSON
+               ? sl_json_format(row, s->changelog, val)
+               : sl_csv_format(row, s->delim, s->changelog, val);
+  if (rc != SL_OK)
+    return sl_error_set(out_err, rc, "kafka sink: cannot format a row for "
+                        "topic '%s': %s", s->topic, sl_strerror(rc));
+  if (val->len && val->data[val->len - 1] == '\n') val->len--;
+  key->len = 0;
+  for (uint32_t k = 0; rc == SL_OK && k < s->n_key; k++) {
+    if (k) rc = sl_bytes_append(key, ",", 1);
+    if (rc == SL_OK) rc = sl_value_format(row, key_idx[k], key);
+  }
+  if (rc != SL_OK)
+    return sl_error_set(out_err, rc, "kafka sink: cannot format a key for "
+                        "topic '%s': %s", s->topic, sl_strerror(rc));
   return SL_OK;
 }
 
@@ -206,23 +246,14 @@ static int writer_open(void *ctx, const sl_sink_init_t *init, void **out,
   sl_bytes_init(&w->key);
   /* Start round robin at a different partition in every subtask. */
   w->rr = init->subtask;
-  int rc = SL_OK;
-  if (s->n_key &&
-      (w->key_idx = sl_calloc(s->n_key, sizeof(uint32_t))) == NULL)
-    rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
-  for (uint32_t k = 0; rc == SL_OK && k < s->n_key; k++) {
-    int idx = sl_schema_index(init->schema, s->key_fields[k]);
-    if (idx < 0) {
-      rc = sl_error_set(out_err, SL_EINVAL,
-                        "kafka sink: key field '%s' is not in the rows the "
-                        "sink gets", s->key_fields[k]);
-      if (out_err && *out_err) sl_error_set_fatal(*out_err, true);
-    } else {
-      w->key_idx[k] = (uint32_t)idx;
-    }
-  }
-  if (rc == SL_OK) rc = new_producer(w, out_err);
-  if (rc == SL_OK) rc = check_topic(w, out_err);
+  int rc = sl__ksink_key_idx(s, init->schema, &w->key_idx, out_err);
+  if (rc == SL_OK)
+    rc = sl__ksink_producer(s, NULL, 0, on_delivery, w, &w->rk, out_err);
+  if (rc == SL_OK) rc = sl__ksink_partitions(s, w->rk, &w->n_parts, out_err);
+  if (rc == SL_OK && (w->rkt = rd_kafka_topic_new(w->rk, s->topic, NULL)) ==
+                         NULL)
+    rc = sl_error_set(out_err, SL_EINVAL, "kafka sink: topic '%s': %s",
+                      s->topic, rd_kafka_err2str(rd_kafka_last_error()));
   if (rc != SL_OK) {
     writer_close(w, false, NULL);
     return rc;
@@ -235,22 +266,8 @@ static int writer_write(void *wr, const sl_row_t *row, sl_error_t **out_err) {
   kwriter_t *w = wr;
   const ksink_t *s = w->s;
   if (w->has_error) return delivery_error(w, out_err);
-  w->val.len = 0;
-  int rc = s->format == SL_FORMAT_JSON
-               ? sl_json_format(row, s->changelog, &w->val)
-               : sl_csv_format(row, s->delim, s->changelog, &w->val);
-  if (rc != SL_OK)
-    return sl_error_set(out_err, rc, "kafka sink: cannot format a row for "
-                        "topic '%s': %s", s->topic, sl_strerror(rc));
-  if (w->val.len && w->val.data[w->val.len - 1] == '\n') w->val.len--;
-  w->key.len = 0;
-  for (uint32_t k = 0; rc == SL_OK && k < s->n_key; k++) {
-    if (k) rc = sl_bytes_append(&w->key, ",", 1);
-    if (rc == SL_OK) rc = sl_value_format(row, w->key_idx[k], &w->key);
-  }
-  if (rc != SL_OK)
-    return sl_error_set(out_err, rc, "kafka sink: cannot format a key for "
-                        "topic '%s': %s", s->topic, sl_strerror(rc));
+  int rc = sl__ksink_format(s, w->key_idx, row, &w->key, &w->val, out_err);
+  if (rc != SL_OK) return rc;
   int32_t part = RD_KAFKA_PARTITION_UA;
   if (s->n_key == 0) part = (int32_t)(w->rr++ % (uint32_t)w->n_parts);
   /* An empty value still needs a non-NULL pointer to be a record. */
@@ -274,9 +291,12 @@ static int writer_write(void *wr, const sl_row_t *row, sl_error_t **out_err) {
   return SL_OK;
 }
 
-static void ksink_destroy(void *ctx) {
+void sl__ksink_destroy(void *ctx) {
   ksink_t *s = ctx;
   if (s == NULL) return;
+  sl_free(s->txn_prefix);
+  sl_free(s->subs);
+  pthread_mutex_destroy(&s->mu);
   sl_free(s->bootstrap);
   sl_free(s->topic);
   sl__kafka_strs_free(s->key_fields, s->n_key);
@@ -286,7 +306,7 @@ static void ksink_destroy(void *ctx) {
 
 static const sl_sink_vt_t kafka_vt = {"kafka",      writer_open,
                                       writer_write, writer_flush,
-                                      writer_close, ksink_destroy};
+                                      writer_close, sl__ksink_destroy};
 
 void sl_kafka_sink_config_init(sl_kafka_sink_config_t *cfg) {
   memset(cfg, 0, sizeof(*cfg));
@@ -309,12 +329,8 @@ static bool topic_ok(const char *t) {
 int sl_kafka_sink_create(const sl_kafka_sink_config_t *cfg,
                          const sl_sink_vt_t **out_vt, void **out_ctx,
                          sl_error_t **out_err) {
-  if (cfg->delivery == SL_DELIVERY_EXACTLY_ONCE)
-    return sl_error_set(out_err, SL_ENOTSUP,
-                        "kafka sink: delivery exactly-once is not supported "
-                        "yet; use delivery at-least-once (records after the "
-                        "last checkpoint may be written twice)");
-  if (cfg->delivery != SL_DELIVERY_AT_LEAST_ONCE)
+  bool eos = cfg->delivery == SL_DELIVERY_EXACTLY_ONCE;
+  if (!eos && cfg->delivery != SL_DELIVERY_AT_LEAST_ONCE)
     return sl_error_set(out_err, SL_EINVAL, "kafka sink: unknown delivery "
                         "%d", (int)cfg->delivery);
   if (cfg->bootstrap_servers == NULL || cfg->bootstrap_servers[0] == '\0')
@@ -338,6 +354,26 @@ int sl_kafka_sink_create(const sl_kafka_sink_config_t *cfg,
     if (cfg->key_fields == NULL || cfg->key_fields[k] == NULL)
       return sl_error_set(out_err, SL_EINVAL, "kafka sink: key field %u "
                           "has no name", k);
+  if (!eos && (cfg->transactional_id_prefix || cfg->transaction_pool_size))
+    return sl_error_set(out_err, SL_EINVAL,
+                        "kafka sink: transactional_id_prefix and "
+                        "transaction_pool_size need delivery exactly-once");
+  if (cfg->transactional_id_prefix) {
+    size_t n = strlen(cfg->transactional_id_prefix);
+    bool ok = n > 0 && n <= 200;
+    for (size_t i = 0; ok && i < n; i++)
+      ok = (unsigned char)cfg->transactional_id_prefix[i] > ' ' &&
+           cfg->transactional_id_prefix[i] != 0x7f;
+    if (!ok)
+      return sl_error_set(out_err, SL_EINVAL,
+                          "kafka sink: transactional_id_prefix '%s' must "
+                          "have 1 to 200 printable characters without "
+                          "spaces", cfg->transactional_id_prefix);
+  }
+  if (cfg->transaction_pool_size > 1000)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "kafka sink: transaction_pool_size %u is above 1000",
+                        cfg->transaction_pool_size);
   static const char *const refused[] = {
       "bootstrap.servers", "enable.idempotence", "partitioner",
       "transactional.id", "dr_cb", "dr_msg_cb", "opaque", NULL};
@@ -351,8 +387,14 @@ int sl_kafka_sink_create(const sl_kafka_sink_config_t *cfg,
     sl__kafka_strs_free(props, 2 * n_props);
     return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   }
+  pthread_mutex_init(&s->mu, NULL);
   s->props = props;
   s->n_props = n_props;
+  s->is_eos = eos;
+  s->pool_size = cfg->transaction_pool_size ? cfg->transaction_pool_size : 5;
+  if (cfg->transactional_id_prefix &&
+      (s->txn_prefix = sl_strdup(cfg->transactional_id_prefix)) == NULL)
+    goto nomem;
   s->format = cfg->format;
   s->delim = cfg->csv_delimiter ? cfg->csv_delimiter : ',';
   s->changelog = cfg->changelog;
@@ -371,10 +413,10 @@ int sl_kafka_sink_create(const sl_kafka_sink_config_t *cfg,
         goto nomem;
       }
   }
-  *out_vt = &kafka_vt;
+  *out_vt = eos ? &sl__kafka_eos_vt : &kafka_vt;
   *out_ctx = s;
   return SL_OK;
 nomem:
-  ksink_destroy(s);
+  sl__ksink_destroy(s);
   return sl_error_set(out_err, SL_ENOMEM, "out of memory");
 }
