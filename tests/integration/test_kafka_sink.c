@@ -728,6 +728,17 @@ SL_TEST(bad_input) {
                "cannot reach the bootstrap servers 127.0.0.1:1 within "
                "2000 ms");
   SL_ASSERT_TRUE(took < 30000);
+  /* ... the same for exactly-once (its committer opens first) */
+  c.delivery = SL_DELIVERY_EXACTLY_ONCE;
+  t0 = mono_ms();
+  err = NULL;
+  rc = run_gen(10, 0, 1, &c, &err);
+  took = mono_ms() - t0;
+  expect_error(rc, err,
+               "cannot reach the bootstrap servers 127.0.0.1:1 within "
+               "2000 ms");
+  SL_ASSERT_TRUE(took < 30000);
+  c.delivery = SL_DELIVERY_AT_LEAST_ONCE;
   /* unknown topic; an unknown key field */
   sl_kafka_t *k = start_kafka();
   sl_kafka_sink_config_t u;
@@ -735,6 +746,11 @@ SL_TEST(bad_input) {
   err = NULL;
   rc = run_gen(10, 0, 1, &u, &err);
   expect_error(rc, err, "topic 'nope' does not exist on the cluster at");
+  u.delivery = SL_DELIVERY_EXACTLY_ONCE;
+  err = NULL;
+  rc = run_gen(10, 0, 1, &u, &err);
+  expect_error(rc, err, "topic 'nope' does not exist on the cluster at");
+  u.delivery = SL_DELIVERY_AT_LEAST_ONCE;
   create_topic(k, "present", 1, NULL);
   sink_cfg(&u, k, "present");
   const char *bad_key[] = {"acount"};
