@@ -565,6 +565,27 @@ void kw_scenario_soak(const char *delivery, const kw_point_t *points,
   kw_destroy(w);
 }
 
+/* Arm a pause at point (hit) and feed input (at most w->feed deltas)
+ * until the job is held there: records flow through the job when it
+ * is. */
+static void hold_while_feeding(kw_t *w, const char *point, uint32_t hit) {
+  sl_inject_arm(point, SL_INJECT_PAUSE, hit, false);
+  int fed = 0;
+  for (int64_t t0 = mono_ms();
+       sl_inject_wait_paused(point, fed < w->feed ? 1 : 50) != SL_OK;) {
+    if (atomic_load(&w->is_done))
+      SL_TEST_FAIL("the job ended before %s: %s", point,
+                   w->job_err ? sl_error_message(w->job_err) : "");
+    if (mono_ms() - t0 > 90000)
+      SL_TEST_FAIL("the job did not reach %s (hit %u) within 90 s", point,
+                   hit);
+    if (fed < w->feed) {
+      produce(w, -1, 0, w->accounts, 100);
+      fed += 100;
+    }
+  }
+}
+
 void kw_scenario_partition_added(const char *delivery) {
   kw_opts_t o = {.delivery = delivery, .discovery = "200ms"};
   kw_t *w = kw_start(&o);
@@ -592,10 +613,9 @@ void kw_scenario_broker_restart(const char *delivery, const char *point,
                                 uint32_t hit) {
   kw_opts_t o = {.delivery = delivery};
   kw_t *w = kw_start(&o);
-  kw_produce(w, KW_DELTAS);
+  kw_produce(w, KW_DELTAS / 4);
   kw_job_start(w);
-  sl_inject_arm(point, SL_INJECT_PAUSE, hit, false);
-  SL_ASSERT_OK(sl_inject_wait_paused(point, 60000));
+  hold_while_feeding(w, point, hit);
   uint64_t before = kw_job_last_checkpoint(w);
   sl_error_t *err = NULL;
   SL_ASSERT_OK_E(sl_kafka_node_stop(w->k, 1, SL_SERVER_STOP_CRASH, &err),
@@ -607,6 +627,7 @@ void kw_scenario_broker_restart(const char *delivery, const char *point,
   int64_t t0 = mono_ms();
   SL_ASSERT_OK_E(sl_kafka_node_start_again(w->k, 1, &err), err);
   printf("broker up again after %lld ms\n", (long long)(mono_ms() - t0));
+  kw_produce(w, KW_DELTAS / 4); /* more, through the restarted broker */
   /* A checkpoint completes after the restart (a condition, bounded). */
   while (kw_job_last_checkpoint(w) <= before) {
     if (mono_ms() - t0 > 120000)
@@ -622,10 +643,9 @@ void kw_scenario_leader_change(const char *delivery, const char *point,
                                uint32_t hit) {
   kw_opts_t o = {.delivery = delivery, .nodes = 3};
   kw_t *w = kw_start(&o);
-  kw_produce(w, KW_DELTAS);
+  kw_produce(w, KW_DELTAS / 4);
   kw_job_start(w);
-  sl_inject_arm(point, SL_INJECT_PAUSE, hit, false);
-  SL_ASSERT_OK(sl_inject_wait_paused(point, 60000));
+  hold_while_feeding(w, point, hit);
   sl_error_t *err = NULL;
   int leader = -1, in_leader = -1, next = -1;
   SL_ASSERT_OK_E(sl_kafka_partition_leader(w->k, "balances", 0, &leader,
