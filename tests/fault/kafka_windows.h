@@ -134,6 +134,15 @@ int kw_wait_no_open_transaction(kw_t *w, int timeout_ms);
 void kw_scenario_kill_window(const char *delivery, const char *inject,
                              const char *point);
 
+typedef struct kw_kill_s {
+  const char *inject; /* SL_INJECT of the run */
+  const char *point;  /* where it must be killed */
+} kw_kill_t;
+/** Runs killed one after the other (each --resume), then --resume to the
+ * end. */
+void kw_scenario_kill_runs(const char *delivery, const kw_kill_t *kills,
+                           int n_kills);
+
 typedef struct kw_point_s {
   const char *name;
   int max_hit; /* a round kills at hit 1..max_hit, chosen by a seeded RNG */

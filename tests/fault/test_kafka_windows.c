@@ -87,3 +87,49 @@ SL_TEST(alo_broker_restart_during_checkpoint) {
 SL_TEST(alo_leader_change_3_nodes) {
   kw_scenario_leader_change(ALO, "task.on_first_barrier", 9);
 }
+
+/*
+ * The harness's wait for a transaction the broker aborts (used by the
+ * exactly-once "transaction expired" test), on its own: a transaction
+ * left open by a producer with transaction.timeout.ms 3000 holds the last
+ * stable offset of its partition below the high watermark until the
+ * broker aborts it (its expiry scan every 500 ms here); then
+ * read_committed readers see none of its records.
+ */
+SL_TEST(harness_broker_aborts_expired_transaction) {
+  static const char *const broker[] = {
+      "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
+      NULL};
+  kw_opts_t o = {.delivery = ALO, .broker_settings = broker};
+  kw_t *w = kw_start(&o);
+  const char *bs = sl_kafka_bootstrap(kw_kafka(w));
+  const char *set[] = {"transaction.timeout.ms", "3000", NULL};
+  rd_kafka_t *p = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_kc_txn_producer(bs, "kw-harness", set, &p, &err), err);
+  SL_ASSERT_OK_E(sl_kc_txn_result(rd_kafka_begin_transaction(p), "begin",
+                                  &err),
+                 err);
+  SL_ASSERT_OK_E(sl_kc_produce(p, "balances", 1, "open-", 0, 10, true, &err),
+                 err);
+  int64_t lso = -1, high = -1;
+  SL_ASSERT_OK_E(sl_kc_offsets(bs, "balances", 1, &lso, &high, &err), err);
+  printf("open transaction: last stable offset %lld, high watermark %lld\n",
+         (long long)lso, (long long)high);
+  SL_ASSERT_EQ_INT(lso, 0);
+  SL_ASSERT_EQ_INT(high, 10);
+  SL_ASSERT_EQ_INT(kw_wait_no_open_transaction(w, 60000), 1);
+  char **v = NULL;
+  int n = -1;
+  SL_ASSERT_OK_E(sl_kc_read_partition(bs, "balances", 1, true, &v, &n, &err),
+                 err);
+  SL_ASSERT_EQ_INT(n, 0); /* aborted */
+  sl_kc_values_free(v, n);
+  SL_ASSERT_OK_E(sl_kc_read_partition(bs, "balances", 1, false, &v, &n,
+                                      &err),
+                 err);
+  SL_ASSERT_EQ_INT(n, 10);
+  sl_kc_values_free(v, n);
+  rd_kafka_destroy(p);
+  kw_destroy(w);
+}
