@@ -654,6 +654,26 @@ void kw_scenario_partition_added(const char *delivery) {
   kw_destroy(w);
 }
 
+void kw_scenario_partition_added_while_down(const char *delivery) {
+  kw_opts_t o = {.delivery = delivery, .discovery = "200ms"};
+  kw_t *w = kw_start(&o);
+  kw_produce(w, KW_DELTAS / 4);
+  kw_run_killed(w, "coordinator.before_complete_notify=kill:3",
+                "coordinator.before_complete_notify");
+  /* While nothing runs: a partition with records of new accounts.  The
+   * restored enumerator has seen partitions 0 and 1 only; the new one
+   * starts at its earliest offset. */
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_kafka_add_partitions(w->k, "deltas", IN_PARTS + 1, &err),
+                 err);
+  kw_produce_to(w, IN_PARTS, w->accounts, 20, 3000);
+  kw_produce(w, KW_DELTAS / 4);
+  int before = w->restarts;
+  kw_finish_run(w, kw_spawn(w, NULL));
+  SL_ASSERT_EQ_INT(w->restarts, before); /* found and read, no failure */
+  kw_destroy(w);
+}
+
 void kw_scenario_broker_restart(const char *delivery, const char *point,
                                 uint32_t hit) {
   kw_opts_t o = {.delivery = delivery};

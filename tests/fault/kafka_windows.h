@@ -156,6 +156,9 @@ void kw_scenario_soak(const char *delivery, const kw_point_t *points,
  * runs; its records, written before discovery finds it, reach the
  * output. */
 void kw_scenario_partition_added(const char *delivery);
+/** The same with the job down: killed at a checkpoint step, the partition
+ * added and filled, then --resume to the end. */
+void kw_scenario_partition_added_while_down(const char *delivery);
 /** The single broker killed while the job (in this process) is held at
  * point (hit), released, the broker started again; no loss. */
 void kw_scenario_broker_restart(const char *delivery, const char *point,

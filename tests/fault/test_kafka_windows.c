@@ -20,6 +20,8 @@
  *                       RNG while the input grows, then to the end;
  *   partition-added     a partition added to the input topic while the job
  *                       runs, its records written before the discovery;
+ *                       and while the job is down (killed, then
+ *                       --resume);
  *   broker-restart      the single broker killed while the job is held at
  *                       a checkpoint step, the checkpoint released with the
  *                       broker down, the broker started again;
@@ -78,6 +80,10 @@ SL_TEST(alo_sigkill_soak) {
 
 SL_TEST(alo_partition_added_while_running) {
   kw_scenario_partition_added(ALO);
+}
+
+SL_TEST(alo_partition_added_while_down) {
+  kw_scenario_partition_added_while_down(ALO);
 }
 
 SL_TEST(alo_broker_restart_during_checkpoint) {

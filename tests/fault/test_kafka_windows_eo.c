@@ -127,6 +127,10 @@ SL_TEST(eo_partition_added_while_running) {
   kw_scenario_partition_added(EO);
 }
 
+SL_TEST(eo_partition_added_while_down) {
+  kw_scenario_partition_added_while_down(EO);
+}
+
 /* The broker killed while the job is held with epoch N prepared (flushed,
  * marked, N not complete), then while held with N complete and not
  * committed. */
