@@ -229,8 +229,10 @@ typedef struct acc_s {
   int shown, seq[SHOW]; /* the first n values, for messages */
 } acc_t;
 
-__attribute__((noreturn)) static void violation(kw_t *w, const acc_t *s, int a, int part,
-                      int64_t offset, const char *what) {
+__attribute__((noreturn)) static void violation(kw_t *w, const acc_t *s,
+                                                int a, int part,
+                                                int64_t offset,
+                                                const char *what) {
   char seq[SHOW * 8 + 8] = "";
   size_t o = 0;
   for (int i = 0; i < s->shown && o < sizeof(seq) - 8; i++)
@@ -396,7 +398,8 @@ static int count_restarts(const char *log) {
   return n;
 }
 
-__attribute__((noreturn)) static void fail_run(const kw_t *w, const char *what, int st) {
+__attribute__((noreturn)) static void fail_run(const kw_t *w,
+                                               const char *what, int st) {
   char *log = kw_last_log(w);
   SL_TEST_FAIL("run %d %s: status %d (%s %d):\n%s", w->runs, what, st,
                WIFSIGNALED(st) ? "signal" : "exit",
