@@ -83,11 +83,12 @@ static void write_pipeline(kw_t *w, const kw_opts_t *o) {
            "      emit: updates\n    uid: balance\n"
            "sink:\n  type: kafka\n  uid: out\n  bootstrap_servers: '%s'\n"
            "  topic: balances\n  key: [account]\n  format: json\n"
-           "  delivery: %s\n  timeout: 30s\n%s"
+           "  delivery: %s\n  timeout: 30s\n%s%s"
            "  properties: {linger.ms: '100'%s%s}\n",
            sl_test_dir(), o->interval_ms ? o->interval_ms : 50, bs,
            o->discovery ? o->discovery : "1s", bs, w->delivery,
            w->d == KW_EO ? KW_EO_SINK_EXTRA : "",
+           o->sink_extra ? o->sink_extra : "",
            o->sink_properties ? ", " : "",
            o->sink_properties ? o->sink_properties : "");
   sl_test_write_file(w->pipeline, text);

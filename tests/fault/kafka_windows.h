@@ -64,6 +64,9 @@ typedef struct kw_opts_s {
   const char *discovery;     /* source discovery_interval; NULL: 1s */
   /* Extra sink properties, as YAML flow-mapping pairs ("a: '1', b: '2'"). */
   const char *sink_properties;
+  /* Extra sink keys, block-mapping lines indented by two spaces
+   * ("  check_timing: warn\n"). */
+  const char *sink_extra;
 } kw_opts_t;
 
 typedef struct kw_s kw_t;
