@@ -601,6 +601,7 @@ void kw_scenario_soak(const char *delivery, const kw_point_t *points,
     unsigned hit = 1 + (unsigned)((seed >> 20) % (uint64_t)pt->max_hit);
     char inject[200];
     snprintf(inject, sizeof(inject), "%s=kill:%u", pt->name, hit);
+    if (getenv("SL_TEST_VERBOSE")) printf("round %d: %s\n", r + 1, inject);
     kw_run_killed(w, inject, pt->name);
     hits[pt - points]++;
     if (r % 10 == 9) kw_check(w, false);
