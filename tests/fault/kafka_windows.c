@@ -436,6 +436,9 @@ void kw_run_killed(kw_t *w, const char *inject, const char *point) {
       fed += 100;
       continue;
     }
+    /* Then a trickle: a sink step that only epochs with records reach
+     * (an exactly-once commit) must not wait for input forever. */
+    produce(w, -1, 0, w->accounts, 10);
     if (mono_ms() - t0 > 90000) {
       kill(pid, SIGKILL);
       sl_test_wait(pid);
@@ -443,7 +446,7 @@ void kw_run_killed(kw_t *w, const char *inject, const char *point) {
       SL_TEST_FAIL("run %d (SL_INJECT=%s) not killed at %s within 90 s:\n%s",
                    w->runs, inject, point, log);
     }
-    sleep_ms(20);
+    sleep_ms(40);
   }
   char *log = kw_last_log(w);
   char line[300];
@@ -622,7 +625,7 @@ static void hold_while_feeding(kw_t *w, const char *point, uint32_t hit) {
   sl_inject_arm(point, SL_INJECT_PAUSE, hit, false);
   int fed = 0;
   for (int64_t t0 = mono_ms();
-       sl_inject_wait_paused(point, fed < w->feed ? 1 : 50) != SL_OK;) {
+       sl_inject_wait_paused(point, fed < w->feed ? 1 : 40) != SL_OK;) {
     if (atomic_load(&w->is_done))
       SL_TEST_FAIL("the job ended before %s: %s", point,
                    w->job_err ? sl_error_message(w->job_err) : "");
@@ -632,6 +635,8 @@ static void hold_while_feeding(kw_t *w, const char *point, uint32_t hit) {
     if (fed < w->feed) {
       produce(w, -1, 0, w->accounts, 100);
       fed += 100;
+    } else {
+      produce(w, -1, 0, w->accounts, 10); /* a trickle, as above */
     }
   }
 }
