@@ -15,7 +15,10 @@
  * (sl_pipeline_build; latches with sl_inject_arm).  The source is
  * unbounded, so a run armed to be killed at a checkpoint step is always
  * killed there; a run "to the end" goes until the output is complete,
- * then it is cancelled.
+ * then it is cancelled.  While a run is to be killed (or the job in this
+ * process to be held at a latch) the test keeps producing input, so that
+ * the step falls while records flow, and steps only epochs with records
+ * reach (an exactly-once commit) are reached.
  *
  * The checker reads "balances" with a read_committed consumer and
  * compares, per account, the sequence of updates with an independent
