@@ -1076,6 +1076,76 @@ int sl_kafka_create_topic(const sl_kafka_t *k, const char *topic,
   return rc;
 }
 
+int sl_kafka_add_partitions(const sl_kafka_t *k, const char *topic,
+                            int total, sl_error_t **out_err) {
+  rd_kafka_t *rk = NULL;
+  int rc = admin_handle(k, &rk, out_err);
+  if (rc != SL_OK) return rc;
+  char e[512];
+  rd_kafka_NewPartitions_t *np =
+      rd_kafka_NewPartitions_new(topic, (size_t)total, e, sizeof(e));
+  if (np == NULL) {
+    rd_kafka_destroy(rk);
+    return sl_error_set(out_err, SL_EINVAL, "topic %s: %s", topic, e);
+  }
+  rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+  rd_kafka_AdminOptions_t *ao =
+      rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATEPARTITIONS);
+  rd_kafka_AdminOptions_set_operation_timeout(ao, 30000, e, sizeof(e));
+  rd_kafka_AdminOptions_set_request_timeout(ao, 30000, e, sizeof(e));
+  rd_kafka_CreatePartitions(rk, &np, 1, ao, q);
+  rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 40000);
+  if (ev == NULL) {
+    rc = sl_error_set(out_err, -ETIMEDOUT,
+                      "adding partitions to %s: no answer within 40 s",
+                      topic);
+  } else if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    rc = sl_error_set(out_err, SL_EIO, "adding partitions to %s: %s", topic,
+                      rd_kafka_event_error_string(ev));
+  } else {
+    size_t n = 0;
+    const rd_kafka_topic_result_t **tr =
+        rd_kafka_CreatePartitions_result_topics(
+            rd_kafka_event_CreatePartitions_result(ev), &n);
+    rd_kafka_resp_err_t te =
+        n == 1 ? rd_kafka_topic_result_error(tr[0]) : RD_KAFKA_RESP_ERR__FAIL;
+    if (te != RD_KAFKA_RESP_ERR_NO_ERROR)
+      rc = sl_error_set(out_err, SL_EIO, "adding partitions to %s: %s: %s",
+                        topic, rd_kafka_err2name(te),
+                        n == 1 ? rd_kafka_topic_result_error_string(tr[0])
+                               : "no result");
+  }
+  if (ev) rd_kafka_event_destroy(ev);
+  rd_kafka_AdminOptions_destroy(ao);
+  rd_kafka_queue_destroy(q);
+  rd_kafka_NewPartitions_destroy(np);
+  /* Wait until the brokers serve every partition. */
+  int64_t deadline = now_ms() + k->ready_timeout_ms;
+  while (rc == SL_OK) {
+    const struct rd_kafka_metadata *md = NULL;
+    bool ready = false;
+    if (topic_metadata(rk, topic, &md, NULL) == SL_OK) {
+      ready = true;
+      for (int p = 0; p < total && ready; p++) {
+        int leader = -1, n_parts = 0;
+        ready = leader_in(md, topic, p, &leader, &n_parts) == SL_OK &&
+                leader >= 0 && n_parts == total;
+      }
+      rd_kafka_metadata_destroy(md);
+    }
+    if (ready) break;
+    if (now_ms() >= deadline) {
+      rc = sl_error_set(out_err, -ETIMEDOUT,
+                        "topic %s: not %d partitions with leaders within "
+                        "%d ms", topic, total, k->ready_timeout_ms);
+      break;
+    }
+    sleep_ms(50);
+  }
+  rd_kafka_destroy(rk);
+  return rc;
+}
+
 int sl_kafka_partition_leader(const sl_kafka_t *k, const char *topic,
                               int partition, int *out_leader,
                               sl_error_t **out_err) {

@@ -122,6 +122,13 @@ int sl_kafka_create_topic(const sl_kafka_t *k, const char *topic,
                           const char *const *configs, sl_error_t **out_err);
 
 /**
+ * @brief Grow topic to total partitions (rd_kafka_CreatePartitions) and
+ * wait until every partition has a leader in the metadata.
+ */
+int sl_kafka_add_partitions(const sl_kafka_t *k, const char *topic,
+                            int total, sl_error_t **out_err);
+
+/**
  * @brief The leader of topic/partition from the metadata, as a node id;
  * -1 when it has none.  SL_ENOTFOUND when the topic or partition is
  * unknown.

@@ -170,10 +170,18 @@ void sl_kc_values_free(char **values, int n) {
   free(values);
 }
 
-int sl_kc_read_partition(const char *bootstrap, const char *topic,
-                         int partition, bool read_committed,
-                         char ***out_values, int *out_n,
-                         sl_error_t **out_err) {
+void sl_kc_records_free(sl_kc_record_t *records, int n) {
+  for (int i = 0; i < n && records; i++) {
+    free(records[i].key);
+    free(records[i].value);
+  }
+  free(records);
+}
+
+int sl_kc_read_records(const char *bootstrap, const char *topic,
+                       int partition, bool read_committed,
+                       sl_kc_record_t **out_records, int *out_n,
+                       sl_error_t **out_err) {
   const char *settings[] = {
       "group.id", "sl-kc-reader",
       "enable.auto.commit", "false",
@@ -192,7 +200,7 @@ int sl_kc_read_partition(const char *bootstrap, const char *topic,
       RD_KAFKA_OFFSET_BEGINNING;
   rd_kafka_resp_err_t e = rd_kafka_assign(rk, tp);
   rd_kafka_topic_partition_list_destroy(tp);
-  char **vals = NULL;
+  sl_kc_record_t *recs = NULL;
   int n = 0, cap = 0;
   if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
     rc = sl_error_set(out_err, SL_EIO, "assign %s/%d: %s", topic, partition,
@@ -222,28 +230,120 @@ int sl_kc_read_partition(const char *bootstrap, const char *topic,
       }
       if (n == cap) {
         cap = cap ? cap * 2 : 16;
-        char **nv = realloc(vals, (size_t)cap * sizeof(*vals));
-        if (nv == NULL) {
+        sl_kc_record_t *nr = realloc(recs, (size_t)cap * sizeof(*recs));
+        if (nr == NULL) {
           rd_kafka_message_destroy(m);
           rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
           break;
         }
-        vals = nv;
+        recs = nr;
       }
-      vals[n] = strndup(m->payload ? (const char *)m->payload : "", m->len);
-      n++;
+      sl_kc_record_t *r = &recs[n++];
+      r->key = m->key ? strndup(m->key, m->key_len) : NULL;
+      r->key_len = m->key ? m->key_len : 0;
+      r->value = strndup(m->payload ? (const char *)m->payload : "", m->len);
+      r->len = m->len;
+      r->offset = m->offset;
+      bool lost_key = m->key != NULL && r->key == NULL;
       rd_kafka_message_destroy(m);
+      if (r->value == NULL || lost_key) {
+        rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
+        break;
+      }
     }
   }
   rd_kafka_consumer_close(rk);
   rd_kafka_destroy(rk);
   if (rc != SL_OK) {
-    sl_kc_values_free(vals, n);
+    sl_kc_records_free(recs, n);
     return rc;
   }
+  *out_records = recs;
+  *out_n = n;
+  return SL_OK;
+}
+
+int sl_kc_read_partition(const char *bootstrap, const char *topic,
+                         int partition, bool read_committed,
+                         char ***out_values, int *out_n,
+                         sl_error_t **out_err) {
+  sl_kc_record_t *recs = NULL;
+  int n = 0;
+  int rc = sl_kc_read_records(bootstrap, topic, partition, read_committed,
+                              &recs, &n, out_err);
+  if (rc != SL_OK) return rc;
+  char **vals = calloc((size_t)n + 1, sizeof(*vals));
+  if (vals == NULL) {
+    sl_kc_records_free(recs, n);
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < n; i++) {
+    vals[i] = recs[i].value;
+    recs[i].value = NULL;
+  }
+  sl_kc_records_free(recs, n);
   *out_values = vals;
   *out_n = n;
   return SL_OK;
+}
+
+int sl_kc_offsets(const char *bootstrap, const char *topic, int partition,
+                  int64_t *out_lso, int64_t *out_high,
+                  sl_error_t **out_err) {
+  /* ListOffsets answers with the isolation level of the handle: the last
+   * stable offset for read_committed, the high watermark otherwise. */
+  for (int pass = 0; pass < 2; pass++) {
+    const char *settings[] = {
+        "group.id", "sl-kc-offsets", "isolation.level",
+        pass == 0 ? "read_committed" : "read_uncommitted", NULL};
+    rd_kafka_t *rk = NULL;
+    int rc = sl_kc_new(bootstrap, RD_KAFKA_CONSUMER, settings, &rk, out_err);
+    if (rc != SL_OK) return rc;
+    int64_t lo = -1, hi = -1;
+    rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
+        rk, topic, partition, &lo, &hi, OP_TIMEOUT_MS);
+    rd_kafka_destroy(rk);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+      return sl_error_set(out_err, SL_EIO, "offsets of %s/%d (%s): %s (%s)",
+                          topic, partition, settings[3], rd_kafka_err2name(e),
+                          rd_kafka_err2str(e));
+    if (pass == 0) *out_lso = hi;
+    else *out_high = hi;
+  }
+  return SL_OK;
+}
+
+int32_t sl_kc_murmur2(const void *key, size_t len) {
+  const uint8_t *d = key;
+  const uint32_t m = 0x5bd1e995u;
+  uint32_t h = 0x9747b28cu ^ (uint32_t)len;
+  size_t n4 = len / 4;
+  for (size_t i = 0; i < n4; i++) {
+    uint32_t k = (uint32_t)d[4 * i] | (uint32_t)d[4 * i + 1] << 8 |
+                 (uint32_t)d[4 * i + 2] << 16 | (uint32_t)d[4 * i + 3] << 24;
+    k *= m;
+    k ^= k >> 24;
+    k *= m;
+    h *= m;
+    h ^= k;
+  }
+  size_t t = len & ~(size_t)3;
+  switch (len % 4) {
+  case 3: h ^= (uint32_t)d[t + 2] << 16; /* fall through */
+  case 2: h ^= (uint32_t)d[t + 1] << 8;  /* fall through */
+  case 1:
+    h ^= d[t];
+    h *= m;
+  }
+  h ^= h >> 13;
+  h *= m;
+  h ^= h >> 15;
+  return (int32_t)h;
+}
+
+int sl_kc_java_partition(const void *key, size_t len, int partitions) {
+  return (int)(((uint32_t)sl_kc_murmur2(key, len) & 0x7fffffffu) %
+               (uint32_t)partitions);
 }
 
 int sl_kc_committed(const char *bootstrap, const char *group,

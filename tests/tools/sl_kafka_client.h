@@ -49,6 +49,38 @@ int sl_kc_read_partition(const char *bootstrap, const char *topic,
                          sl_error_t **out_err);
 void sl_kc_values_free(char **values, int n);
 
+/* One record of a partition: key (NULL when the record has none) and
+ * value as NUL-terminated copies, and the offset. */
+typedef struct sl_kc_record_s {
+  char *key;
+  size_t key_len;
+  char *value;
+  size_t len;
+  int64_t offset;
+} sl_kc_record_t;
+
+/** @brief Like sl_kc_read_partition, with keys and offsets; free with
+ * sl_kc_records_free. */
+int sl_kc_read_records(const char *bootstrap, const char *topic,
+                       int partition, bool read_committed,
+                       sl_kc_record_t **out_records, int *out_n,
+                       sl_error_t **out_err);
+void sl_kc_records_free(sl_kc_record_t *records, int n);
+
+/** @brief The last stable offset (ListOffsets with read_committed: below
+ * the first record of a transaction still open) and the high watermark of
+ * topic/partition.  An open transaction holds *out_lso below *out_high
+ * until it is committed or aborted (by its producer or by the broker's
+ * transaction timeout). */
+int sl_kc_offsets(const char *bootstrap, const char *topic, int partition,
+                  int64_t *out_lso, int64_t *out_high, sl_error_t **out_err);
+
+/** @brief The Java client's Utils.murmur2, and the partition its default
+ * partitioner gives a non-null key ((murmur2 & 0x7fffffff) % partitions),
+ * which sluice's Kafka sink also uses. */
+int32_t sl_kc_murmur2(const void *key, size_t len);
+int sl_kc_java_partition(const void *key, size_t len, int partitions);
+
 /** @brief The committed offset (and its metadata, may be NULL; caller
  * frees) of group for topic/partition, read_committed; -1 when none. */
 int sl_kc_committed(const char *bootstrap, const char *group,

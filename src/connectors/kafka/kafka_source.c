@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <librdkafka/rdkafka.h>
 
@@ -166,6 +167,26 @@ static int watermarks(const ksrc_t *s, rd_kafka_t *rk, const char *topic,
                       sl_error_t **out_err) {
   rd_kafka_resp_err_t e =
       rd_kafka_query_watermark_offsets(rk, topic, part, lo, hi, s->timeout_ms);
+  /* A partition added to the topic after this handle last read its
+   * metadata (one discovered while the job runs) is unknown to the handle
+   * until that metadata is read again: read it, and ask again, for at
+   * most the timeout. */
+  for (int i = 0; e == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION &&
+                  i < s->timeout_ms / 100; i++) {
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    if (rkt != NULL &&
+        rd_kafka_metadata(rk, 0, rkt, &md, s->timeout_ms) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR)
+      rd_kafka_metadata_destroy(md);
+    if (rkt != NULL) rd_kafka_topic_destroy(rkt);
+    e = rd_kafka_query_watermark_offsets(rk, topic, part, lo, hi,
+                                         s->timeout_ms);
+    if (e == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION) {
+      struct timespec ts = {0, 100 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+    }
+  }
   if (e == RD_KAFKA_RESP_ERR_NO_ERROR) return SL_OK;
   char what[512];
   snprintf(what, sizeof(what),
