@@ -298,10 +298,11 @@ int sl__cdc_read_chunk(MYSQL *c, const char *server, const sl__cdc_table_t *t,
                        sl__cdc_rows_t *out, sl_error_t **out_err) {
   if (mysql_set_character_set(c, "utf8mb4") != 0)
     return fail_q(c, server, "SET NAMES utf8mb4", out_err);
-  int rc = run(c, server,
-               "SET SESSION time_zone = '+00:00', SESSION TRANSACTION "
-               "ISOLATION LEVEL REPEATABLE READ",
-               out_err);
+  int rc = run(c, server, "SET SESSION time_zone = '+00:00'", out_err);
+  if (rc == SL_OK)
+    rc = run(c, server,
+             "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+             out_err);
   if (rc == SL_OK)
     rc = run(c, server, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
              out_err);
