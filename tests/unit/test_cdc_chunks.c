@@ -8,6 +8,7 @@
  * tests/integration/test_cdc_mariadb.c.
  */
 #include "connectors/mariadb/cdc_int.h"
+#include "core/inject.h"
 #include "sl_test.h"
 
 /* ------------------------------------------------------------------ */
@@ -420,5 +421,68 @@ SL_TEST(merge_by_primary_key) {
   sl_error_destroy(err);
   (void)c2;
   sl__cdc_rows_close(&rows);
+  sl_schema_unref(s);
+}
+
+/* ------------------------------------------------------------------ */
+/* Allocation failures: every allocation of the decoder and of the merge
+ * fails once in turn; the call returns SL_ENOMEM or succeeds, never
+ * crashes, and leaks nothing (ASan's leak check). */
+
+SL_TEST(alloc_failures) {
+  if (!sl_inject_is_enabled()) return;
+  sl__cdc_chunks_t *lists[2] = {make_int_list(), make_str_list()};
+  for (int l = 0; l < 2; l++) {
+    sl_bytes_t b;
+    sl_bytes_init(&b);
+    SL_ASSERT_OK(sl__cdc_chunks_encode(lists[l], &b));
+    uint32_t n_fail = 0;
+    for (uint64_t k = 1;; k++) {
+      sl__cdc_chunks_t *cl = NULL;
+      sl_error_t *err = NULL;
+      sl_inject_alloc_fail(k, false);
+      int rc = sl__cdc_chunks_decode(b.data, b.len, &cl, &err);
+      uint64_t failed = sl_inject_alloc_failed();
+      sl_inject_alloc_fail(0, false);
+      if (failed == 0) {
+        SL_ASSERT_OK_E(rc, err);
+        sl__cdc_chunks_free(cl);
+        break;
+      }
+      n_fail++;
+      SL_ASSERT_EQ_INT(rc, SL_ENOMEM);
+      SL_ASSERT_TRUE(cl == NULL);
+      sl_error_destroy(err);
+    }
+    SL_ASSERT_TRUE(n_fail >= 6);
+    sl_bytes_close(&b);
+    sl__cdc_chunks_free(lists[l]);
+  }
+
+  sl_schema_t *s = kv_schema();
+  rowbuf_t r[4];
+  for (uint64_t k = 1;; k++) {
+    sl__cdc_rows_t rows;
+    sl__cdc_rows_init(&rows, s);
+    SL_ASSERT_OK(sl__cdc_rows_add(&rows, mk(&r[0], s, 1, 110, "one")));
+    SL_ASSERT_OK(sl__cdc_rows_add(&rows, mk(&r[1], s, 2, 120, "two")));
+    sl__cdc_change_t ch[] = {
+        {SL_ROW_INSERT, NULL, mk(&r[2], s, 3, 130, "three")},
+        {SL_ROW_DELETE, mk(&r[3], s, 1, 110, "one"), NULL},
+    };
+    sl_error_t *err = NULL;
+    sl_inject_alloc_fail(k, false);
+    int rc = sl__cdc_merge(&rows, (const uint32_t[]){0}, 1, ch, 2, NULL,
+                           NULL, &err);
+    uint64_t failed = sl_inject_alloc_failed();
+    sl_inject_alloc_fail(0, false);
+    sl_error_destroy(err);
+    sl__cdc_rows_close(&rows);
+    if (failed == 0) {
+      SL_ASSERT_OK(rc);
+      break;
+    }
+    SL_ASSERT_EQ_INT(rc, SL_ENOMEM);
+  }
   sl_schema_unref(s);
 }

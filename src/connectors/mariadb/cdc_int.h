@@ -9,6 +9,11 @@
  * replication transport live in binlog_decode.{c,h} and are not used here
  * yet.  Every function that talks to a server takes `server`, the
  * "host:port" text its messages name.  See docs/cdc-mariadb.md.
+ *
+ * @thread any: each function works on the caller's thread with the
+ * connection and objects it is given (one thread at a time per
+ * connection); nothing here is shared or locked (@locks none).  Objects
+ * made here are freed by their _free/_destroy/_close function.
  */
 #ifndef SL_MARIADB_CDC_INT_H
 #define SL_MARIADB_CDC_INT_H
@@ -270,7 +275,9 @@ static inline void sl__cdc_rows_get(const sl__cdc_rows_t *r, uint32_t i,
  * position (BINLOG_GTID_POS of that file and offset).  HIGH is the
  * current position after the SELECT (see docs/cdc-mariadb.md, "Chunks").
  * The connection's session is set to time_zone '+00:00' and utf8mb4.
- * Rows go to *out (initialised by the caller with t->schema).
+ * Rows go to *out (initialised by the caller with t->schema); on error
+ * *out may hold some of them and *out_low may be written (the caller
+ * discards both: a failed chunk is read again from the start).
  * SL_INJECT points: "cdc.snapshot.after_low", "cdc.snapshot.before_high".
  */
 int sl__cdc_read_chunk(MYSQL *c, const char *server, const sl__cdc_table_t *t,
