@@ -278,6 +278,20 @@ SL_TEST(check_keys) {
              "varchar, binary, varbinary, decimal, date, datetime or "
              "timestamp column)");
   err = NULL;
+  my_ok(f.m, "CREATE TABLE shop.my (id INT PRIMARY KEY) ENGINE=MyISAM");
+  rc = sl__cdc_table_describe(f.m, f.server, "shop", "my", NULL, &t, &err);
+  expect_msg(&f, rc, SL_ENOTSUP, err,
+             "mariadb-cdc: table `shop`.`my` at %S uses the engine MyISAM; "
+             "the snapshot reads each chunk in a consistent snapshot at an "
+             "exact binlog position, which only InnoDB gives (ALTER TABLE "
+             "`shop`.`my` ENGINE=InnoDB)");
+  err = NULL;
+  my_ok(f.m, "CREATE VIEW shop.v AS SELECT * FROM shop.fl");
+  rc = sl__cdc_table_describe(f.m, f.server, "shop", "v", NULL, &t, &err);
+  expect_msg(&f, rc, SL_ENOTSUP, err,
+             "mariadb-cdc: `shop`.`v` at %S is a VIEW, not a base table; "
+             "only tables are captured");
+  err = NULL;
   rc = sl__cdc_table_describe(f.m, f.server, "shop", "missing", NULL, &t,
                               &err);
   expect_msg(&f, rc, SL_ENOTFOUND, err,

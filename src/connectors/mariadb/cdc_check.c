@@ -58,7 +58,9 @@ static int has_global_priv(MYSQL *c, const char *server, const char *priv,
     memcpy(privs, g + 6, n);
     privs[n] = '\0';
     /* The list is "A, B, C" (upper case); match whole entries. */
-    for (char *tok = strtok(privs, ","); tok; tok = strtok(NULL, ",")) {
+    char *save = NULL;
+    for (char *tok = strtok_r(privs, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
       while (*tok == ' ') tok++;
       if (ieq(tok, priv) || ieq(tok, "ALL PRIVILEGES") || ieq(tok, "ALL"))
         *out = true;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cdc_int.h"
 #include "mariadb_int.h"
@@ -226,6 +227,44 @@ static int describe_columns(MYSQL *c, const char *server, sl__cdc_table_t *t,
   return rc;
 }
 
+/* The table exists and is InnoDB: the chunk reader's consistent snapshot
+ * and its binlog position hold for InnoDB tables only. */
+static int describe_engine(MYSQL *c, const char *server, sl__cdc_table_t *t,
+                           sl_bytes_t *sql, sl_error_t **out_err) {
+  sl_bytes_clear(sql);
+  int rc = sl_bytes_append_str(
+      sql, "SELECT ENGINE, TABLE_TYPE FROM information_schema.TABLES WHERE "
+           "TABLE_SCHEMA = ");
+  if (rc == SL_OK) rc = append_quoted(c, sql, t->db);
+  if (rc == SL_OK) rc = sl_bytes_append_str(sql, " AND TABLE_NAME = ");
+  if (rc == SL_OK) rc = append_quoted(c, sql, t->name);
+  if (rc != SL_OK) return rc;
+  MYSQL_RES *res = NULL;
+  rc = query(c, server, sql, &res, out_err);
+  if (rc != SL_OK) return rc;
+  MYSQL_ROW row = mysql_fetch_row(res);
+  if (row == NULL)
+    rc = sl_error_set(out_err, SL_ENOTFOUND,
+                      "mariadb-cdc: table `%s`.`%s` does not exist at %s "
+                      "(or the user cannot see it)",
+                      t->db, t->name, server);
+  else if (row[1] == NULL || strcmp(row[1], "BASE TABLE") != 0)
+    rc = sl_error_set(out_err, SL_ENOTSUP,
+                      "mariadb-cdc: `%s`.`%s` at %s is a %s, not a base "
+                      "table; only tables are captured",
+                      t->db, t->name, server, row[1] ? row[1] : "(null)");
+  else if (row[0] == NULL || strcasecmp(row[0], "InnoDB") != 0)
+    rc = sl_error_set(out_err, SL_ENOTSUP,
+                      "mariadb-cdc: table `%s`.`%s` at %s uses the engine "
+                      "%s; the snapshot reads each chunk in a consistent "
+                      "snapshot at an exact binlog position, which only "
+                      "InnoDB gives (ALTER TABLE `%s`.`%s` ENGINE=InnoDB)",
+                      t->db, t->name, server, row[0] ? row[0] : "(none)",
+                      t->db, t->name);
+  mysql_free_result(res);
+  return rc;
+}
+
 static int describe_pk(MYSQL *c, const char *server, sl__cdc_table_t *t,
                        sl_bytes_t *sql, sl_error_t **out_err) {
   sl_bytes_clear(sql);
@@ -274,6 +313,7 @@ int sl__cdc_table_describe(MYSQL *c, const char *server, const char *db,
   t->db = sl_strdup(db);
   t->name = sl_strdup(table);
   if (t->db == NULL || t->name == NULL) rc = SL_ENOMEM;
+  if (rc == SL_OK) rc = describe_engine(c, server, t, &sql, out_err);
   if (rc == SL_OK) rc = describe_columns(c, server, t, &sql, out_err);
   if (rc == SL_OK) rc = describe_pk(c, server, t, &sql, out_err);
   sl_bytes_close(&sql);
