@@ -419,11 +419,13 @@ int sl__cdc_plan_chunks(MYSQL *c, const char *server,
   if (t->n_key == 0 || t->n_key > MAX_KEY)
     return sl_error_set(out_err, SL_EINVAL, "mariadb-cdc: `%s`.`%s`: a chunk "
                         "key has 1 to %u columns", t->db, t->name, MAX_KEY);
+  int rc = sl__cdc_session_setup(c, server, out_err);
+  if (rc != SL_OK) return rc;
   sl__cdc_chunks_t *cl = chunks_new(t);
   if (cl == NULL) return SL_ENOMEM;
   uint32_t cap = 0;
   bool is_even = false;
-  int rc = SL_EAGAIN;
+  rc = SL_EAGAIN;
   if (t->n_key == 1 && t->key_kind[0] == SL_CDC_KEY_INT) {
     rc = plan_even(c, server, t, &o, cl, &cap, &is_even, out_err);
     if (rc == SL_ENOTFOUND) rc = chunks_add(cl, &cap, NULL, NULL);
@@ -436,6 +438,137 @@ int sl__cdc_plan_chunks(MYSQL *c, const char *server,
   }
   if (out_is_even) *out_is_even = is_even;
   *out = cl;
+  return SL_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Membership.                                                         */
+
+/* A decimal's text ("-12.5") as its unscaled value at scale. */
+static int parse_unscaled(const uint8_t *p, uint32_t len, unsigned scale,
+                          int64_t *out) {
+  uint32_t i = 0;
+  bool is_neg = false, has_digit = false;
+  if (i < len && (p[i] == '-' || p[i] == '+')) is_neg = p[i++] == '-';
+  int64_t v = 0;
+  unsigned frac = 0;
+  bool in_frac = false;
+  for (; i < len; i++) {
+    if (p[i] == '.' && !in_frac) {
+      in_frac = true;
+      continue;
+    }
+    if (p[i] < '0' || p[i] > '9') return SL_EINVAL;
+    if (in_frac && ++frac > scale) return SL_EINVAL;
+    if (v > (INT64_MAX - 9) / 10) return SL_EINVAL;
+    v = v * 10 + (p[i] - '0');
+    has_digit = true;
+  }
+  if (!has_digit) return SL_EINVAL;
+  for (; frac < scale; frac++) {
+    if (v > INT64_MAX / 10) return SL_EINVAL;
+    v *= 10;
+  }
+  *out = is_neg ? -v : v;
+  return SL_OK;
+}
+
+/* Compare key column k of row with bound value v: *out_cmp < 0, 0, > 0. */
+static int cmp_key(const sl__cdc_chunks_t *cl, const sl__cdc_table_t *t,
+                   uint32_t k, const sl_row_t *row, const sl__cdc_kv_t *v,
+                   int *out_cmp, sl_error_t **out_err) {
+  const sl__cdc_col_t *col = &t->cols[t->key[k]];
+  uint32_t f = t->key[k];
+  int64_t x, y;
+  switch ((sl__cdc_key_kind_t)cl->key_kind[k]) {
+  case SL_CDC_KEY_INT:
+    x = sl_row_get_i64(row, f);
+    y = v->i;
+    break;
+  case SL_CDC_KEY_BIN: {
+    /* MariaDB compares binary strings byte by byte, then by length. */
+    sl_slice_t s = sl_row_get_str(row, f);
+    uint32_t n = s.len < v->len ? s.len : v->len;
+    int c = n ? memcmp(s.ptr, v->p, n) : 0;
+    *out_cmp = c != 0 ? c : (s.len > v->len) - (s.len < v->len);
+    return SL_OK;
+  }
+  case SL_CDC_KEY_TEXT: {
+    int rc;
+    x = sl_row_get_i64(row, f);
+    if (col->conv == SL_CDC_CONV_DECIMAL)
+      rc = parse_unscaled(v->p, v->len, col->type.scale, &y);
+    else
+      rc = sl__cdc_parse_temporal((const char *)v->p, v->len,
+                                  col->conv == SL_CDC_CONV_DATE, &y);
+    if (rc != SL_OK)
+      return sl_error_set(out_err, SL_EINVAL, "mariadb-cdc: chunk bound "
+                          "'%.*s' of `%s`.`%s` is not a %s value",
+                          (int)(v->len > 64 ? 64 : v->len),
+                          (const char *)v->p, cl->db, cl->table,
+                          col->column_type);
+    break;
+  }
+  default:
+    return sl_error_set(out_err, SL_ENOTSUP, "mariadb-cdc: the chunk key "
+                        "`%s` of `%s`.`%s` (%s) compares in its collation, "
+                        "which sluice does not evaluate",
+                        col->name, cl->db, cl->table, col->column_type);
+  }
+  *out_cmp = (x > y) - (x < y);
+  return SL_OK;
+}
+
+/* Compare the row's key tuple with a bound, left to right. */
+static int cmp_bound(const sl__cdc_chunks_t *cl, const sl__cdc_table_t *t,
+                     const sl_row_t *row, const sl__cdc_kv_t *b,
+                     int *out_cmp, sl_error_t **out_err) {
+  for (uint32_t k = 0; k < cl->n_key; k++) {
+    int c = 0;
+    int rc = cmp_key(cl, t, k, row, &b[k], &c, out_err);
+    if (rc != SL_OK) return rc;
+    if (c != 0) {
+      *out_cmp = c;
+      return SL_OK;
+    }
+  }
+  *out_cmp = 0;
+  return SL_OK;
+}
+
+int sl__cdc_chunk_contains(const sl__cdc_chunks_t *cl,
+                           const sl__cdc_chunk_t *ch, const sl__cdc_table_t *t,
+                           const sl_row_t *row, bool *out_is_in,
+                           sl_error_t **out_err) {
+  if (t->n_key != cl->n_key)
+    return sl_error_set(out_err, SL_EINVAL, "mariadb-cdc: the chunk list of "
+                        "`%s`.`%s` has %u key columns, the table %u",
+                        cl->db, cl->table, cl->n_key, t->n_key);
+  for (uint32_t k = 0; k < cl->n_key; k++) {
+    if (sl_row_is_null(row, t->key[k])) {
+      /* Only a single declared key can be NULL; the first chunk has it. */
+      *out_is_in = ch->low == NULL;
+      return SL_OK;
+    }
+  }
+  int c = 0, rc;
+  if (ch->low != NULL) {
+    rc = cmp_bound(cl, t, row, ch->low, &c, out_err);
+    if (rc != SL_OK) return rc;
+    if (c < 0) {
+      *out_is_in = false;
+      return SL_OK;
+    }
+  }
+  if (ch->high != NULL) {
+    rc = cmp_bound(cl, t, row, ch->high, &c, out_err);
+    if (rc != SL_OK) return rc;
+    if (c >= 0) {
+      *out_is_in = false;
+      return SL_OK;
+    }
+  }
+  *out_is_in = true;
   return SL_OK;
 }
 

@@ -139,6 +139,17 @@ int sl__cdc_table_describe(MYSQL *c, const char *server, const char *db,
                            sl__cdc_table_t **out, sl_error_t **out_err);
 void sl__cdc_table_destroy(sl__cdc_table_t *t);
 
+/* Set the session as planning and reading need it: utf8mb4 (values and
+ * string bounds are UTF-8) and time_zone '+00:00' (timestamp values and
+ * bounds in UTC, the same for the planner and every reader). */
+int sl__cdc_session_setup(MYSQL *c, const char *server, sl_error_t **out_err);
+
+/* MariaDB's DATE (is_date) or DATETIME/TIMESTAMP text as microseconds
+ * since the epoch (UTC).  @return SL_OK; SL_EOVERFLOW for a zero date or
+ * a zero month or day; SL_EPARSE. */
+int sl__cdc_parse_temporal(const char *p, unsigned long len, bool is_date,
+                           int64_t *out_us);
+
 /*
  * Convert one field of a text-protocol row (p, len; p NULL for SQL NULL)
  * of column `col` into field `field` of b.  Errors name the column.
@@ -191,7 +202,8 @@ typedef struct sl__cdc_plan_opts_s {
  * values; any other key is cut at sampled bounds (every chunk_rows-th key
  * in key order, stepping past duplicates of a non-unique declared key).
  * An empty table gets one unbounded chunk.  *out_is_even tells which way
- * was taken (may be NULL).
+ * was taken (may be NULL).  Sets c's session as sl__cdc_session_setup
+ * does (bounds are read in UTF-8 and UTC, as the readers compare them).
  * @ownership *out is freed with sl__cdc_chunks_free.
  */
 int sl__cdc_plan_chunks(MYSQL *c, const char *server,
@@ -217,6 +229,22 @@ int sl__cdc_chunks_decode(const uint8_t *p, size_t len,
  * "WHERE"): "1=1" for a single unbounded chunk. */
 int sl__cdc_chunk_where(const sl__cdc_chunks_t *cl, const sl__cdc_chunk_t *ch,
                         sl_bytes_t *b);
+
+/*
+ * Whether row (of t->schema, as the snapshot or the binlog gives it) lies
+ * in chunk ch of cl (planned for t), as the server's WHERE would decide:
+ * for the backfill's in-chunk predicate and the binlog phase's filter.
+ * Integer, binary and text keys (decimal, date, datetime, timestamp,
+ * bounds parsed as the snapshot parses values) compare here; a NULL key
+ * lies in the first chunk only.  char/varchar keys compare in the
+ * column's collation, which only the server knows: SL_ENOTSUP.
+ * @return SL_OK with *out_is_in; SL_ENOTSUP; SL_EINVAL when a bound does
+ * not parse as the column's type.
+ */
+int sl__cdc_chunk_contains(const sl__cdc_chunks_t *cl,
+                           const sl__cdc_chunk_t *ch, const sl__cdc_table_t *t,
+                           const sl_row_t *row, bool *out_is_in,
+                           sl_error_t **out_err);
 
 /* ------------------------------------------------------------------ */
 /* cdc_snapshot.c: positions, the chunk reader and the merge seam.      */

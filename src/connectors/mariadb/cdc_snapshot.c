@@ -296,9 +296,7 @@ int sl__cdc_read_chunk(MYSQL *c, const char *server, const sl__cdc_table_t *t,
                        const sl__cdc_chunks_t *cl, const sl__cdc_chunk_t *ch,
                        sl__cdc_pos_t *out_low, sl__cdc_pos_t *out_high,
                        sl__cdc_rows_t *out, sl_error_t **out_err) {
-  if (mysql_set_character_set(c, "utf8mb4") != 0)
-    return fail_q(c, server, "SET NAMES utf8mb4", out_err);
-  int rc = run(c, server, "SET SESSION time_zone = '+00:00'", out_err);
+  int rc = sl__cdc_session_setup(c, server, out_err);
   if (rc == SL_OK)
     rc = run(c, server,
              "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",

@@ -380,6 +380,19 @@ fail:
 /* ------------------------------------------------------------------ */
 /* Values.                                                             */
 
+int sl__cdc_session_setup(MYSQL *c, const char *server, sl_error_t **out_err) {
+  unsigned e;
+  const char *q = "SET SESSION time_zone = '+00:00'";
+  if (mysql_set_character_set(c, "utf8mb4") != 0)
+    return sl_error_set(out_err, SL_EIO, "mariadb-cdc: %s: SET NAMES utf8mb4 "
+                        "failed: error %u: %s", server, mysql_errno(c),
+                        mysql_error(c));
+  if (sl__mariadb_run(c, q, strlen(q), &e) != SL_OK)
+    return sl_error_set(out_err, SL_EIO, "mariadb-cdc: %s: %s failed: error "
+                        "%u: %s", server, q, e, mysql_error(c));
+  return SL_OK;
+}
+
 static int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
   y -= m <= 2;
   int64_t era = (y >= 0 ? y : y - 399) / 400;
@@ -407,8 +420,8 @@ static bool lit(const char *p, unsigned long len, unsigned long *i, char ch) {
 }
 
 /* MariaDB's DATE and DATETIME text: YYYY-MM-DD[ hh:mm:ss[.ffffff]]. */
-static int parse_temporal(const char *p, unsigned long len, bool is_date,
-                          int64_t *out_us) {
+int sl__cdc_parse_temporal(const char *p, unsigned long len, bool is_date,
+                           int64_t *out_us) {
   unsigned long i = 0;
   unsigned y, mo, d, h = 0, mi = 0, s = 0;
   if (!digits(p, len, &i, 4, &y) || !lit(p, len, &i, '-') ||
@@ -483,7 +496,7 @@ int sl__cdc_set_field(const sl__cdc_table_t *t, uint32_t ci, const char *p,
   case SL_CDC_CONV_DATE:
   case SL_CDC_CONV_DATETIME: {
     int64_t us = 0;
-    rc = parse_temporal(p, len, col->conv == SL_CDC_CONV_DATE, &us);
+    rc = sl__cdc_parse_temporal(p, len, col->conv == SL_CDC_CONV_DATE, &us);
     int n = len > 64 ? 64 : (int)len;
     if (rc == SL_OK)
       sl_row_builder_set_i64(b, field, us);
