@@ -230,6 +230,15 @@ SL_TEST(check_privileges) {
   SL_ASSERT_OK_E(sl__cdc_check_server(c, f.server, "u3", &err), err);
   SL_ASSERT_OK_E(
       sl__cdc_check_select(c, f.server, "u3", "shop", "orders", &err), err);
+  /* Privileges through a default role count too. */
+  my_ok(f.m, "CREATE ROLE cdc_role");
+  my_ok(f.m, "GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO cdc_role");
+  my_ok(f.m, "CREATE USER u4 IDENTIFIED BY 'pw'");
+  my_ok(f.m, "GRANT cdc_role TO u4");
+  my_ok(f.m, "SET DEFAULT ROLE cdc_role FOR u4");
+  MYSQL *c4 = connect_as(&f, "u4", "pw");
+  SL_ASSERT_OK_E(sl__cdc_check_server(c4, f.server, "u4", &err), err);
+  mysql_close(c4);
   rc = sl__cdc_check_select(c, f.server, "u3", "shop", "secret", &err);
   expect_msg(&f, rc, SL_EINVAL, err,
              "mariadb-cdc: user 'u3' cannot SELECT from `shop`.`secret` at %S "
@@ -244,9 +253,9 @@ SL_TEST(check_keys) {
   fx_t f;
   fx_open(&f);
   my_ok(f.m, "CREATE DATABASE shop");
-  my_ok(f.m, "CREATE TABLE shop.nokey (a INT, b VARCHAR(10))");
+  my_ok(f.m, "CREATE TABLE shop.nokey (a INT, b VARCHAR(10), KEY (a))");
   my_ok(f.m, "CREATE TABLE shop.fl (id INT PRIMARY KEY, f DOUBLE, "
-             "t TEXT)");
+             "t TEXT, KEY (f))");
   sl__cdc_table_t *t = NULL;
   sl_error_t *err = NULL;
   int rc = sl__cdc_table_describe(f.m, f.server, "shop", "nokey", NULL, &t,
@@ -266,6 +275,13 @@ SL_TEST(check_keys) {
   SL_ASSERT_EQ_INT(t->n_pk, 0);
   SL_ASSERT_TRUE(t->is_declared_key);
   sl__cdc_table_destroy(t);
+  rc = sl__cdc_table_describe(f.m, f.server, "shop", "nokey", "b", &t, &err);
+  expect_msg(&f, rc, SL_EINVAL, err,
+             "mariadb-cdc: the chunk key `b` of `shop`.`nokey` at %S has no "
+             "index that starts with it; planning and every chunk would "
+             "scan the whole table (CREATE INDEX ... ON `shop`.`nokey` "
+             "(`b`))");
+  err = NULL;
   rc = sl__cdc_table_describe(f.m, f.server, "shop", "nokey", "zz", &t, &err);
   expect_msg(&f, rc, SL_EINVAL, err,
              "mariadb-cdc: the chunk key `zz` of `shop`.`nokey` is not a "
@@ -855,7 +871,8 @@ SL_TEST(chunks_declared_key_duplicates_and_nulls) {
   fx_t f;
   fx_open(&f);
   my_ok(f.m, "CREATE DATABASE shop");
-  my_ok(f.m, "CREATE TABLE shop.dup (id INT PRIMARY KEY, c DECIMAL(10,2))");
+  my_ok(f.m, "CREATE TABLE shop.dup (id INT PRIMARY KEY, c DECIMAL(10,2), "
+             "KEY (c))");
   /* 40 distinct values, 25 rows each, and 30 NULLs. */
   fill(&f, "dup", "SELECT seq, IF(seq <= 30, NULL, (seq % 40) / 4) FROM "
                   "seq_1_to_1030");
@@ -867,7 +884,7 @@ SL_TEST(chunks_declared_key_duplicates_and_nulls) {
   sl__cdc_chunks_free(cl);
   sl__cdc_table_destroy(t);
   /* An integer declared key with every row equal: sampled, two chunks. */
-  my_ok(f.m, "CREATE TABLE shop.same (id INT PRIMARY KEY, c INT)");
+  my_ok(f.m, "CREATE TABLE shop.same (id INT PRIMARY KEY, c INT, KEY (c))");
   fill(&f, "same", "SELECT seq, 7 FROM seq_1_to_300");
   cl = plan(&f, "same", "c", 50, false, &t);
   SL_ASSERT_EQ_INT(cl->n, 2);

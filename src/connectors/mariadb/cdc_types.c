@@ -302,6 +302,38 @@ static int describe_pk(MYSQL *c, const char *server, sl__cdc_table_t *t,
   return rc;
 }
 
+/* A declared chunk key needs an index that starts with it: planning and
+ * every chunk's SELECT range over it. */
+static int check_key_index(MYSQL *c, const char *server,
+                           const sl__cdc_table_t *t, const char *key,
+                           sl_error_t **out_err) {
+  sl_bytes_t sql;
+  sl_bytes_init(&sql);
+  int rc = sl_bytes_append_str(
+      &sql, "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE "
+            "SEQ_IN_INDEX = 1 AND TABLE_SCHEMA = ");
+  if (rc == SL_OK) rc = append_quoted(c, &sql, t->db);
+  if (rc == SL_OK) rc = sl_bytes_append_str(&sql, " AND TABLE_NAME = ");
+  if (rc == SL_OK) rc = append_quoted(c, &sql, t->name);
+  if (rc == SL_OK) rc = sl_bytes_append_str(&sql, " AND COLUMN_NAME = ");
+  if (rc == SL_OK) rc = append_quoted(c, &sql, key);
+  MYSQL_RES *res = NULL;
+  if (rc == SL_OK) rc = query(c, server, &sql, &res, out_err);
+  sl_bytes_close(&sql);
+  if (rc != SL_OK) return rc;
+  MYSQL_ROW row = mysql_fetch_row(res);
+  bool has = row && row[0] && atol(row[0]) > 0;
+  mysql_free_result(res);
+  if (!has)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "mariadb-cdc: the chunk key `%s` of `%s`.`%s` at %s "
+                        "has no index that starts with it; planning and "
+                        "every chunk would scan the whole table (CREATE "
+                        "INDEX ... ON `%s`.`%s` (`%s`))",
+                        key, t->db, t->name, server, t->db, t->name, key);
+  return SL_OK;
+}
+
 int sl__cdc_table_describe(MYSQL *c, const char *server, const char *db,
                            const char *table, const char *chunk_key,
                            sl__cdc_table_t **out, sl_error_t **out_err) {
@@ -336,6 +368,8 @@ int sl__cdc_table_describe(MYSQL *c, const char *server, const char *db,
     t->key[0] = (uint32_t)i;
     t->n_key = 1;
     t->is_declared_key = true;
+    rc = check_key_index(c, server, t, chunk_key, out_err);
+    if (rc != SL_OK) goto fail;
   } else if (t->n_pk > 0) {
     t->key = sl_calloc(t->n_pk, sizeof(*t->key));
     if (t->key == NULL) {
