@@ -161,6 +161,39 @@ SL_TEST(check_ok_and_patterns) {
   fx_close(&f);
 }
 
+SL_TEST(check_connect) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE USER u1 IDENTIFIED BY 'pw'");
+  MYSQL *c = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__cdc_connect("127.0.0.1", sl_server_port(f.srv), "u1",
+                                 "pw", 0, &c, &err),
+                 err);
+  mysql_close(c);
+  int rc = sl__cdc_connect("127.0.0.1", sl_server_port(f.srv), "u1", "bad", 0,
+                           &c, &err);
+  expect_msg(&f, rc, SL_EINVAL, err,
+             "mariadb-cdc: access denied for user 'u1' at %S (wrong user or "
+             "password): Access denied for user 'u1'@'127.0.0.1' (using "
+             "password: YES)");
+  /* The server stopped: its port refuses. */
+  err = NULL;
+  SL_ASSERT_OK(sl_server_stop(f.srv, SL_SERVER_STOP_CLEAN, NULL));
+  rc = sl__cdc_connect("127.0.0.1", sl_server_port(f.srv), "u1", "pw", 2000,
+                       &c, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EIO);
+  char want[256];
+  snprintf(want, sizeof(want),
+           "mariadb-cdc: cannot connect to %s: Connection refused (error "
+           "2002: ", f.server);
+  if (strncmp(sl_error_message(err), want, strlen(want)) != 0)
+    SL_TEST_FAIL("message '%s' does not start with '%s'",
+                 sl_error_message(err), want);
+  sl_error_destroy(err);
+  fx_close(&f);
+}
+
 SL_TEST(check_log_bin_off) {
   const char *s[] = {"skip-log-bin", NULL};
   check_server_fails(s, "mariadb-cdc: %S has the binary log off "

@@ -14,6 +14,21 @@
 #include "cdc_int.h"
 #include "mariadb_int.h"
 
+int sl__cdc_connect(const char *host, int port, const char *user,
+                    const char *password, uint32_t connect_timeout_ms,
+                    MYSQL **out, sl_error_t **out_err) {
+  /* The sink's connect, with the source's settings (a sink object on the
+   * stack: only these fields are read). */
+  msink_t s;
+  memset(&s, 0, sizeof(s));
+  s.host = (char *)host;
+  s.user = (char *)user;
+  s.password = (char *)password;
+  s.port = port;
+  s.connect_timeout_ms = connect_timeout_ms ? connect_timeout_ms : 10000;
+  return sl__mariadb_connect(&s, "mariadb-cdc", out, out_err);
+}
+
 static int var_text(MYSQL *c, const char *server, const char *sql, char *buf,
                     size_t size, sl_error_t **out_err) {
   bool found;

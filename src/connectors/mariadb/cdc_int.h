@@ -30,6 +30,18 @@
 /* cdc_check.c: start checks and table patterns.                        */
 
 /*
+ * Connect to host:port as user (password may be NULL), without a default
+ * database, in utf8mb4.  Errors start with "mariadb-cdc: " and name
+ * host:port: access denied (SL_EINVAL), or the server unreachable with
+ * the OS's reason (SL_EIO), e.g. "mariadb-cdc: cannot connect to
+ * 127.0.0.1:1: Connection refused (error 2002: ...)".
+ * @ownership the caller closes *out with mysql_close.
+ */
+int sl__cdc_connect(const char *host, int port, const char *user,
+                    const char *password, uint32_t connect_timeout_ms,
+                    MYSQL **out, sl_error_t **out_err);
+
+/*
  * Server-wide checks, in this order, each with its own message naming
  * `server` and the setting: log_bin=ON, binlog_format=ROW,
  * binlog_row_image=FULL, @@gtid_binlog_pos readable, REPLICATION SLAVE
