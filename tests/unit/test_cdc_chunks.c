@@ -175,9 +175,11 @@ SL_TEST(chunks_roundtrip_and_where) {
     sl_bytes_close(&b);
     sl_bytes_close(&b2);
   }
-  where_is(lists[0], 0, "(`a`, `b`) < (10, 1)");
-  where_is(lists[0], 1, "(`a`, `b`) >= (10, 1) AND (`a`, `b`) < (20, 5)");
-  where_is(lists[0], 3, "(`a`, `b`) >= (20, 9)");
+  where_is(lists[0], 0, "(`a` <= 10 AND (`a`, `b`) < (10, 1))");
+  where_is(lists[0], 1,
+           "(`a` >= 10 AND (`a`, `b`) >= (10, 1)) AND "
+           "(`a` <= 20 AND (`a`, `b`) < (20, 5))");
+  where_is(lists[0], 3, "(`a` >= 20 AND (`a`, `b`) >= (20, 9))");
   where_is(lists[1], 0, "(`name` < _utf8mb4 X'6b275c78' OR `name` IS NULL)");
   where_is(lists[1], 1, "`name` >= _utf8mb4 X'6b275c78'");
   sl__cdc_chunks_free(lists[0]);

@@ -189,11 +189,24 @@ static int append_bound(sl_bytes_t *b, const sl__cdc_chunks_t *cl,
   return rc;
 }
 
+/* key op bound.  With several key columns, the row comparison is led by
+ * the same comparison (not strict) on the first column alone, which the
+ * optimizer reads as a range of the key's index; the meaning is the same. */
 static int append_cmp(sl_bytes_t *b, const sl__cdc_chunks_t *cl,
                       const char *op, const sl__cdc_kv_t *v) {
-  int rc = append_keys(b, cl);
+  int rc = SL_OK;
+  if (cl->n_key > 1) {
+    const char *lead = op[1] == '<' ? " <= " : " >= ";
+    rc = sl_bytes_append(b, "(", 1);
+    if (rc == SL_OK) rc = sl__mariadb_ident(b, cl->key_names[0]);
+    if (rc == SL_OK) rc = sl_bytes_append_str(b, lead);
+    if (rc == SL_OK) rc = append_value(b, cl->key_kind[0], &v[0]);
+    if (rc == SL_OK) rc = sl_bytes_append_str(b, " AND ");
+  }
+  if (rc == SL_OK) rc = append_keys(b, cl);
   if (rc == SL_OK) rc = sl_bytes_append_str(b, op);
   if (rc == SL_OK) rc = append_bound(b, cl, v);
+  if (rc == SL_OK && cl->n_key > 1) rc = sl_bytes_append(b, ")", 1);
   return rc;
 }
 
