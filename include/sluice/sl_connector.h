@@ -407,7 +407,13 @@ typedef enum sl_commit_status_e {
   SL_COMMIT_LOST = 3,    /* the transaction is gone and was not committed
                             (expired, rolled back by someone else, a part
                             file deleted): the epoch's output is lost */
-  SL_COMMIT_FATAL = 4    /* cannot work (permissions, configuration) */
+  SL_COMMIT_FATAL = 4,   /* cannot work (permissions, configuration) */
+  SL_COMMIT_RESTART = 5  /* appended: not committed now, but a restore can
+                            commit it (the connector keeps what it needs,
+                            e.g. a replay log, and committing it here would
+                            break order): the task fails retriably, the
+                            restart strategy applies, and the restore
+                            commits the committable again */
 } sl_commit_status_t;
 
 /**

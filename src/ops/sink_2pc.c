@@ -18,6 +18,7 @@
  *   COMMITTING --OK / ALREADY--> gone (removed from the list)
  *   COMMITTING --RETRY--> PENDING (retry_at = now + backoff; attempts kept)
  *   COMMITTING --LOST / FATAL / RETRY past max attempts--> task fails
+ *   COMMITTING --RESTART--> PENDING, task fails retriably (restore commits)
  *   PENDING --N aborted--> PENDING (unchanged: the next completion commits)
  *
  *   transition                function
@@ -220,6 +221,7 @@ static const char *status_name(sl_commit_status_t st) {
   case SL_COMMIT_RETRY: return "RETRY";
   case SL_COMMIT_LOST: return "LOST";
   case SL_COMMIT_FATAL: return "FATAL";
+  case SL_COMMIT_RESTART: return "RESTART";
   }
   return "an unknown status";
 }
@@ -262,6 +264,19 @@ static int commit_due(sl_op_t *op, sink2pc_t *s, uint64_t upto,
       continue;
     }
     const char *why = err ? sl_error_message(err) : "no message";
+    if (st == SL_COMMIT_RESTART) {
+      /* The connector can commit it only from a restore: fail the task
+       * retriably; the entry stays in the list (S2), and the checkpoint
+       * that holds it is restored. */
+      sl_error_t *f = sl_error_create(
+          SL_EAGAIN, "sink '%s' (subtask %u of %u): commit of checkpoint %llu "
+          "(prepared by subtask %u) answered RESTART: it is committed again "
+          "after a restore%s: %s", op->uid, op->subtask + 1, op->parallelism,
+          (unsigned long long)e->ckpt, e->origin + 1,
+          is_restore ? " (answered while restoring)" : "", why);
+      sl_error_destroy(err);
+      return fail(op, s, f, SL_EAGAIN, false);
+    }
     if (st == SL_COMMIT_RETRY &&
         (is_restore || e->attempts >= max_attempts)) {
       sl_error_t *f = sl_error_create(

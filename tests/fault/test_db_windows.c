@@ -77,6 +77,7 @@
 #include "checkpoint/checkpoint.h"
 #include "sl_holdproxy.h"
 #include "sl_servers.h"
+#include "sl_balances.h"
 #include "sl_test.h"
 #include "sluice/sluice.h"
 
@@ -89,82 +90,15 @@ enum { KEYS = 50, COUNT = 20000, RATE1 = 10000, MAXN = 256 };
 /* ------------------------------------------------------------------ */
 /* The independent computation: the same generator, summed per key.    */
 
-/* is_distinct: the account is seq * 2 + split, so every delta has an
- * account of its own (no row is written twice); else the key column. */
-static bool sum_distinct;
-static int64_t *want_bal, *want_n;
-static int sum_open(void *c, const sl_sink_init_t *i, void **out,
-                    sl_error_t **e) {
-  (void)i;
-  (void)e;
-  *out = c;
-  return SL_OK;
-}
-static int sum_write(void *w, const sl_row_t *row, sl_error_t **e) {
-  (void)w;
-  (void)e;
-  int64_t k, a;
-  if (sum_distinct) {
-    k = sl_row_get_i64(row, 0) * 2 + sl_row_get_i32(row, 1);
-    a = sl_row_get_i64(row, 2);
-  } else {
-    k = sl_row_get_i64(row, 0);
-    a = sl_row_get_i64(row, 1);
-  }
-  if (k < 0 || k >= COUNT + 2) SL_TEST_FAIL("account %lld", (long long)k);
-  want_bal[k] += a;
-  want_n[k]++;
-  return SL_OK;
-}
-static int sum_close(void *w, bool ok, sl_error_t **e) {
-  (void)w;
-  (void)ok;
-  (void)e;
-  return SL_OK;
-}
-static void sum_destroy(void *c) { (void)c; }
-static const sl_sink_vt_t sum_vt = {"sum", sum_open, sum_write, NULL,
-                                    sum_close, sum_destroy};
-
-/* "account=balance/n;..." ordered by account. */
+/* "account=balance/n;..." ordered by account; is_distinct: the account
+ * is seq * 2 + split, so every delta has an account of its own (no row is
+ * written twice); else the key column. */
 static char *expected_table(bool is_distinct) {
-  sum_distinct = is_distinct;
-  want_bal = calloc(COUNT + 2, sizeof(int64_t));
-  want_n = calloc(COUNT + 2, sizeof(int64_t));
-  sl_gen_config_t g;
-  sl_gen_config_init(&g);
-  g.seed = 42;
-  g.count = COUNT;
-  g.keys = KEYS;
-  g.splits = 2;
-  g.columns = is_distinct ? SL_GEN_COL_SEQ | SL_GEN_COL_SPLIT |
-                                SL_GEN_COL_AMOUNT
-                          : SL_GEN_COL_KEY | SL_GEN_COL_AMOUNT;
-  const sl_source_vt_t *vt;
-  void *ctx;
-  sl_schema_t *schema;
-  SL_ASSERT_OK(sl_gen_source_create(&g, &vt, &ctx, &schema, NULL));
-  sl_job_config_t cfg;
-  sl_job_config_init(&cfg);
-  cfg.parallelism = 1;
-  sl_job_t *job;
-  SL_ASSERT_OK(sl_job_create(&cfg, &job, NULL));
-  sl_stream_t *s = sl_job_source(job, "g", vt, ctx, schema);
-  SL_ASSERT_OK(sl_stream_sink(s, "sum", &sum_vt, NULL));
-  SL_ASSERT_OK(sl_job_run(job, NULL));
-  sl_job_destroy(job);
-  sl_schema_unref(schema);
-  sl_bytes_t b;
-  sl_bytes_init(&b);
-  for (int k = 0; k < COUNT + 2; k++)
-    if (want_n[k])
-      SL_ASSERT_OK(sl_bytes_printf(&b, "%s%d=%lld/%lld", b.len ? ";" : "", k,
-                                   (long long)want_bal[k],
-                                   (long long)want_n[k]));
-  SL_ASSERT_OK(sl_bytes_append(&b, "", 1));
-  free(want_bal);
-  free(want_n);
-  return (char *)b.data;
+  sl_balances_t b;
+  sl_balances_compute(COUNT, KEYS, is_distinct, &b);
+  char *t = sl_balances_table(&b);
+  sl_balances_free(&b);
+  return t;
 }
 
 /* ------------------------------------------------------------------ */

@@ -317,6 +317,45 @@ SL_TEST(retry_with_backoff_succeeds) {
   SL_ASSERT_EQ_INT(restarts, 0);
 }
 
+/* RESTART (the connector can commit only from a restore, as the Kafka
+ * sink after its transaction expired): the task fails retriably at once,
+ * the committable stays pending, the restart restores the checkpoint that
+ * holds it and the restore commits it: exactly once, one restart, no
+ * RETRY backoff. */
+SL_TEST(restart_answer_commits_after_a_restore) {
+  setup();
+  txs.restart_left = 1;
+  opts_t o = {1, 15, true, false, 0, 0};
+  sl_job_t *job = make_job(&o);
+  sl_error_t *err = NULL;
+  int rc = sl_job_run(job, &err);
+  uint32_t restarts = sl_job_restarts(job);
+  sl_job_destroy(job);
+  if (rc != SL_OK) SL_TEST_FAIL("run: %s", sl_error_message(err));
+  expect_exactly_once();
+  SL_ASSERT_EQ_INT(txs.restart, 1);
+  SL_ASSERT_EQ_INT(txs.retry, 0);
+  SL_ASSERT_EQ_INT(restarts, 1);
+}
+
+/* RESTART without a restart strategy fails the job with the message,
+ * retriable (not fatal: --resume commits it). */
+SL_TEST(restart_answer_without_restarts_fails_retriably) {
+  setup();
+  txs.restart_left = 1;
+  opts_t o = {1, 15, false, false, 0, 0};
+  sl_error_t *err = NULL;
+  int rc = run(&o, &err);
+  SL_ASSERT_TRUE(rc != SL_OK);
+  const char *msg = sl_error_message(err);
+  if (!strstr(msg, "answered RESTART: it is committed again after a "
+                   "restore") ||
+      !strstr(msg, "test store wants a restore"))
+    SL_TEST_FAIL("unexpected message: %s", msg);
+  SL_ASSERT_TRUE(!sl_error_is_fatal(err));
+  sl_error_destroy(err);
+}
+
 /* RETRY forever: after max attempts the task fails with a message. */
 SL_TEST(retry_past_max_attempts_fails) {
   setup();

@@ -8,7 +8,8 @@
  * says "committed", so a second commit answers ALREADY, and a transaction
  * in neither directory answers LOST), recover deletes the prepared files
  * of the subtasks the committer owns.  The files survive process kills.
- * Counters and knobs (answer RETRY k times) are process globals, and so is
+ * Counters and knobs (answer RETRY or RESTART k times) are process
+ * globals, and so is
  * what committed_max answers (the newest checkpoint committed in this
  * process): the tests that restore an older checkpoint run every job in
  * one process.
@@ -34,6 +35,8 @@ typedef struct txs_stats_s {
   uint32_t max_attempt;      /* largest attempt number seen */
   uint32_t retry_left;       /* knob: answer RETRY this many times */
   uint32_t retry_forever;    /* knob: always RETRY */
+  uint32_t restart_left;     /* knob: answer RESTART this many times */
+  uint32_t restart;          /* RESTART answered */
   uint64_t max_committed_ckpt; /* newest checkpoint answered OK/ALREADY */
   uint32_t committed_max_calls;
 } txs_stats_t;
@@ -148,6 +151,14 @@ static int txs_commit(void *cm, uint64_t ckpt, uint32_t origin,
   txs.commit_calls++;
   if (attempt > txs.max_attempt) txs.max_attempt = attempt;
   if (origin % c->parallelism != c->subtask) txs.foreign_commits++;
+  if (txs.restart_left > 0) {
+    txs.restart_left--;
+    txs.restart++;
+    pthread_mutex_unlock(&txs_lock);
+    *st = SL_COMMIT_RESTART;
+    sl_error_set(err, SL_EAGAIN, "test store wants a restore");
+    return SL_OK;
+  }
   if (txs.retry_forever || txs.retry_left > 0) {
     if (txs.retry_left > 0) txs.retry_left--;
     txs.retry++;

@@ -19,6 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
+#include "core/inject.h"
 #include "sl_kafka.h"
 #include "sl_kafka_client.h"
 #include "sl_test.h"
@@ -876,10 +879,11 @@ SL_TEST(eo_downscale_before_first_checkpoint_aborts_lingering) {
   produce_deltas(k);
   char pipeline[4400], text[4096];
   snprintf(pipeline, sizeof(pipeline), "%s/down.yaml", sl_test_dir());
+  int tries = 0;
   for (int run = 0; run < 2; run++) {
     snprintf(text, sizeof(text),
              "name: down\nparallelism: 2\n"
-             "checkpoint: {dir: %s/ckpt-%d, interval_ms: 1000}\n"
+             "checkpoint: {dir: %s/ckpt-%d-%d, interval_ms: 1000}\n"
              "source:\n  type: kafka\n  uid: deltas\n"
              "  bootstrap_servers: %s\n  topic: deltas\n  bounded: true\n"
              "  schema: [{name: account, type: int64}, "
@@ -887,7 +891,8 @@ SL_TEST(eo_downscale_before_first_checkpoint_aborts_lingering) {
              "sink:\n  type: kafka\n  uid: out\n  parallelism: %d\n"
              "  bootstrap_servers: %s\n  topic: balances\n"
              "  delivery: exactly-once\n  timeout: 30s\n",
-             sl_test_dir(), run, sl_kafka_bootstrap(k), run == 0 ? 3 : 1,
+             sl_test_dir(), run, tries, sl_kafka_bootstrap(k),
+             run == 0 ? 3 : 1,
              sl_kafka_bootstrap(k));
     sl_test_write_file(pipeline, text);
     char bin[4096], errp[4300];
@@ -910,7 +915,14 @@ SL_TEST(eo_downscale_before_first_checkpoint_aborts_lingering) {
                (long long)hi, (long long)l);
         if (l < hi) lingering = true;
       }
-      SL_ASSERT_TRUE(lingering); /* the open transactions pin the LSO */
+      /* The open transactions pin the LSO, unless the first barrier came
+       * before any record reached the sink (a loaded machine): then that
+       * run proved nothing; run it again (its successor fences it). */
+      if (!lingering && ++tries < 5) {
+        run--;
+        continue;
+      }
+      SL_ASSERT_TRUE(lingering);
     } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
       fail_with_log("run at sink parallelism 1", st);
     }
@@ -1109,5 +1121,131 @@ SL_TEST(eo_marker_gone_refuses_restore) {
   printf("committed records before %lld, after the refused restore %lld\n",
          (long long)before, (long long)after);
   SL_ASSERT_TRUE(after <= before);
+  sl_kafka_destroy(k);
+}
+
+typedef struct job_thread_s {
+  sl_job_t *job;
+  int rc;
+  sl_error_t *err;
+} job_thread_t;
+
+static void *run_job_thread(void *arg) {
+  job_thread_t *jt = arg;
+  jt->rc = sl_job_run(jt->job, &jt->err);
+  return NULL;
+}
+
+/* K5 while the job runs: the commit of checkpoint 1 is held (a latch at
+ * sink.before_commit) until the broker has aborted the epoch's
+ * transaction for exceeding transaction.timeout.ms (seen as the last
+ * stable offset reaching the high watermark over the epoch's records).
+ * Released, commit_transaction fails (the broker bumped the producer
+ * epoch); the sink answers RESTART, the task restarts from checkpoint 1,
+ * and the restore finds the marker below 1 and writes the epoch again
+ * from its replay log, before any later epoch: every row exactly once. */
+SL_TEST(eo_transaction_expired_by_the_broker_is_resent) {
+  SL_ASSERT_TRUE(sl_inject_is_enabled());
+  const char *extra[] = {
+      "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
+      NULL};
+  sl_kafka_opts_t o;
+  sl_kafka_opts_init(&o);
+  o.extra_settings = extra;
+  sl_kafka_t *k = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_kafka_start(&o, &k, &err), err);
+  create_topic(k, "exp", 2, NULL);
+  sl_kafka_sink_config_t c;
+  sink_cfg(&c, k, "exp");
+  c.delivery = SL_DELIVERY_EXACTLY_ONCE;
+  c.transactional_id_prefix = "exp";
+  const char *props[] = {"transaction.timeout.ms", "4000", NULL};
+  c.properties = props;
+  sl_inject_reset();
+  SL_ASSERT_OK(sl_inject_arm("sink.before_commit", SL_INJECT_PAUSE, 1,
+                             false));
+  gen_job_name = "expiry";
+  enum { N = 3000 };
+  /* gen_job runs the job; run it on a thread of its own instead. */
+  sl_gen_config_t g;
+  sl_gen_config_init(&g);
+  g.count = N;
+  g.keys = 1000;
+  g.splits = 1;
+  g.columns = SL_GEN_COL_SEQ | SL_GEN_COL_KEY;
+  const sl_source_vt_t *svt;
+  void *sctx;
+  sl_schema_t *schema;
+  SL_ASSERT_OK(sl_gen_source_create(&g, &svt, &sctx, &schema, NULL));
+  sl_job_config_t cfg;
+  sl_job_config_init(&cfg);
+  cfg.name = "expiry";
+  cfg.parallelism = 1;
+  char ckdir[4400];
+  snprintf(ckdir, sizeof(ckdir), "%s/ckpt", sl_test_dir());
+  cfg.checkpoint.dir = ckdir;
+  cfg.checkpoint.interval_ms = 200;
+  cfg.restart.kind = SL_RESTART_FIXED_DELAY;
+  cfg.restart.max_attempts = 3;
+  cfg.restart.delay_ms = 10;
+  sl_job_t *job;
+  SL_ASSERT_OK(sl_job_create(&cfg, &job, NULL));
+  sl_stream_t *st = sl_job_source(job, "gen", svt, sctx, schema);
+  sl_schema_unref(schema);
+  const sl_sink_vt_t *vt;
+  void *ctx;
+  SL_ASSERT_OK_E(sl_kafka_sink_create(&c, &vt, &ctx, &err), err);
+  SL_ASSERT_OK(sl_stream_sink(st, "kafka-out", vt, ctx));
+  job_thread_t jt = {job, -1, NULL};
+  pthread_t th;
+  SL_ASSERT_EQ_INT(pthread_create(&th, NULL, run_job_thread, &jt), 0);
+  SL_ASSERT_OK(sl_inject_wait_paused("sink.before_commit", 120000));
+  /* The epoch's records are in the log, behind its open transaction. */
+  int64_t hi[2], end = mono_ms() + 90000;
+  for (int part = 0; part < 2; part++) {
+    hi[part] = hwm(k, "exp", part);
+    SL_ASSERT_TRUE(lso(k, "exp", part) < hi[part]);
+  }
+  /* Wait for the broker's abort (its marker moves the LSO past them). */
+  for (bool aborted = false; !aborted;) {
+    aborted = true;
+    for (int part = 0; part < 2; part++)
+      if (lso(k, "exp", part) <= hi[part] - 1) aborted = false;
+    if (!aborted && mono_ms() > end) {
+      sl_inject_release("sink.before_commit");
+      pthread_join(th, NULL);
+      SL_TEST_FAIL("the broker did not abort the transaction in 90 s");
+    }
+    if (!aborted) {
+      struct timespec ts = {0, 100000000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  sl_inject_release("sink.before_commit");
+  pthread_join(th, NULL);
+  sl_inject_reset();
+  if (jt.rc != SL_OK)
+    SL_TEST_FAIL("job failed: %s",
+                 jt.err ? sl_error_message(jt.err) : sl_strerror(jt.rc));
+  sl_job_destroy(job);
+  static uint8_t seen[N];
+  memset(seen, 0, sizeof(seen));
+  int total = 0;
+  for (int part = 0; part < 2; part++) {
+    int n = 0;
+    char **v = read_kv(k, "exp", part, &n);
+    for (int i = 0; i < n; i++) {
+      long long seq, kv;
+      if (sscanf(v[i], "-\t{\"seq\":%lld,\"key\":%lld}", &seq, &kv) != 2)
+        SL_TEST_FAIL("partition %d: bad record '%s'", part, v[i]);
+      SL_ASSERT_TRUE(seq >= 0 && seq < N);
+      if (seen[seq]++) SL_TEST_FAIL("seq %lld twice", seq);
+    }
+    total += n;
+    free_kv(v, n);
+  }
+  SL_ASSERT_EQ_INT(total, N);
+  gen_job_name = "ksink";
   sl_kafka_destroy(k);
 }

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "sl_servers.h"
+#include "sl_balances.h"
 #include "sl_test.h"
 #include "sluice/sluice.h"
 
@@ -37,67 +38,13 @@ enum { KEYS = 50, COUNT = 20000, BOUND_S = 120 };
 /* ------------------------------------------------------------------ */
 /* The independent computation: the same generator, summed per key.    */
 
-static int64_t want_bal[KEYS], want_n[KEYS];
-static int sum_open(void *c, const sl_sink_init_t *i, void **out,
-                    sl_error_t **e) {
-  (void)i;
-  (void)e;
-  *out = c;
-  return SL_OK;
-}
-static int sum_write(void *w, const sl_row_t *row, sl_error_t **e) {
-  (void)w;
-  (void)e;
-  int64_t k = sl_row_get_i64(row, 0), a = sl_row_get_i64(row, 1);
-  if (k < 0 || k >= KEYS) SL_TEST_FAIL("account %lld", (long long)k);
-  want_bal[k] += a;
-  want_n[k]++;
-  return SL_OK;
-}
-static int sum_close(void *w, bool ok, sl_error_t **e) {
-  (void)w;
-  (void)ok;
-  (void)e;
-  return SL_OK;
-}
-static void sum_destroy(void *c) { (void)c; }
-static const sl_sink_vt_t sum_vt = {"sum", sum_open, sum_write, NULL,
-                                    sum_close, sum_destroy};
-
 /* "account=balance/n;..." ordered by account. */
 static char *expected_table(void) {
-  memset(want_bal, 0, sizeof(want_bal));
-  memset(want_n, 0, sizeof(want_n));
-  sl_gen_config_t g;
-  sl_gen_config_init(&g);
-  g.seed = 42;
-  g.count = COUNT;
-  g.keys = KEYS;
-  g.splits = 2;
-  g.columns = SL_GEN_COL_KEY | SL_GEN_COL_AMOUNT;
-  const sl_source_vt_t *vt;
-  void *ctx;
-  sl_schema_t *schema;
-  SL_ASSERT_OK(sl_gen_source_create(&g, &vt, &ctx, &schema, NULL));
-  sl_job_config_t cfg;
-  sl_job_config_init(&cfg);
-  cfg.parallelism = 1;
-  sl_job_t *job;
-  SL_ASSERT_OK(sl_job_create(&cfg, &job, NULL));
-  sl_stream_t *s = sl_job_source(job, "g", vt, ctx, schema);
-  SL_ASSERT_OK(sl_stream_sink(s, "sum", &sum_vt, NULL));
-  SL_ASSERT_OK(sl_job_run(job, NULL));
-  sl_job_destroy(job);
-  sl_schema_unref(schema);
-  sl_bytes_t b;
-  sl_bytes_init(&b);
-  for (int k = 0; k < KEYS; k++)
-    if (want_n[k])
-      SL_ASSERT_OK(sl_bytes_printf(&b, "%s%d=%lld/%lld", b.len ? ";" : "", k,
-                                   (long long)want_bal[k],
-                                   (long long)want_n[k]));
-  SL_ASSERT_OK(sl_bytes_append(&b, "", 1));
-  return (char *)b.data;
+  sl_balances_t b;
+  sl_balances_compute(COUNT, KEYS, false, &b);
+  char *t = sl_balances_table(&b);
+  sl_balances_free(&b);
+  return t;
 }
 
 /* ------------------------------------------------------------------ */

@@ -511,6 +511,92 @@ static int step_marker(struct check *c, sl_error_t **err) {
   return rc;
 }
 
+/* An admin call's result event from a fresh handle, or NULL (*err). */
+static rd_kafka_event_t *admin_wait(rd_kafka_queue_t *q, const char *what,
+                                   sl_error_t **err) {
+  rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+  if (ev == NULL || rd_kafka_event_error(ev)) {
+    sl_error_set(err, SL_EIO, "%s: %s", what,
+                 ev ? rd_kafka_event_error_string(ev) : "timed out");
+    if (ev) rd_kafka_event_destroy(ev);
+    return NULL;
+  }
+  return ev;
+}
+
+/* The exactly-once sink finds its ids by their marker groups: a group
+ * holding only a transactional offset must be listed. */
+static int step_list_groups(struct check *c, sl_error_t **err) {
+  rd_kafka_t *rk = NULL;
+  int rc = sl_kc_new(c->bootstrap, RD_KAFKA_PRODUCER, NULL, &rk, err);
+  if (rc != SL_OK) return rc;
+  rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+  rd_kafka_ListConsumerGroups(rk, NULL, q);
+  rd_kafka_event_t *ev = admin_wait(q, "ListConsumerGroups", err);
+  rc = SL_EIO;
+  if (ev) {
+    size_t n = 0, n_err = 0;
+    const rd_kafka_ListConsumerGroups_result_t *r =
+        rd_kafka_event_ListConsumerGroups_result(ev);
+    const rd_kafka_ConsumerGroupListing_t **gl =
+        rd_kafka_ListConsumerGroups_result_valid(r, &n);
+    rd_kafka_ListConsumerGroups_result_errors(r, &n_err);
+    for (size_t i = 0; i < n; i++)
+      if (strcmp(rd_kafka_ConsumerGroupListing_group_id(gl[i]),
+                 "sl-check-marker") == 0)
+        rc = SL_OK;
+    if (rc != SL_OK)
+      sl_error_set(err, SL_EIO, "the group 'sl-check-marker' (offsets only) "
+                   "is not among the %zu listed (%zu errors)", n, n_err);
+    rd_kafka_event_destroy(ev);
+  }
+  rd_kafka_queue_destroy(q);
+  rd_kafka_destroy(rk);
+  return rc;
+}
+
+/* The timing check reads transaction.max.timeout.ms of a broker. */
+static int step_describe_configs(struct check *c, sl_error_t **err) {
+  rd_kafka_t *rk = NULL;
+  int rc = sl_kc_new(c->bootstrap, RD_KAFKA_PRODUCER, NULL, &rk, err);
+  if (rc != SL_OK) return rc;
+  const struct rd_kafka_metadata *md = NULL;
+  rd_kafka_resp_err_t me = rd_kafka_metadata(rk, 0, NULL, &md, 30000);
+  char id[16] = "1";
+  if (me == RD_KAFKA_RESP_ERR_NO_ERROR && md->broker_cnt)
+    snprintf(id, sizeof(id), "%d", (int)md->brokers[0].id);
+  if (md) rd_kafka_metadata_destroy(md);
+  rd_kafka_ConfigResource_t *res =
+      rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_BROKER, id);
+  rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+  rd_kafka_DescribeConfigs(rk, &res, 1, NULL, q);
+  rd_kafka_event_t *ev = admin_wait(q, "DescribeConfigs", err);
+  rc = SL_EIO;
+  if (ev) {
+    size_t nr = 0, ne = 0;
+    const rd_kafka_ConfigResource_t **rs =
+        rd_kafka_DescribeConfigs_result_resources(
+            rd_kafka_event_DescribeConfigs_result(ev), &nr);
+    const rd_kafka_ConfigEntry_t **es =
+        nr ? rd_kafka_ConfigResource_configs(rs[0], &ne) : NULL;
+    for (size_t i = 0; i < ne; i++) {
+      const char *v = rd_kafka_ConfigEntry_value(es[i]);
+      if (strcmp(rd_kafka_ConfigEntry_name(es[i]),
+                 "transaction.max.timeout.ms") == 0 &&
+          v && atoll(v) > 0)
+        rc = SL_OK;
+    }
+    if (rc != SL_OK)
+      sl_error_set(err, SL_EIO, "broker %s: no transaction.max.timeout.ms "
+                   "among %zu settings", id, ne);
+    rd_kafka_event_destroy(ev);
+  }
+  rd_kafka_ConfigResource_destroy(res);
+  rd_kafka_queue_destroy(q);
+  rd_kafka_destroy(rk);
+  return rc;
+}
+
 static int step_group_commit(struct check *c, sl_error_t **err) {
   const char *s[] = {"group.id", "sl-check-commit", "enable.auto.commit",
                      "false", NULL};
@@ -646,6 +732,10 @@ int sl_kafka_client_check(const char *bootstrap, FILE *out) {
        step_subscribe},
       {"fencing: a second init_transactions fences the first producer",
        step_fencing},
+      {"admin: ListConsumerGroups lists a group of offsets only",
+       step_list_groups},
+      {"admin: DescribeConfigs of a broker (transaction.max.timeout.ms)",
+       step_describe_configs},
   };
   for (int i = 0; i < SL_KAFKA_CHECK_STEPS; i++) {
     sl_error_t *err = NULL;

@@ -56,7 +56,7 @@ int sl_kc_committed(const char *bootstrap, const char *group,
                     char **out_metadata, sl_error_t **out_err);
 
 /* The number of steps sl_kafka_client_check runs. */
-#define SL_KAFKA_CHECK_STEPS 12
+#define SL_KAFKA_CHECK_STEPS 14
 
 /**
  * @brief Run every client feature sluice's Kafka connectors use against

@@ -23,9 +23,10 @@
  *     W1  transaction.timeout.ms < period + checkpoint.timeout_ms: a slow
  *         checkpoint completes after the broker aborted its epoch, which
  *         sluice then re-sends from the checkpoint (redone, not lost)
- *     W2  transaction.timeout.ms < (pool - 1) x (period + timeout): after
- *         aborted checkpoints in a row, waiting epochs expire likewise
- *     W3  checkpoint.interval_ms 0 (on demand): an epoch lasts until a
+ *     (not warned: epochs waiting behind checkpoints aborted in a row can
+ *     expire likewise; with the defaults, 4 x (interval + 10 min) is above
+ *     every broker's default cap, so the warning would always show)
+ *     W2  checkpoint.interval_ms 0 (on demand): an epoch lasts until a
  *         checkpoint is triggered
  */
 #include <errno.h>
@@ -64,7 +65,7 @@ static int broker_limits(const sl_kafka_sink_config_t *cfg, int timeout_ms,
                          int64_t *out_max_txn_ms, int64_t *out_ret_min,
                          sl_error_t **out_err) {
   *out_max_txn_ms = *out_ret_min = -1;
-  char errstr[512];
+  char errstr[512] = "out of memory";
   rd_kafka_conf_t *conf = rd_kafka_conf_new();
   if (conf == NULL ||
       rd_kafka_conf_set(conf, "bootstrap.servers", cfg->bootstrap_servers,
@@ -89,9 +90,9 @@ static int broker_limits(const sl_kafka_sink_config_t *cfg, int timeout_ms,
     rc = sl_error_set(out_err, SL_EIO,
                       "kafka sink: cannot reach the bootstrap servers %s "
                       "within %d ms (to read the broker's transaction and "
-                      "offset limits): %s (%s)",
+                      "offset limits): %s",
                       cfg->bootstrap_servers, timeout_ms,
-                      rd_kafka_err2str(me), rd_kafka_err2name(me));
+                      me ? rd_kafka_err2str(me) : "no broker in the metadata");
     if (md) rd_kafka_metadata_destroy(md);
     rd_kafka_destroy(rk);
     return rc;
@@ -206,14 +207,6 @@ int sl_kafka_sink_check_timing(const sl_kafka_sink_config_t *cfg,
            "epoch's transaction; sluice then re-sends the epoch from the "
            "checkpoint (no loss, no duplicate; the work is redone)",
            cfg->topic, (long long)txn, (long long)period,
-           (long long)ctimeout);
-  else if (pool > 1 && txn < (int64_t)(pool - 1) * (period + ctimeout))
-    sl_log(SL_LOG_WARN,
-           "kafka sink '%s': transaction.timeout.ms %lld is below "
-           "(transaction_pool_size %u - 1) x (%lld + %lld) ms: after "
-           "checkpoints aborted in a row, epochs waiting for one to "
-           "complete can expire at the broker and are re-sent",
-           cfg->topic, (long long)txn, pool, (long long)period,
            (long long)ctimeout);
   if (!query_broker) return SL_OK;
   int64_t max_txn, ret_min;

@@ -64,6 +64,7 @@
  * Delivery reports are served on the same thread (poll, flush).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <librdkafka/rdkafka.h>
@@ -74,8 +75,9 @@
 #include "sluice/sluice.h"
 
 #define LOG_MAGIC 'K'
-#define LOG_VERSION 1u
-#define LOG_HEADER 10u /* magic, version, u32 slot, u32 records */
+#define LOG_VERSION 2u
+#define LOG_FIXED 10u /* magic, version, u32 slot, u32 records */
+#define MAX_EPOCH_BYTES (512u << 20)
 #define NO_KEY UINT32_MAX
 #define TXN_TIMEOUT_DEFAULT "900000" /* Kafka's default transaction.max.timeout.ms */
 
@@ -116,7 +118,8 @@ typedef struct keos_writer_s {
   int32_t n_parts;
   uint32_t rr;
   kslot_t *cur; /* the slot of the open epoch, or NULL */
-  sl_bytes_t log; /* the open epoch's records, after LOG_HEADER */
+  sl_bytes_t log; /* the open epoch's committable: header, records */
+  size_t log_hdr; /* the header's length */
   uint32_t n_log;
 } keos_writer_t;
 
@@ -167,9 +170,11 @@ static txn_class_t txn_error(kslot_t *sl, const char *what,
     hint = "; transaction.timeout.ms (a sink property, 900000 by default) "
            "must not exceed the broker's transaction.max.timeout.ms";
   else if (is_fenced(code) || rd_kafka_error_is_fatal(e))
-    hint = "; the id was taken over by another producer: another job or "
-           "sink with the same transactional_id_prefix, or an older attempt "
-           "of this job still running";
+    hint = "; this producer may no longer use the id: the broker aborted "
+           "its transaction after transaction.timeout.ms, or another "
+           "producer took the id over (another job or sink with the same "
+           "transactional_id_prefix, or an older attempt of this job still "
+           "running)";
   sl_error_set(out_err, SL_EIO,
                "kafka sink: %s of transactional id '%s' failed: %s (%s)%s",
                what, sl->id, rd_kafka_error_string(e),
@@ -187,14 +192,26 @@ static txn_class_t txn_error(kslot_t *sl, const char *what,
 static txn_class_t slot_start(kslot_t *sl, sl_error_t **out_err) {
   keos_committer_t *c = sl->c;
   if (sl->rk) return TXN_OK;
+  /* message.timeout.ms bounds a flush (a delivery report that never
+   * comes); librdkafka would raise it to transaction.timeout.ms, so it is
+   * set to at-least-once's 300 s, or to transaction.timeout.ms when that
+   * is shorter (the user's properties still win). */
+  long long txn = atoll(TXN_TIMEOUT_DEFAULT);
+  for (uint32_t i = 0; i < c->s->n_props; i++)
+    if (strcmp(c->s->props[2 * i], "transaction.timeout.ms") == 0)
+      txn = atoll(c->s->props[2 * i + 1]);
+  char msg_timeout[24]; /* librdkafka wants it <= transaction.timeout.ms */
+  snprintf(msg_timeout, sizeof(msg_timeout), "%lld",
+           txn > 0 && txn < 300000 ? txn : 300000);
   const char *const extra[][2] = {
       {"transactional.id", sl->id},
       {"transaction.timeout.ms", TXN_TIMEOUT_DEFAULT},
+      {"message.timeout.ms", msg_timeout},
   };
   sl->n_sent = sl->n_done = 0;
   sl->has_error = false;
   sl->state = SLOT_FREE;
-  int rc = sl__ksink_producer(c->s, extra, 2, slot_dr, sl, &sl->rk, out_err);
+  int rc = sl__ksink_producer(c->s, extra, 3, slot_dr, sl, &sl->rk, out_err);
   if (rc != SL_OK) return TXN_FATAL;
   txn_class_t cl = txn_error(
       sl, "init_transactions",
@@ -343,13 +360,20 @@ static txn_class_t marker_send(kslot_t *sl, uint64_t ckpt,
       rd_kafka_topic_partition_list_add(l, c->s->topic, 0);
   tp->offset = (int64_t)ckpt;
   tp->metadata = sl_strdup(meta);
-  tp->metadata_size = tp->metadata ? strlen(meta) : 0;
+  if (tp->metadata == NULL) {
+    rd_kafka_topic_partition_list_destroy(l);
+    sl_error_set(out_err, SL_ENOMEM, "out of memory");
+    return TXN_FATAL;
+  }
+  tp->metadata_size = strlen(meta);
   rd_kafka_consumer_group_metadata_t *g =
       rd_kafka_consumer_group_metadata_new(sl->id);
   txn_class_t cl = TXN_RETRY;
   for (int tries = 0; cl == TXN_RETRY && tries < 10; tries++) {
-    if (tries) sl_error_destroy(out_err ? *out_err : NULL);
-    if (out_err) *out_err = NULL;
+    if (tries && out_err) {
+      sl_error_destroy(*out_err);
+      *out_err = NULL;
+    }
     cl = txn_error(sl, "sending the marker",
                    rd_kafka_send_offsets_to_transaction(sl->rk, l, g,
                                                         c->init_timeout_ms),
@@ -367,9 +391,14 @@ static txn_class_t marker_send(kslot_t *sl, uint64_t ckpt,
 /* ------------------------------------------------------------------ */
 /* The committer. */
 
-static kslot_t *other_slot(keos_committer_t *c, uint32_t i, uint32_t k) {
+/* The slot of id "<prefix>-<i>-<k>" among the other slots, added when
+ * absent. */
+static kslot_t *other_slot_named(keos_committer_t *c, const char *prefix,
+                                 uint32_t i, uint32_t k) {
+  char id[256];
+  snprintf(id, sizeof(id), "%s-%u-%u", prefix, i, k);
   for (uint32_t n = 0; n < c->n_other; n++)
-    if (c->other[n]->i == i && c->other[n]->k == k) return c->other[n];
+    if (strcmp(c->other[n]->id, id) == 0) return c->other[n];
   if (c->n_other == c->cap_other) {
     uint32_t cap = c->cap_other ? 2 * c->cap_other : 8;
     kslot_t **o = sl_realloc(c->other, cap * sizeof(*o));
@@ -382,9 +411,13 @@ static kslot_t *other_slot(keos_committer_t *c, uint32_t i, uint32_t k) {
   sl->c = c;
   sl->i = i;
   sl->k = k;
-  snprintf(sl->id, sizeof(sl->id), "%s-%u-%u", c->prefix, i, k);
+  snprintf(sl->id, sizeof(sl->id), "%s", id);
   c->other[c->n_other++] = sl;
   return sl;
+}
+
+static kslot_t *other_slot(keos_committer_t *c, uint32_t i, uint32_t k) {
+  return other_slot_named(c, c->prefix, i, k);
 }
 
 static kslot_t *slot_of(keos_committer_t *c, uint32_t i, uint32_t k) {
@@ -397,6 +430,13 @@ static int list_ids(keos_committer_t *c, sl_error_t **out_err) {
   rd_kafka_t *rk = NULL;
   int rc = sl__ksink_producer(c->s, NULL, 0, slot_dr, NULL, &rk, out_err);
   if (rc != SL_OK) return rc;
+  /* The servers and the topic first, with the messages of at-least-once
+   * and within the sink's timeout. */
+  int32_t parts;
+  if ((rc = sl__ksink_partitions(c->s, rk, &parts, out_err)) != SL_OK) {
+    rd_kafka_destroy(rk);
+    return rc;
+  }
   rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
   rd_kafka_AdminOptions_t *o =
       rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPS);
@@ -414,7 +454,18 @@ static int list_ids(keos_committer_t *c, sl_error_t **out_err) {
                       c->s->bootstrap, c->prefix,
                       ev ? rd_kafka_event_error_string(ev) : "timed out");
   } else {
-    size_t n = 0;
+    size_t n = 0, n_err = 0;
+    const rd_kafka_error_t **errs =
+        rd_kafka_ListConsumerGroups_result_errors(res, &n_err);
+    if (n_err)
+      /* A broker that did not answer: its groups would be missed (ids
+       * left unfenced, a lower committed_max). */
+      rc = sl_error_set(out_err, SL_EIO,
+                        "kafka sink: listing the consumer groups at %s (to "
+                        "find the transactional ids of prefix '%s') failed "
+                        "on %zu broker(s): %s",
+                        c->s->bootstrap, c->prefix, n_err,
+                        rd_kafka_error_string(errs[0]));
     const rd_kafka_ConsumerGroupListing_t **gl =
         rd_kafka_ListConsumerGroups_result_valid(res, &n);
     size_t plen = strlen(c->prefix);
@@ -454,7 +505,7 @@ static void committer_close(void *cm) {
   pthread_mutex_lock(&s->mu);
   if (c->j < s->n_subs && s->subs[c->j] == c) s->subs[c->j] = NULL;
   pthread_mutex_unlock(&s->mu);
-  for (uint32_t k = 0; k < c->K; k++) slot_stop(&c->own[k]);
+  for (uint32_t k = 0; c->own && k < c->K; k++) slot_stop(&c->own[k]);
   for (uint32_t n = 0; n < c->n_other; n++) {
     slot_stop(c->other[n]);
     sl_free(c->other[n]);
@@ -529,18 +580,25 @@ fail:
   return rc;
 }
 
-/* Parse a committable: *out_k the slot, *out_n records at *out_rec, each
- * read with sl__kafka_eos_log_record. */
-int sl__kafka_eos_log_parse(const uint8_t *b, size_t len, uint32_t *out_k,
-                            uint32_t *out_n, const uint8_t **out_rec) {
-  if (len < LOG_HEADER || b[0] != LOG_MAGIC || b[1] != LOG_VERSION)
+/* Parse a committable (format in kafka_sink_int.h), checking every
+ * bound; its records are then read with sl__kafka_eos_log_record. */
+int sl__kafka_eos_log_parse(const uint8_t *b, size_t len, sl__klog_t *out) {
+  if (len < LOG_FIXED + 4 || b[0] != LOG_MAGIC || b[1] != LOG_VERSION)
     return SL_ECORRUPT;
-  *out_k = sl__get_u32le(b + 2);
-  *out_n = sl__get_u32le(b + 6);
-  *out_rec = b + LOG_HEADER;
-  /* Check every record's bounds once. */
-  size_t off = LOG_HEADER;
-  for (uint32_t r = 0; r < *out_n; r++) {
+  out->slot = sl__get_u32le(b + 2);
+  out->n = sl__get_u32le(b + 6);
+  size_t off = LOG_FIXED;
+  for (int f = 0; f < 2; f++) {
+    if (len - off < 2) return SL_ECORRUPT;
+    size_t l = (size_t)b[off] | (size_t)b[off + 1] << 8;
+    off += 2;
+    if (len - off < l) return SL_ECORRUPT;
+    if (f == 0) out->prefix = (const char *)b + off, out->prefix_len = l;
+    else out->topic = (const char *)b + off, out->topic_len = l;
+    off += l;
+  }
+  out->rec = b + off;
+  for (uint32_t r = 0; r < out->n; r++) {
     if (len - off < 4) return SL_ECORRUPT;
     uint32_t kl = sl__get_u32le(b + off);
     off += 4;
@@ -552,7 +610,9 @@ int sl__kafka_eos_log_parse(const uint8_t *b, size_t len, uint32_t *out_k,
     uint32_t vl = sl__get_u32le(b + off);
     off += 4;
     if (len - off - 4 < vl) return SL_ECORRUPT;
-    off += vl + 4;
+    off += (size_t)vl;
+    if ((int32_t)sl__get_u32le(b + off) < -1) return SL_ECORRUPT;
+    off += 4;
   }
   return off == len ? SL_OK : SL_ECORRUPT;
 }
@@ -663,20 +723,37 @@ static int committer_commit(void *cm, uint64_t ckpt, uint32_t origin,
                             sl_error_t **out_err) {
   (void)attempt;
   keos_committer_t *c = cm;
-  uint32_t k, n;
-  const uint8_t *rec;
-  if (sl__kafka_eos_log_parse(bytes, len, &k, &n, &rec) != SL_OK) {
-    *st = SL_COMMIT_FATAL;
+  sl__klog_t lg;
+  *st = SL_COMMIT_FATAL;
+  if (sl__kafka_eos_log_parse(bytes, len, &lg) != SL_OK)
     return sl_error_set(out_err, SL_CORRUPT("malformed kafka committable"),
                         "kafka sink: the committable of checkpoint %llu "
                         "(subtask %u) is malformed",
                         (unsigned long long)ckpt, origin);
+  if (lg.topic_len != strlen(c->s->topic) ||
+      memcmp(lg.topic, c->s->topic, lg.topic_len) != 0) {
+    int rc = sl_error_set(out_err, SL_EINVAL,
+                          "kafka sink: the epoch of checkpoint %llu (subtask "
+                          "%u) was written for topic '%.*s', and the sink now "
+                          "writes topic '%s': its records cannot be "
+                          "committed to the new topic; restore with the old "
+                          "topic, or start afresh",
+                          (unsigned long long)ckpt, origin,
+                          (int)lg.topic_len, lg.topic, c->s->topic);
+    if (out_err && *out_err) sl_error_set_fatal(*out_err, true);
+    return rc;
   }
-  kslot_t *sl = slot_of(c, origin, k);
-  if (sl == NULL) {
-    *st = SL_COMMIT_FATAL;
-    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  kslot_t *sl;
+  if (lg.prefix_len == strlen(c->prefix) &&
+      memcmp(lg.prefix, c->prefix, lg.prefix_len) == 0) {
+    sl = slot_of(c, origin, lg.slot);
+  } else {
+    /* The prefix changed since: the epoch is on an id of the old one. */
+    char old[256];
+    snprintf(old, sizeof(old), "%.*s", (int)lg.prefix_len, lg.prefix);
+    sl = other_slot_named(c, old, origin, lg.slot);
   }
+  if (sl == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   if (sl->rk && sl->state == SLOT_PREPARED && sl->ckpt == ckpt) {
     txn_class_t cl = txn_error(
         sl, "commit_transaction",
@@ -684,60 +761,55 @@ static int committer_commit(void *cm, uint64_t ckpt, uint32_t origin,
     if (cl == TXN_OK) {
       sl->state = SLOT_FREE;
       int rc = SL_INJECT("kafka.sink.after_commit_transaction");
-      if (rc != SL_OK) {
-        *st = SL_COMMIT_FATAL;
+      if (rc != SL_OK)
         return sl_error_set(out_err, rc, "injected failure at "
                             "kafka.sink.after_commit_transaction");
-      }
       *st = SL_COMMIT_OK;
       return SL_OK;
     }
     if (cl == TXN_RETRY) { /* commit_transaction resumes when called again */
-      sl_error_destroy(out_err ? *out_err : NULL);
-      if (out_err) *out_err = NULL;
       *st = SL_COMMIT_RETRY;
       return SL_OK;
     }
-    sl_error_destroy(out_err ? *out_err : NULL);
-    if (out_err) *out_err = NULL;
-    if (cl == TXN_ABORT) {
-      /* Not committed: abort, then write the epoch again. */
-      rd_kafka_error_t *e =
-          rd_kafka_abort_transaction(sl->rk, c->init_timeout_ms);
-      if (e) {
-        rd_kafka_error_destroy(e);
-        slot_stop(sl);
-      } else {
-        sl->state = SLOT_FREE;
-        cl = replay(sl, ckpt, n, rec, out_err);
-        if (cl == TXN_OK) {
-          *st = SL_COMMIT_OK;
-          return SL_OK;
-        }
-        sl_error_destroy(out_err ? *out_err : NULL);
-        if (out_err) *out_err = NULL;
-        slot_stop(sl);
-      }
-    } else {
-      /* Fatal: fenced, or the broker aborted the transaction by timeout
-       * and bumped the epoch.  A new instance tells by the marker. */
-      slot_stop(sl);
-    }
-  } else if (sl->state != SLOT_FREE) {
-    *st = SL_COMMIT_FATAL;
+    /* Aborted (the broker expired it, or it requires an abort) or fenced.
+     * Not here: the records of later epochs are in the log already, and
+     * writing this epoch again now would put it after them (a key's
+     * updates out of order); and fencing the id again could fence a newer
+     * attempt.  The task fails; the restore writes the epochs again in
+     * order (restore path below). */
+    if (out_err && *out_err)
+      sl_error_prefix(*out_err, "the epoch of checkpoint %llu was not "
+                      "committed; it is written again from the checkpoint "
+                      "after a restart", (unsigned long long)ckpt);
+    slot_stop(sl);
+    *st = SL_COMMIT_RESTART;
+    return SL_OK;
+  }
+  if (sl->state != SLOT_FREE)
     return sl_error_set(out_err, SL_ESTATE,
                         "kafka sink: transactional id '%s' holds the epoch "
                         "of checkpoint %llu, not %llu",
                         sl->id, (unsigned long long)sl->ckpt,
                         (unsigned long long)ckpt);
-  }
-  return commit_by_marker(c, sl, ckpt, n, rec, st, out_err);
+  return commit_by_marker(c, sl, ckpt, lg.n, lg.rec, st, out_err);
 }
 
 /* Start one of the subtask's own ids: fence, check the owner of its
  * marker, register it (a marker 0) when it has none. */
 static int own_start(keos_committer_t *c, kslot_t *sl, sl_error_t **out_err) {
   if (sl->rk) return SL_OK;
+  /* A registered id: check its owner before fencing it (fencing aborts
+   * the owner's open transaction), from the offsets committed so far. */
+  for (uint32_t n = 0; n < c->n_listed; n++) {
+    if (c->listed[n][0] != sl->i || c->listed[n][1] != sl->k) continue;
+    int64_t off0;
+    char *meta0;
+    int rc0 = marker_read(c, sl->id, false, &off0, &meta0, out_err);
+    if (rc0 == SL_OK) rc0 = marker_owner(c, sl->id, meta0, out_err);
+    sl_free(meta0);
+    if (rc0 != SL_OK) return rc0;
+    break;
+  }
   txn_class_t cl = slot_start(sl, out_err);
   if (cl != TXN_OK) return SL_EIO;
   int64_t off;
@@ -829,8 +901,10 @@ static int writer_close(void *wr, bool is_success, sl_error_t **out_err) {
                       w->n_log, w->c->j);
   if (w->cur) {
     /* Rows after the last prepare are never committed (sl_connector.h). */
-    rd_kafka_error_t *e =
-        rd_kafka_abort_transaction(w->cur->rk, w->c->init_timeout_ms);
+    /* Abort now so that read_committed readers are not held back until
+     * the broker's timeout; briefly: the next attempt's init_transactions
+     * aborts it anyway. */
+    rd_kafka_error_t *e = rd_kafka_abort_transaction(w->cur->rk, 5000);
     if (e) {
       rd_kafka_error_destroy(e);
       slot_stop(w->cur);
@@ -910,10 +984,18 @@ static int epoch_begin(keos_writer_t *w, sl_error_t **out_err) {
   w->cur = sl;
   w->n_log = 0;
   w->log.len = 0;
-  uint8_t hdr[LOG_HEADER] = {0};
-  return sl_bytes_append(&w->log, hdr, sizeof(hdr)) == SL_OK
-             ? SL_OK
-             : sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  uint8_t fixed[LOG_FIXED] = {0};
+  const char *f[2] = {c->prefix, c->s->topic};
+  rc = sl_bytes_append(&w->log, fixed, sizeof(fixed));
+  for (int i = 0; rc == SL_OK && i < 2; i++) {
+    size_t l = strlen(f[i]);
+    uint8_t l2[2] = {(uint8_t)(l & 0xff), (uint8_t)(l >> 8)};
+    rc = sl_bytes_append(&w->log, l2, 2);
+    if (rc == SL_OK) rc = sl_bytes_append(&w->log, f[i], l);
+  }
+  w->log_hdr = w->log.len;
+  return rc == SL_OK ? SL_OK
+                     : sl_error_set(out_err, SL_ENOMEM, "out of memory");
 }
 
 static int log_u32(sl_bytes_t *b, uint32_t v) {
@@ -941,6 +1023,16 @@ static int writer_write(void *wr, const sl_row_t *row, sl_error_t **out_err) {
       (rc = log_u32(&w->log, (uint32_t)part)))
     return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   w->n_log++;
+  if (w->log.len > MAX_EPOCH_BYTES) {
+    rc = sl_error_set(out_err, SL_EOVERFLOW,
+                      "kafka sink: the records of one checkpoint epoch of "
+                      "subtask %u exceed %u MiB; the exactly-once sink keeps "
+                      "them in memory and in the checkpoint until the "
+                      "checkpoint completes: lower checkpoint.interval_ms",
+                      w->c->j, MAX_EPOCH_BYTES >> 20);
+    if (out_err && *out_err) sl_error_set_fatal(*out_err, true);
+    return rc;
+  }
   return slot_produce(sl, part, w->key.data, w->key.len, s->n_key != 0,
                       w->val.data, w->val.len, out_err);
 }

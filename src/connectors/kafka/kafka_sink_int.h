@@ -71,19 +71,26 @@ int sl__ksink_partitions(const sl__ksink_t *s, rd_kafka_t *rk,
 void sl__ksink_log_quiet(const rd_kafka_t *rk, int level, const char *fac,
                          const char *buf);
 
-/* The exactly-once sink's committable (its replay log): "K", version 1,
- * u32 slot, u32 records, then per record u32 key length (UINT32_MAX: no
- * key), key, u32 value length, value, i32 partition (-1: the
- * partitioner's), little-endian.  log_parse checks every bound (SL_OK or
- * SL_ECORRUPT); log_record then reads one record and returns the next. */
+/* The exactly-once sink's committable (its replay log), little-endian:
+ * "K", version 2, u32 slot, u32 records, u16 length and bytes of the
+ * transactional id prefix, the same for the topic, then per record u32
+ * key length (UINT32_MAX: no key), key, u32 value length, value, i32
+ * partition (-1: the partitioner's).  log_parse checks every bound (SL_OK
+ * or SL_ECORRUPT); log_record then reads one record and returns the
+ * next. */
+typedef struct sl__klog_s {
+  uint32_t slot, n;
+  const char *prefix, *topic; /* not NUL-terminated */
+  size_t prefix_len, topic_len;
+  const uint8_t *rec; /* the first record */
+} sl__klog_t;
 typedef struct sl__klog_rec_s {
   bool has_key;
   const uint8_t *key, *val;
   uint32_t klen, vlen;
   int32_t part;
 } sl__klog_rec_t;
-int sl__kafka_eos_log_parse(const uint8_t *b, size_t len, uint32_t *out_k,
-                            uint32_t *out_n, const uint8_t **out_rec);
+int sl__kafka_eos_log_parse(const uint8_t *b, size_t len, sl__klog_t *out);
 const uint8_t *sl__kafka_eos_log_record(const uint8_t *rec,
                                         sl__klog_rec_t *r);
 
