@@ -90,14 +90,15 @@ typedef enum sl__cdc_conv_e {
   SL_CDC_CONV_DECIMAL = 3,  /* decimal(p,s), p <= 18 */
   SL_CDC_CONV_STRING = 4,   /* UTF-8 text (utf8mb4 connection) */
   SL_CDC_CONV_BYTES = 5,    /* raw bytes */
-  SL_CDC_CONV_BIT = 6,      /* big-endian bytes -> bool (bit(1)) or int64 */
+  SL_CDC_CONV_BIT = 6,      /* big-endian bytes -> int64 */
   SL_CDC_CONV_DATE = 7,     /* YYYY-MM-DD -> timestamp at 00:00 UTC */
-  SL_CDC_CONV_DATETIME = 8  /* YYYY-MM-DD hh:mm:ss[.f] -> timestamp (UTC) */
+  SL_CDC_CONV_DATETIME = 8, /* YYYY-MM-DD hh:mm:ss[.f] -> timestamp (UTC) */
+  SL_CDC_CONV_TIME = 9      /* [-]h:mm:ss[.f] -> int64 microseconds */
 } sl__cdc_conv_t;
 
 /* How a chunk key column's values are kept and written into SQL. */
 typedef enum sl__cdc_key_kind_e {
-  SL_CDC_KEY_INT = 1,  /* int64 (every integer type but bigint unsigned) */
+  SL_CDC_KEY_INT = 1,  /* int64 (every integer type and year) */
   SL_CDC_KEY_STR = 2,  /* char/varchar: UTF-8 bytes, compared in the
                           column's collation by the server */
   SL_CDC_KEY_BIN = 3,  /* binary/varbinary: bytes */

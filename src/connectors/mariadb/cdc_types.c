@@ -21,10 +21,13 @@ static bool is_one_of(const char *s, const char *const *list) {
 
 static const char *const STRING_TYPES[] = {
     "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum",
-    "set", "json", "uuid", "inet4", "inet6", NULL};
+    "set", "json", NULL};
 static const char *const BYTES_TYPES[] = {
     "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob",
-    NULL};
+    "geometry", "point", "linestring", "polygon", "multipoint",
+    "multilinestring", "multipolygon", "geometrycollection", NULL};
+static const char *const INT_TYPES[] = {
+    "tinyint", "smallint", "mediumint", "int", "bigint", "year", NULL};
 
 static int unsupported(sl_error_t **out_err, const char *what,
                        const char *column_type, const char *why) {
@@ -34,42 +37,42 @@ static int unsupported(sl_error_t **out_err, const char *what,
                       what, column_type, why);
 }
 
+/*
+ * The same sluice types as the binlog side gives
+ * (sl__binlog_col_sl_type in binlog_map.c): a table's snapshot rows and
+ * its binlog rows share one schema.
+ */
 int sl__cdc_map_type(const char *d, const char *column_type, long precision,
                      long scale, const char *what, sl_type_t *out_type,
                      sl__cdc_conv_t *out_conv, sl_error_t **out_err) {
-  bool is_unsigned = strstr(column_type, "unsigned") != NULL;
   sl_type_t t = {0};
   sl__cdc_conv_t conv = SL_CDC_CONV_INT;
-  if (!strcmp(d, "tinyint") || !strcmp(d, "smallint") ||
-      !strcmp(d, "mediumint") || !strcmp(d, "year")) {
-    t.id = SL_TYPE_INT32;
-  } else if (!strcmp(d, "int")) {
-    t.id = is_unsigned ? SL_TYPE_INT64 : SL_TYPE_INT32;
-  } else if (!strcmp(d, "bigint")) {
-    if (is_unsigned)
-      return unsupported(out_err, what, column_type,
-                         "values above 2^63-1 do not fit int64; use bigint "
-                         "or decimal(18,0)");
+  if (is_one_of(d, INT_TYPES)) {
+    /* bigint unsigned too: a value above 2^63-1 is an error naming the
+     * column when it is read, as in the binlog. */
     t.id = SL_TYPE_INT64;
   } else if (!strcmp(d, "bit")) {
-    if (precision < 1 || precision > 63)
-      return unsupported(out_err, what, column_type,
-                         "bit(64) does not fit int64; bit(1) is bool, "
-                         "bit(2) to bit(63) int64");
-    t.id = precision == 1 ? SL_TYPE_BOOL : SL_TYPE_INT64;
+    t.id = SL_TYPE_INT64; /* bit(64) at or above 2^63: two's complement */
     conv = SL_CDC_CONV_BIT;
+  } else if (!strcmp(d, "time")) {
+    t.id = SL_TYPE_INT64; /* signed microseconds */
+    conv = SL_CDC_CONV_TIME;
   } else if (!strcmp(d, "float") || !strcmp(d, "double")) {
     t.id = SL_TYPE_FLOAT64;
     conv = SL_CDC_CONV_FLOAT;
   } else if (!strcmp(d, "decimal")) {
-    if (precision < 1 || precision > SL_DECIMAL_MAX_PRECISION || scale < 0 ||
-        scale > precision)
+    if (precision < 1 || scale < 0 || scale > precision)
       return unsupported(out_err, what, column_type,
-                         "sluice decimals hold at most 18 digits");
-    t.id = SL_TYPE_DECIMAL;
-    t.precision = (uint8_t)precision;
-    t.scale = (uint8_t)scale;
-    conv = SL_CDC_CONV_DECIMAL;
+                         "its precision and scale are not known");
+    if (precision <= SL_DECIMAL_MAX_PRECISION) {
+      t.id = SL_TYPE_DECIMAL;
+      t.precision = (uint8_t)precision;
+      t.scale = (uint8_t)scale;
+      conv = SL_CDC_CONV_DECIMAL;
+    } else {
+      t.id = SL_TYPE_STRING; /* exact text */
+      conv = SL_CDC_CONV_STRING;
+    }
   } else if (is_one_of(d, STRING_TYPES)) {
     t.id = SL_TYPE_STRING;
     conv = SL_CDC_CONV_STRING;
@@ -82,9 +85,11 @@ int sl__cdc_map_type(const char *d, const char *column_type, long precision,
   } else if (!strcmp(d, "datetime") || !strcmp(d, "timestamp")) {
     t.id = SL_TYPE_TIMESTAMP;
     conv = SL_CDC_CONV_DATETIME;
-  } else if (!strcmp(d, "time")) {
+  } else if (!strcmp(d, "uuid") || !strcmp(d, "inet4") ||
+             !strcmp(d, "inet6")) {
     return unsupported(out_err, what, column_type,
-                       "sluice has no time-of-day or interval type");
+                       "the binlog carries it in the server's internal "
+                       "binary form, which sluice does not map yet");
   } else {
     return unsupported(out_err, what, column_type,
                        "no sluice type holds its values");
@@ -93,6 +98,13 @@ int sl__cdc_map_type(const char *d, const char *column_type, long precision,
   *out_type = t;
   *out_conv = conv;
   return SL_OK;
+}
+
+/* The character sets whose text the binlog side maps (binlog_map.c). */
+static bool charset_ok(const char *cs) {
+  static const char *const ok[] = {"utf8mb3", "utf8", "utf8mb4", "ascii",
+                                   "latin1", "binary", NULL};
+  return cs == NULL || is_one_of(cs, ok);
 }
 
 /* ------------------------------------------------------------------ */
@@ -159,7 +171,8 @@ static int describe_columns(MYSQL *c, const char *server, sl__cdc_table_t *t,
   sl_bytes_clear(sql);
   int rc = sl_bytes_append_str(
       sql, "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, NUMERIC_PRECISION, "
-           "NUMERIC_SCALE, IS_NULLABLE FROM information_schema.COLUMNS "
+           "NUMERIC_SCALE, IS_NULLABLE, CHARACTER_SET_NAME FROM "
+           "information_schema.COLUMNS "
            "WHERE TABLE_SCHEMA = ");
   if (rc == SL_OK) rc = append_quoted(c, sql, t->db);
   if (rc == SL_OK) rc = sl_bytes_append_str(sql, " AND TABLE_NAME = ");
@@ -215,6 +228,14 @@ static int describe_columns(MYSQL *c, const char *server, sl__cdc_table_t *t,
                           row[3] ? atol(row[3]) : 0, row[4] ? atol(row[4]) : 0,
                           what, &col->type, &conv, out_err);
     if (rc != SL_OK) break;
+    if (conv == SL_CDC_CONV_STRING && !charset_ok(row[6])) {
+      rc = sl_error_set(out_err, SL_ENOTSUP,
+                        "%s: character set %s is not supported by "
+                        "mariadb-cdc (utf8mb3, utf8mb4, ascii, latin1 and "
+                        "binary are)",
+                        what, row[6]);
+      break;
+    }
     col->conv = (uint8_t)conv;
     col->type.nullable = !(row[5] && strcmp(row[5], "NO") == 0);
     fields[t->n_cols - 1].name = col->name;
@@ -490,6 +511,37 @@ int sl__cdc_parse_temporal(const char *p, unsigned long len, bool is_date,
   return SL_OK;
 }
 
+/* MariaDB's TIME text: [-]h+:mm:ss[.ffffff] (hours up to 838). */
+static int parse_time(const char *p, unsigned long len, int64_t *out_us) {
+  unsigned long i = 0;
+  bool is_neg = false;
+  if (i < len && p[i] == '-') {
+    is_neg = true;
+    i++;
+  }
+  int64_t h = 0;
+  unsigned long start = i;
+  for (; i < len && p[i] >= '0' && p[i] <= '9' && i - start < 4; i++)
+    h = h * 10 + (p[i] - '0');
+  unsigned m, s;
+  if (i == start || !lit(p, len, &i, ':') || !digits(p, len, &i, 2, &m) ||
+      !lit(p, len, &i, ':') || !digits(p, len, &i, 2, &s) || m > 59 ||
+      s > 59)
+    return SL_EPARSE;
+  int64_t frac = 0;
+  if (lit(p, len, &i, '.')) {
+    int n = 0;
+    for (; i < len && p[i] >= '0' && p[i] <= '9' && n < 6; i++, n++)
+      frac = frac * 10 + (p[i] - '0');
+    if (n == 0) return SL_EPARSE;
+    for (; n < 6; n++) frac *= 10;
+  }
+  if (i != len) return SL_EPARSE;
+  int64_t us = ((h * 60 + m) * 60 + s) * 1000000 + frac;
+  *out_us = is_neg ? -us : us;
+  return SL_OK;
+}
+
 int sl__cdc_set_field(const sl__cdc_table_t *t, uint32_t ci, const char *p,
                       unsigned long len, sl_row_builder_t *b, uint32_t field,
                       sl_error_t **out_err) {
@@ -525,6 +577,16 @@ int sl__cdc_set_field(const sl__cdc_table_t *t, uint32_t ci, const char *p,
     if (col->type.id == SL_TYPE_BOOL) sl_row_builder_set_bool(b, field, v);
     else sl_row_builder_set_i64(b, field, (int64_t)v);
     rc = SL_OK;
+    break;
+  }
+  case SL_CDC_CONV_TIME: {
+    int64_t us = 0;
+    rc = parse_time(p, len, &us);
+    if (rc == SL_OK)
+      sl_row_builder_set_i64(b, field, us);
+    else
+      rc = sl_error_set(out_err, SL_EPARSE, "'%.*s' is not a time value",
+                        len > 64 ? 64 : (int)len, p);
     break;
   }
   case SL_CDC_CONV_DATE:
