@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 
+#include "connectors/mariadb/binlog_reader.h"
 #include "connectors/mariadb/cdc_int.h"
 #include "core/inject.h"
 #include "sl_servers.h"
@@ -407,7 +408,7 @@ static const char *const ROWS[] = {
     "4294967295, -9223372036854775808, 9223372036854775807, 1901, b'1', "
     "b'101010101010', b'1000000000000000000000000000000000000000000000000000"
     "000000000001', '-838:59:59.999999', "
-    "-1.5, 2.2250738585072014e-308, -99999999999999.9999, 12345, "
+    "0.1234567, 2.2250738585072014e-308, -99999999999999.9999, 12345, "
     "-12345678901234567890123456.7891, 'ab', "
     "'h\xc3\xa9llo w\xc3\xb6rld \xf0\x9f\x98\x80', 'caf\xc3\xa9', 'plain', "
     "'t', 'text', 'mtext', 'ltext', 'bb', 'x,y', '{\"k\": [1, 2]}', "
@@ -424,6 +425,7 @@ static const char *const ROWS[] = {
 
 static void make_types_table(fx_t *f) {
   my_ok(f->m, "CREATE DATABASE shop CHARACTER SET utf8mb4");
+  my_ok(f->m, "SET binlog_annotate_row_events = OFF");
   my_ok(f->m, "SET time_zone = '+00:00'");
   my_ok(f->m, "SET NAMES utf8mb4");
   sl_bytes_t b;
@@ -466,7 +468,7 @@ static char *server_value(fx_t *f, const char *name, const char *want,
   else if (!strncmp(want, "decimal", 7))
     snprintf(e, sizeof(e), "CAST(%s * 10000 AS SIGNED)", name);
   else if (!strcmp(want, "float64"))
-    snprintf(e, sizeof(e), "%s", name);
+    snprintf(e, sizeof(e), "CAST(%s AS DOUBLE)", name);
   else if (!strcmp(want, "time"))
     snprintf(e, sizeof(e), "CAST(TIME_TO_SEC(%s) * 1000000 AS SIGNED)", name);
   else
@@ -589,6 +591,164 @@ SL_TEST(types_supported) {
   }
   sl__cdc_rows_close(&rows);
   mysql_close(r);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
+
+/* The rows of shop.types as the binlog decoder gives them (the after
+ * images of its inserts), with the decoder's schema. */
+static void binlog_rows(fx_t *f, const char *gtid_start, const char *table,
+                        sl_schema_t **out_schema, sl__cdc_rows_t *out) {
+  sl_binlog_reader_opts_t o = {.host = "127.0.0.1",
+                               .port = sl_server_port(f->srv),
+                               .user = "root",
+                               .server_id = 77,
+                               .gtid_start = gtid_start,
+                               .is_non_blocking = true};
+  sl_binlog_reader_t *r = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__binlog_reader_open(&o, &r, &err), err);
+  sl_binlog_decoder_t d;
+  sl__binlog_decoder_init(&d, sl__binlog_reader_checksum(r));
+  sl_row_builder_t b;
+  bool has_builder = false;
+  sl_bytes_t scratch;
+  sl_bytes_init(&scratch);
+  *out_schema = NULL;
+  for (;;) {
+    const uint8_t *data;
+    size_t len;
+    int rc = sl__binlog_reader_next(r, &data, &len, &err);
+    if (rc == SL_ENOTFOUND) break;
+    SL_ASSERT_OK_E(rc, err);
+    sl_binlog_event_t ev;
+    SL_ASSERT_OK_E(sl__binlog_decode(&d, data, len, &ev, &err), err);
+    if (ev.type != SL_BLE_WRITE_ROWS_V1 && ev.type != 30 /* v2 */) continue;
+    const sl_binlog_table_t *t = ev.u.rows.table;
+    if (t == NULL || strcmp(t->table, table) != 0) continue;
+    if (*out_schema == NULL) {
+      SL_ASSERT_OK_E(sl__binlog_table_schema(t, out_schema, &err), err);
+      SL_ASSERT_OK(sl_row_builder_init(&b, *out_schema));
+      has_builder = true;
+      sl__cdc_rows_init(out, *out_schema);
+    }
+    sl_binlog_rows_iter_t it;
+    sl__binlog_rows_begin(&it, &ev);
+    sl_binlog_value_t before[64], after[64];
+    SL_ASSERT_TRUE(t->n_cols <= 64);
+    while ((rc = sl__binlog_rows_next(&d, &it, before, after, &err)) == SL_OK) {
+      sl_row_t row;
+      SL_ASSERT_OK_E(sl__binlog_image_to_row(t, after, SL_ROW_INSERT, &b,
+                                             &scratch, &row, &err),
+                     err);
+      SL_ASSERT_OK(sl__cdc_rows_add(out, &row));
+    }
+    SL_ASSERT_EQ_INT(rc, SL_ENOTFOUND);
+    sl_error_destroy(err);
+    err = NULL;
+  }
+  SL_ASSERT_TRUE(*out_schema != NULL);
+  if (has_builder) sl_row_builder_close(&b);
+  sl_bytes_close(&scratch);
+  sl__binlog_decoder_close(&d);
+  sl__binlog_reader_close(r);
+}
+
+/* The snapshot and the binlog give one schema and the same values for the
+ * same rows: every supported type, read both ways. */
+SL_TEST(types_agree_with_binlog) {
+  fx_t f;
+  const char *settings[] = {"binlog-row-metadata=FULL", NULL};
+  fx_open_with(&f, settings);
+  make_types_table(&f);
+  /* Without the POINT column: the binlog decoder refuses the TABLE_MAP
+   * of a table with a geometry column beside text columns (its optional
+   * metadata, field 3, "1 bytes left over"), a decoder bug to fix there. */
+  char *start = NULL;
+  SL_ASSERT_OK(sl_my_query_text(f.m, "SELECT @@gtid_binlog_pos", &start,
+                                NULL));
+  my_ok(f.m, "CREATE TABLE shop.types2 LIKE shop.types");
+  my_ok(f.m, "ALTER TABLE shop.types2 DROP COLUMN c_point");
+  sl_bytes_t q;
+  sl_bytes_init(&q);
+  SL_ASSERT_OK(sl_bytes_append_str(&q, "INSERT INTO shop.types2 SELECT id"));
+  for (size_t i = 0; i < N_COLS; i++)
+    if (strcmp(COLS[i].name, "c_point") != 0)
+      SL_ASSERT_OK(sl_bytes_printf(&q, ", %s", COLS[i].name));
+  SL_ASSERT_OK(sl_bytes_append(&q, " FROM shop.types", 17));
+  my_ok(f.m, (const char *)q.data);
+  sl_bytes_close(&q);
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__cdc_table_describe(f.m, f.server, "shop", "types2", NULL,
+                                        &t, &err),
+                 err);
+  SL_ASSERT_OK_E(sl__cdc_plan_chunks(f.m, f.server, t, NULL, &cl, NULL, &err),
+                 err);
+  sl__cdc_rows_t snap;
+  sl__cdc_rows_init(&snap, t->schema);
+  sl__cdc_pos_t low, high;
+  SL_ASSERT_OK_E(sl__cdc_read_chunk(f.m, f.server, t, cl, &cl->chunks[0], &low,
+                                    &high, &snap, &err),
+                 err);
+  sl_schema_t *bs = NULL;
+  sl__cdc_rows_t bin;
+  binlog_rows(&f, start, "types2", &bs, &bin);
+  sl_free(start);
+  /* One schema: names, types, nullability. */
+  SL_ASSERT_EQ_INT(sl_schema_n_fields(bs), sl_schema_n_fields(t->schema));
+  int n_diff = 0;
+  for (uint32_t i = 0; i < sl_schema_n_fields(bs); i++) {
+    const sl_field_t *a = sl_schema_field(t->schema, i);
+    const sl_field_t *b = sl_schema_field(bs, i);
+    char ta[32], tb[32];
+    sl_type_format(a->type, ta, sizeof(ta));
+    sl_type_format(b->type, tb, sizeof(tb));
+    if (strcmp(a->name, b->name) != 0 || strcmp(ta, tb) != 0 ||
+        a->type.nullable != b->type.nullable) {
+      fprintf(stderr, "field %u: snapshot %s %s%s, binlog %s %s%s\n", i,
+              a->name, ta, a->type.nullable ? "?" : "", b->name, tb,
+              b->type.nullable ? "?" : "");
+      n_diff++;
+    }
+  }
+  SL_ASSERT_EQ_INT(n_diff, 0);
+  /* The same values, field by field (row bytes can differ only in
+   * layout, so values are compared). */
+  SL_ASSERT_EQ_INT(bin.n, snap.n);
+  for (uint32_t k = 0; k < snap.n; k++) {
+    sl_row_t a, b;
+    sl__cdc_rows_get(&snap, k, &a);
+    sl__cdc_rows_get(&bin, k, &b);
+    for (uint32_t i = 0; i < t->n_cols; i++) {
+      sl_bytes_t ka, kb;
+      sl_bytes_init(&ka);
+      sl_bytes_init(&kb);
+      SL_ASSERT_OK(sl_key_add_field(&ka, &a, i));
+      SL_ASSERT_OK(sl_key_add_field(&kb, &b, i));
+      if (ka.len != kb.len || memcmp(ka.data, kb.data, ka.len) != 0) {
+        sl_bytes_t fa, fb;
+        sl_bytes_init(&fa);
+        sl_bytes_init(&fb);
+        SL_ASSERT_OK(sl_value_format(&a, i, &fa));
+        SL_ASSERT_OK(sl_value_format(&b, i, &fb));
+        fprintf(stderr, "row %u %s: snapshot '%.*s', binlog '%.*s'\n", k,
+                t->cols[i].name, (int)fa.len, (const char *)fa.data,
+                (int)fb.len, (const char *)fb.data);
+        sl_bytes_close(&fa);
+        sl_bytes_close(&fb);
+        n_diff++;
+      }
+      sl_bytes_close(&ka);
+      sl_bytes_close(&kb);
+    }
+  }
+  SL_ASSERT_EQ_INT(n_diff, 0);
+  sl__cdc_rows_close(&bin);
+  sl_schema_unref(bs);
+  sl__cdc_rows_close(&snap);
   sl__cdc_chunks_free(cl);
   sl__cdc_table_destroy(t);
   fx_close(&f);

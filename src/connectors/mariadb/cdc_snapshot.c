@@ -238,7 +238,12 @@ static int chunk_select(const sl__cdc_table_t *t, const sl__cdc_chunks_t *cl,
   int rc = sl_bytes_append_str(sql, "SELECT ");
   for (uint32_t i = 0; rc == SL_OK && i < t->n_cols; i++) {
     if (i) rc = sl_bytes_append(sql, ", ", 2);
+    /* A FLOAT's text has 6 digits; as a DOUBLE the server prints the
+     * float's exact value, which is what the binlog carries. */
+    bool is_float = strcmp(t->cols[i].data_type, "float") == 0;
+    if (rc == SL_OK && is_float) rc = sl_bytes_append_str(sql, "CAST(");
     if (rc == SL_OK) rc = sl__mariadb_ident(sql, t->cols[i].name);
+    if (rc == SL_OK && is_float) rc = sl_bytes_append_str(sql, " AS DOUBLE)");
   }
   if (rc == SL_OK) rc = sl_bytes_append_str(sql, " FROM ");
   if (rc == SL_OK) rc = sl__mariadb_ident(sql, t->db);
