@@ -664,7 +664,11 @@ SL_TEST(types_agree_with_binlog) {
   make_types_table(&f);
   /* Without the POINT column: the binlog decoder refuses the TABLE_MAP
    * of a table with a geometry column beside text columns (its optional
-   * metadata, field 3, "1 bytes left over"), a decoder bug to fix there. */
+   * metadata, field 3, "1 bytes left over"), a decoder bug to fix there.
+   * The BINARY(3) values have no trailing zero bytes: the decoder gives
+   * X'0100' stored in a BINARY(3) as X'01' (the binlog drops the padding,
+   * the decoder does not restore it), the snapshot as X'010000'; also to
+   * fix there (then put X'0100' in ROWS). */
   char *start = NULL;
   SL_ASSERT_OK(sl_my_query_text(f.m, "SELECT @@gtid_binlog_pos", &start,
                                 NULL));
