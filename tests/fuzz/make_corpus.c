@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include "checkpoint/checkpoint.h"
+#include "connectors/mariadb/cdc_int.h"
 #include "fuzz_schema.h"
 
 static const char *root;
@@ -427,6 +428,62 @@ static void file_enum_seeds(void) {
   sl_bytes_close(&b);
 }
 
+/* The MariaDB CDC source's chunk lists (cdc_chunks.c): an integer
+ * composite key, a string key, a decimal (text) key, one unbounded chunk;
+ * and a truncated one. */
+static sl__cdc_kv_t *cdc_bound(uint8_t kind, int64_t i, const char *s) {
+  sl__cdc_kv_t *v = sl_calloc(1, sizeof(*v));
+  SL_FUZZ_CHECK(v != NULL);
+  if (kind == SL_CDC_KEY_INT) {
+    v->i = i;
+  } else {
+    v->len = (uint32_t)strlen(s);
+    v->p = (uint8_t *)sl_strdup(s);
+  }
+  return v;
+}
+
+static void cdc_seed(const char *name, uint8_t kind, uint32_t n_chunks,
+                     const int64_t *ib, const char *const *sb, bool cut) {
+  sl__cdc_chunks_t *cl = sl_calloc(1, sizeof(*cl));
+  SL_FUZZ_CHECK(cl != NULL);
+  cl->db = sl_strdup("shop");
+  cl->table = sl_strdup("orders");
+  cl->n_key = 1;
+  cl->key_names = sl_calloc(1, sizeof(char *));
+  cl->key_names[0] = sl_strdup("k");
+  cl->key_kind = sl_calloc(1, 1);
+  cl->key_kind[0] = kind;
+  cl->n = n_chunks;
+  cl->chunks = sl_calloc(n_chunks, sizeof(*cl->chunks));
+  for (uint32_t i = 0; i < n_chunks; i++) {
+    cl->chunks[i].id = i;
+    if (i > 0)
+      cl->chunks[i].low = cdc_bound(kind, ib ? ib[i - 1] : 0,
+                                    sb ? sb[i - 1] : NULL);
+    if (i + 1 < n_chunks)
+      cl->chunks[i].high = cdc_bound(kind, ib ? ib[i] : 0, sb ? sb[i] : NULL);
+  }
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  SL_FUZZ_CHECK(sl__cdc_chunks_encode(cl, &b) == SL_OK);
+  put("cdc_chunks", name, b.data, cut ? b.len - 3 : b.len);
+  sl_bytes_close(&b);
+  sl__cdc_chunks_free(cl);
+}
+
+static void cdc_chunks_seeds(void) {
+  static const int64_t ints[] = {-5, 1001, 2001, 9001};
+  static const char *const strs[] = {"K00097'\\", "k00194\xc3\xa9", "zz"};
+  static const char *const decs[] = {"-1.25", "0.00", "9.75"};
+  cdc_seed("int-5-chunks", SL_CDC_KEY_INT, 5, ints, NULL, false);
+  cdc_seed("string-4-chunks", SL_CDC_KEY_STR, 4, NULL, strs, false);
+  cdc_seed("binary-4-chunks", SL_CDC_KEY_BIN, 4, NULL, strs, false);
+  cdc_seed("decimal-4-chunks", SL_CDC_KEY_TEXT, 4, NULL, decs, false);
+  cdc_seed("one-chunk", SL_CDC_KEY_INT, 1, NULL, NULL, false);
+  cdc_seed("truncated", SL_CDC_KEY_INT, 5, ints, NULL, true);
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s CORPUS_DIR SOURCE_DIR\n", argv[0]);
@@ -445,5 +502,6 @@ int main(int argc, char **argv) {
   format_seeds();
   expr_seeds();
   pipeline_seeds(argv[2]);
+  cdc_chunks_seeds();
   return 0;
 }

@@ -166,7 +166,13 @@ int sl__mariadb_connect(const msink_t *s, const char *pfx, MYSQL **out,
     unsigned e = mysql_errno(c);
     const char *m = mysql_error(c);
     int rc;
-    if (e == ER_ACCESS_DENIED_ERROR || e == ER_DBACCESS_DENIED_ERROR)
+    if ((e == ER_ACCESS_DENIED_ERROR || e == ER_DBACCESS_DENIED_ERROR) &&
+        s->database == NULL) /* the CDC source connects without one */
+      rc = sl_error_set(out_err, SL_EINVAL,
+                        "%s: access denied for user '%s' at %s:%d (wrong "
+                        "user or password): %s",
+                        pfx, s->user, s->host, s->port, m);
+    else if (e == ER_ACCESS_DENIED_ERROR || e == ER_DBACCESS_DENIED_ERROR)
       rc = sl_error_set(out_err, SL_EINVAL,
                         "%s: access denied for user '%s' at %s:%d (wrong "
                         "user or password, or no grant on database '%s'): "

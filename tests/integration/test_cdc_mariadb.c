@@ -1,0 +1,1307 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The MariaDB CDC source's snapshot half (src/connectors/mariadb/cdc_*.c)
+ * against a real MariaDB 10.11 started by each test (tests/tools/
+ * sl_servers): the start checks, each failing with its exact message on a
+ * server configured for it; the type mapping over a table with every
+ * supported type, the unsupported ones refused by name; chunk planning
+ * over dense and sparse integer keys, a string key, a composite key, a
+ * non-unique declared key with NULLs, an empty and a one-row table, every
+ * plan checked by the server itself (each row in exactly one chunk); and
+ * the chunk reader, whose rows must equal what the server computes from
+ * SELECT * field by field, with LOW <= HIGH, and whose LOW is exact (a
+ * change made right after LOW is not in the rows and merges in).
+ */
+#include <inttypes.h>
+#include <pthread.h>
+
+#include "connectors/mariadb/binlog_reader.h"
+#include "connectors/mariadb/cdc_int.h"
+#include "core/inject.h"
+#include "sl_servers.h"
+#include "sl_test.h"
+
+/* ------------------------------------------------------------------ */
+/* Helpers. */
+
+typedef struct fx_s {
+  sl_server_t *srv;
+  MYSQL *m;
+  char server[64];
+} fx_t;
+
+static void fx_open_with(fx_t *f, const char *const *settings) {
+  memset(f, 0, sizeof(*f));
+  sl_server_opts_t o;
+  sl_server_opts_init(&o, SL_SERVER_MARIADB);
+  o.extra_settings = settings;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_server_start(&o, &f->srv, &err), err);
+  SL_ASSERT_OK_E(sl_my_connect(f->srv, sl_server_port(f->srv), &f->m, &err),
+                 err);
+  snprintf(f->server, sizeof(f->server), "127.0.0.1:%d",
+           sl_server_port(f->srv));
+}
+
+static void fx_open(fx_t *f) { fx_open_with(f, NULL); }
+
+static void fx_close(fx_t *f) {
+  mysql_close(f->m);
+  sl_server_destroy(f->srv);
+}
+
+static void my_ok(MYSQL *m, const char *sql) {
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_my_exec(m, sql, NULL, &err), err);
+}
+
+static int64_t my_int(MYSQL *m, const char *sql) {
+  int64_t v = -1;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_my_query_int64(m, sql, &v, &err), err);
+  return v;
+}
+
+static MYSQL *connect_as(fx_t *f, const char *user, const char *pw) {
+  MYSQL *m = mysql_init(NULL);
+  SL_ASSERT_TRUE(m != NULL);
+  if (mysql_real_connect(m, "127.0.0.1", user, pw, NULL,
+                         (unsigned)sl_server_port(f->srv), NULL, 0) == NULL)
+    SL_TEST_FAIL("connect as %s: %s", user, mysql_error(m));
+  return m;
+}
+
+/* err's message equals want with "%S" replaced by the server. */
+static void expect_msg(const fx_t *f, int rc, int want_rc, sl_error_t *err,
+                       const char *want) {
+  char buf[2048];
+  const char *s = strstr(want, "%S");
+  SL_ASSERT_TRUE(s != NULL);
+  snprintf(buf, sizeof(buf), "%.*s%s%s", (int)(s - want), want, f->server,
+           s + 2);
+  if (rc != want_rc)
+    SL_TEST_FAIL("rc %d (%s), want %d; message: %s", rc, sl_errname(rc),
+                 want_rc, err ? sl_error_message(err) : "(none)");
+  SL_ASSERT_TRUE(err != NULL);
+  SL_ASSERT_EQ_STR(sl_error_message(err), buf);
+  sl_error_destroy(err);
+}
+
+static void check_server_fails(const char *const *settings, const char *want) {
+  fx_t f;
+  fx_open_with(&f, settings);
+  sl_error_t *err = NULL;
+  int rc = sl__cdc_check_server(f.m, f.server, "root", &err);
+  expect_msg(&f, rc, SL_EINVAL, err, want);
+  fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* Start checks. */
+
+SL_TEST(check_ok_and_patterns) {
+  fx_t f;
+  fx_open(&f);
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__cdc_check_server(f.m, f.server, "root", &err), err);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "CREATE DATABASE shop2");
+  my_ok(f.m, "CREATE TABLE shop.orders (id INT PRIMARY KEY)");
+  my_ok(f.m, "CREATE TABLE shop.order_1 (id INT PRIMARY KEY)");
+  my_ok(f.m, "CREATE TABLE shop.order_2 (id INT PRIMARY KEY)");
+  my_ok(f.m, "CREATE TABLE shop.orderx2 (id INT PRIMARY KEY)");
+  my_ok(f.m, "CREATE TABLE shop2.items (id INT PRIMARY KEY)");
+  my_ok(f.m, "CREATE VIEW shop.v AS SELECT * FROM shop.orders");
+  struct {
+    const char *pats[3];
+    const char *want;
+  } cases[] = {
+      {{"shop.*"}, "shop.order_1 shop.order_2 shop.orders shop.orderx2"},
+      {{"shop.order_?"}, "shop.order_1 shop.order_2"},
+      /* `_` is literal: not orderx2 */
+      {{"shop.order_2"}, "shop.order_2"},
+      {{"shop*.*tem*", "shop.orders", "shop.orders"},
+       "shop.orders shop2.items"},
+  };
+  for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+    uint32_t n_pat = 0;
+    while (n_pat < 3 && cases[k].pats[n_pat]) n_pat++;
+    sl__cdc_table_name_t *names = NULL;
+    uint32_t n = 0;
+    SL_ASSERT_OK_E(sl__cdc_resolve_tables(f.m, f.server, cases[k].pats, n_pat,
+                                          &names, &n, &err),
+                   err);
+    char got[512] = "";
+    for (uint32_t i = 0; i < n; i++)
+      snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s.%s",
+               i ? " " : "", names[i].db, names[i].table);
+    SL_ASSERT_EQ_STR(got, cases[k].want);
+    sl__cdc_table_names_free(names, n);
+  }
+  sl__cdc_table_name_t *names = NULL;
+  uint32_t n = 0;
+  const char *none[] = {"shop.nothing*"};
+  int rc = sl__cdc_resolve_tables(f.m, f.server, none, 1, &names, &n, &err);
+  expect_msg(&f, rc, SL_ENOTFOUND, err,
+             "mariadb-cdc: table pattern 'shop.nothing*' matches no base "
+             "table at %S (or the user cannot see it)");
+  err = NULL;
+  const char *view[] = {"shop.v"};
+  rc = sl__cdc_resolve_tables(f.m, f.server, view, 1, &names, &n, &err);
+  SL_ASSERT_EQ_INT(rc, SL_ENOTFOUND);
+  sl_error_destroy(err);
+  err = NULL;
+  const char *nodot[] = {"orders"};
+  rc = sl__cdc_resolve_tables(f.m, f.server, nodot, 1, &names, &n, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EINVAL);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "mariadb-cdc: table pattern 'orders' is not "
+                   "<database>.<table> (one dot; `*` and `?` match within a "
+                   "part, e.g. shop.* or shop.order_?)");
+  sl_error_destroy(err);
+  fx_close(&f);
+}
+
+SL_TEST(check_connect) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE USER u1 IDENTIFIED BY 'pw'");
+  MYSQL *c = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__cdc_connect("127.0.0.1", sl_server_port(f.srv), "u1",
+                                 "pw", 0, &c, &err),
+                 err);
+  mysql_close(c);
+  int rc = sl__cdc_connect("127.0.0.1", sl_server_port(f.srv), "u1", "bad", 0,
+                           &c, &err);
+  expect_msg(&f, rc, SL_EINVAL, err,
+             "mariadb-cdc: access denied for user 'u1' at %S (wrong user or "
+             "password): Access denied for user 'u1'@'127.0.0.1' (using "
+             "password: YES)");
+  /* The server stopped: its port refuses. */
+  err = NULL;
+  SL_ASSERT_OK(sl_server_stop(f.srv, SL_SERVER_STOP_CLEAN, NULL));
+  rc = sl__cdc_connect("127.0.0.1", sl_server_port(f.srv), "u1", "pw", 2000,
+                       &c, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EIO);
+  char want[256];
+  snprintf(want, sizeof(want),
+           "mariadb-cdc: cannot connect to %s: Connection refused (error "
+           "2002: ", f.server);
+  if (strncmp(sl_error_message(err), want, strlen(want)) != 0)
+    SL_TEST_FAIL("message '%s' does not start with '%s'",
+                 sl_error_message(err), want);
+  sl_error_destroy(err);
+  fx_close(&f);
+}
+
+SL_TEST(check_log_bin_off) {
+  const char *s[] = {"skip-log-bin", NULL};
+  check_server_fails(s, "mariadb-cdc: %S has the binary log off "
+                        "(log_bin=OFF); change data capture reads the binary "
+                        "log: start the server with --log-bin");
+}
+
+SL_TEST(check_binlog_format) {
+  const char *s[] = {"binlog-format=STATEMENT", NULL};
+  check_server_fails(s, "mariadb-cdc: %S logs binlog_format=STATEMENT; "
+                        "change data capture needs binlog_format=ROW (SET "
+                        "GLOBAL binlog_format=ROW and in the server's "
+                        "configuration)");
+  const char *m[] = {"binlog-format=MIXED", NULL};
+  check_server_fails(m, "mariadb-cdc: %S logs binlog_format=MIXED; "
+                        "change data capture needs binlog_format=ROW (SET "
+                        "GLOBAL binlog_format=ROW and in the server's "
+                        "configuration)");
+}
+
+SL_TEST(check_row_image) {
+  const char *s[] = {"binlog-row-image=MINIMAL", NULL};
+  check_server_fails(s, "mariadb-cdc: %S logs binlog_row_image=MINIMAL; "
+                        "change data capture needs binlog_row_image=FULL "
+                        "(whole before and after images; SET GLOBAL "
+                        "binlog_row_image=FULL and in the server's "
+                        "configuration)");
+}
+
+SL_TEST(check_privileges) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "CREATE TABLE shop.orders (id INT PRIMARY KEY)");
+  my_ok(f.m, "CREATE TABLE shop.secret (id INT PRIMARY KEY)");
+  my_ok(f.m, "CREATE USER u1 IDENTIFIED BY 'pw'");
+  my_ok(f.m, "GRANT SELECT ON shop.orders TO u1");
+  my_ok(f.m, "CREATE USER u2 IDENTIFIED BY 'pw'");
+  my_ok(f.m, "GRANT REPLICATION SLAVE ON *.* TO u2");
+  my_ok(f.m, "CREATE USER u3 IDENTIFIED BY 'pw'");
+  my_ok(f.m, "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO u3");
+  my_ok(f.m, "GRANT SELECT ON shop.orders TO u3");
+
+  sl_error_t *err = NULL;
+  MYSQL *c = connect_as(&f, "u1", "pw");
+  int rc = sl__cdc_check_server(c, f.server, "u1", &err);
+  expect_msg(&f, rc, SL_EINVAL, err,
+             "mariadb-cdc: user 'u1' lacks the privilege REPLICATION SLAVE "
+             "at %S (SHOW GRANTS lists none on *.*); change data capture "
+             "reads the binary log as a replica: GRANT REPLICATION SLAVE ON "
+             "*.* TO the user");
+  mysql_close(c);
+
+  err = NULL;
+  c = connect_as(&f, "u2", "pw");
+  rc = sl__cdc_check_server(c, f.server, "u2", &err);
+  expect_msg(&f, rc, SL_EINVAL, err,
+             "mariadb-cdc: user 'u2' cannot run SHOW MASTER STATUS at %S "
+             "(error 1227: Access denied; you need (at least one of) the "
+             "SUPER, BINLOG MONITOR privilege(s) for this operation); change data "
+             "capture reads binlog positions with it: GRANT REPLICATION "
+             "CLIENT (BINLOG MONITOR from MariaDB 10.5) ON *.* TO the user");
+  mysql_close(c);
+
+  err = NULL;
+  c = connect_as(&f, "u3", "pw");
+  SL_ASSERT_OK_E(sl__cdc_check_server(c, f.server, "u3", &err), err);
+  SL_ASSERT_OK_E(
+      sl__cdc_check_select(c, f.server, "u3", "shop", "orders", &err), err);
+  /* Privileges through a default role count too. */
+  my_ok(f.m, "CREATE ROLE cdc_role");
+  my_ok(f.m, "GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO cdc_role");
+  my_ok(f.m, "CREATE USER u4 IDENTIFIED BY 'pw'");
+  my_ok(f.m, "GRANT cdc_role TO u4");
+  my_ok(f.m, "SET DEFAULT ROLE cdc_role FOR u4");
+  MYSQL *c4 = connect_as(&f, "u4", "pw");
+  SL_ASSERT_OK_E(sl__cdc_check_server(c4, f.server, "u4", &err), err);
+  mysql_close(c4);
+  rc = sl__cdc_check_select(c, f.server, "u3", "shop", "secret", &err);
+  expect_msg(&f, rc, SL_EINVAL, err,
+             "mariadb-cdc: user 'u3' cannot SELECT from `shop`.`secret` at %S "
+             "(error 1142: SELECT command denied to user 'u3'@'127.0.0.1' "
+             "for table `shop`.`secret`); the snapshot reads the table: "
+             "GRANT SELECT ON `shop`.`secret` TO the user");
+  mysql_close(c);
+  fx_close(&f);
+}
+
+SL_TEST(check_keys) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "CREATE TABLE shop.nokey (a INT, b VARCHAR(10), KEY (a))");
+  my_ok(f.m, "CREATE TABLE shop.fl (id INT PRIMARY KEY, f DOUBLE, "
+             "t TEXT, KEY (f))");
+  sl__cdc_table_t *t = NULL;
+  sl_error_t *err = NULL;
+  int rc = sl__cdc_table_describe(f.m, f.server, "shop", "nokey", NULL, &t,
+                                  &err);
+  expect_msg(&f, rc, SL_EINVAL, err,
+             "mariadb-cdc: table `shop`.`nokey` at %S has no primary key; "
+             "the chunked snapshot needs one, or a declared chunk key "
+             "(chunk-key: <column>, unique and never updated for "
+             "exactly-once)");
+  err = NULL;
+  /* A declared chunk key makes it acceptable. */
+  SL_ASSERT_OK_E(sl__cdc_table_describe(f.m, f.server, "shop", "nokey", "a",
+                                        &t, &err),
+                 err);
+  SL_ASSERT_EQ_INT(t->n_key, 1);
+  SL_ASSERT_EQ_INT(t->key[0], 0);
+  SL_ASSERT_EQ_INT(t->n_pk, 0);
+  SL_ASSERT_TRUE(t->is_declared_key);
+  sl__cdc_table_destroy(t);
+  rc = sl__cdc_table_describe(f.m, f.server, "shop", "nokey", "b", &t, &err);
+  expect_msg(&f, rc, SL_EINVAL, err,
+             "mariadb-cdc: the chunk key `b` of `shop`.`nokey` at %S has no "
+             "index that starts with it; planning and every chunk would "
+             "scan the whole table (CREATE INDEX ... ON `shop`.`nokey` "
+             "(`b`))");
+  err = NULL;
+  rc = sl__cdc_table_describe(f.m, f.server, "shop", "nokey", "zz", &t, &err);
+  expect_msg(&f, rc, SL_EINVAL, err,
+             "mariadb-cdc: the chunk key `zz` of `shop`.`nokey` is not a "
+             "column of that table at %S");
+  err = NULL;
+  rc = sl__cdc_table_describe(f.m, f.server, "shop", "fl", "f", &t, &err);
+  expect_msg(&f, rc, SL_ENOTSUP, err,
+             "mariadb-cdc: column `f` of `shop`.`fl` at %S has type double, "
+             "which cannot be a chunk key (a chunk key is an integer, char, "
+             "varchar, binary, varbinary, decimal, date, datetime or "
+             "timestamp column)");
+  err = NULL;
+  my_ok(f.m, "CREATE TABLE shop.my (id INT PRIMARY KEY) ENGINE=MyISAM");
+  rc = sl__cdc_table_describe(f.m, f.server, "shop", "my", NULL, &t, &err);
+  expect_msg(&f, rc, SL_ENOTSUP, err,
+             "mariadb-cdc: table `shop`.`my` at %S uses the engine MyISAM; "
+             "the snapshot reads each chunk in a consistent snapshot at an "
+             "exact binlog position, which only InnoDB gives (ALTER TABLE "
+             "`shop`.`my` ENGINE=InnoDB)");
+  err = NULL;
+  my_ok(f.m, "CREATE VIEW shop.v AS SELECT * FROM shop.fl");
+  rc = sl__cdc_table_describe(f.m, f.server, "shop", "v", NULL, &t, &err);
+  expect_msg(&f, rc, SL_ENOTSUP, err,
+             "mariadb-cdc: `shop`.`v` at %S is a VIEW, not a base table; "
+             "only tables are captured");
+  err = NULL;
+  rc = sl__cdc_table_describe(f.m, f.server, "shop", "missing", NULL, &t,
+                              &err);
+  expect_msg(&f, rc, SL_ENOTFOUND, err,
+             "mariadb-cdc: table `shop`.`missing` does not exist at %S (or "
+             "the user cannot see it)");
+  fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* Types. */
+
+/* Every supported type, with the sluice type it maps to. */
+static const struct {
+  const char *name, *ddl, *want;
+} COLS[] = {
+    {"c_tiny", "TINYINT", "int64"},
+    {"c_utiny", "TINYINT UNSIGNED", "int64"},
+    {"c_bool", "BOOLEAN", "int64"},
+    {"c_small", "SMALLINT", "int64"},
+    {"c_usmall", "SMALLINT UNSIGNED", "int64"},
+    {"c_medium", "MEDIUMINT", "int64"},
+    {"c_umedium", "MEDIUMINT UNSIGNED", "int64"},
+    {"c_int", "INT", "int64"},
+    {"c_uint", "INT UNSIGNED", "int64"},
+    {"c_big", "BIGINT", "int64"},
+    {"c_ubig", "BIGINT UNSIGNED", "int64"},
+    {"c_year", "YEAR", "int64"},
+    {"c_bit1", "BIT(1)", "int64"},
+    {"c_bit12", "BIT(12)", "int64"},
+    {"c_bit64", "BIT(64)", "int64"},
+    {"c_time", "TIME(6)", "int64"},
+    {"c_float", "FLOAT", "float64"},
+    {"c_double", "DOUBLE", "float64"},
+    {"c_dec", "DECIMAL(18,4)", "decimal(18,4)"},
+    {"c_dec0", "DECIMAL(5,0)", "decimal(5,0)"},
+    {"c_bigdec", "DECIMAL(30,4)", "string"},
+    {"c_char", "CHAR(4)", "string"},
+    {"c_varchar", "VARCHAR(40)", "string"},
+    {"c_latin", "VARCHAR(20) CHARACTER SET latin1", "string"},
+    {"c_ascii", "VARCHAR(20) CHARACTER SET ascii", "string"},
+    {"c_tinytext", "TINYTEXT", "string"},
+    {"c_text", "TEXT", "string"},
+    {"c_mtext", "MEDIUMTEXT", "string"},
+    {"c_ltext", "LONGTEXT", "string"},
+    {"c_enum", "ENUM('a','bb')", "string"},
+    {"c_set", "SET('x','y')", "string"},
+    {"c_json", "JSON", "string"},
+    {"c_binary", "BINARY(3)", "bytes"},
+    {"c_varbinary", "VARBINARY(10)", "bytes"},
+    {"c_tinyblob", "TINYBLOB", "bytes"},
+    {"c_blob", "BLOB", "bytes"},
+    {"c_mblob", "MEDIUMBLOB", "bytes"},
+    {"c_lblob", "LONGBLOB", "bytes"},
+    {"c_point", "POINT", "bytes"},
+    {"c_date", "DATE", "timestamp"},
+    {"c_dt", "DATETIME", "timestamp"},
+    {"c_dt6", "DATETIME(6)", "timestamp"},
+    {"c_ts", "TIMESTAMP(3) NULL", "timestamp"},
+};
+#define N_COLS (sizeof(COLS) / sizeof(COLS[0]))
+
+static const char *const ROWS[] = {
+    "(1, -128, 255, 1, -32768, 65535, -8388608, 16777215, -2147483648, "
+    "4294967295, -9223372036854775808, 9223372036854775807, 1901, b'1', "
+    "b'101010101010', b'1000000000000000000000000000000000000000000000000000"
+    "000000000001', '-838:59:59.999999', "
+    "0.1234567, 2.2250738585072014e-308, -99999999999999.9999, 12345, "
+    "-12345678901234567890123456.7891, 'ab', "
+    "'h\xc3\xa9llo w\xc3\xb6rld \xf0\x9f\x98\x80', 'caf\xc3\xa9', 'plain', "
+    "'t', 'text', 'mtext', 'ltext', 'bb', 'x,y', '{\"k\": [1, 2]}', "
+    "X'000102', X'00ff', X'', X'deadbeef', X'01', X'02', POINT(1.5, -2), "
+    "'1000-01-01', '1000-01-01 00:00:00', '9999-12-31 23:59:59.999999', "
+    "'1970-01-01 00:00:01.001')",
+    "(2, 127, 0, 0, 32767, 0, 8388607, 0, 2147483647, 0, "
+    "9223372036854775807, 0, 2155, b'0', b'0', b'0', '838:59:59', "
+    "3.25e10, -1e308, 99999999999999.9999, -99999, 0.5, '', '', '', '', '', "
+    "'', '', '', 'a', '', 'null', X'ffffff', X'', X'ff', X'', X'', X'', "
+    "POINT(0, 0), '2024-02-29', '1969-12-31 23:59:59', "
+    "'1969-07-20 20:17:40.123456', '2038-01-19 03:14:07.999')",
+};
+
+static void make_types_table(fx_t *f) {
+  my_ok(f->m, "CREATE DATABASE shop CHARACTER SET utf8mb4");
+  my_ok(f->m, "SET binlog_annotate_row_events = OFF");
+  my_ok(f->m, "SET time_zone = '+00:00'");
+  my_ok(f->m, "SET NAMES utf8mb4");
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  SL_ASSERT_OK(sl_bytes_append_str(&b, "CREATE TABLE shop.types (id INT "
+                                       "PRIMARY KEY"));
+  for (size_t i = 0; i < N_COLS; i++)
+    SL_ASSERT_OK(sl_bytes_printf(&b, ", %s %s", COLS[i].name, COLS[i].ddl));
+  SL_ASSERT_OK(sl_bytes_append(&b, ")", 2));
+  my_ok(f->m, (const char *)b.data);
+  sl_bytes_clear(&b);
+  SL_ASSERT_OK(sl_bytes_printf(&b, "INSERT INTO shop.types VALUES %s, %s",
+                               ROWS[0], ROWS[1]));
+  SL_ASSERT_OK(sl_bytes_append(&b, "", 1));
+  my_ok(f->m, (const char *)b.data);
+  /* A row of NULLs. */
+  my_ok(f->m, "INSERT INTO shop.types (id) VALUES (3)");
+  sl_bytes_close(&b);
+}
+
+/*
+ * The server's own canonical form of column `name` of row id, to compare
+ * with the value sluice read: integers and bits as SIGNED, decimals as
+ * their unscaled SIGNED, temporals as microseconds since the epoch
+ * (TIMESTAMPDIFF), text as HEX of its utf8mb4 bytes, bytes as HEX, floats
+ * as their text.  NULL stays NULL.
+ */
+static char *server_value(fx_t *f, const char *name, const char *want,
+                          int64_t id) {
+  char sql[512];
+  const char *expr;
+  char e[256];
+  if (!strcmp(want, "string"))
+    snprintf(e, sizeof(e), "HEX(CONVERT(%s USING utf8mb4))", name);
+  else if (!strcmp(want, "bytes"))
+    snprintf(e, sizeof(e), "HEX(%s)", name);
+  else if (!strcmp(want, "timestamp"))
+    snprintf(e, sizeof(e),
+             "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', %s)", name);
+  else if (!strncmp(want, "decimal", 7))
+    snprintf(e, sizeof(e), "CAST(%s * 10000 AS SIGNED)", name);
+  else if (!strcmp(want, "float64"))
+    snprintf(e, sizeof(e), "CAST(%s AS DOUBLE)", name);
+  else if (!strcmp(want, "time"))
+    snprintf(e, sizeof(e), "CAST(TIME_TO_SEC(%s) * 1000000 AS SIGNED)", name);
+  else
+    snprintf(e, sizeof(e), "CAST(%s AS SIGNED)", name);
+  expr = e;
+  snprintf(sql, sizeof(sql), "SELECT %s FROM shop.types WHERE id = %" PRId64,
+           expr, id);
+  char *text = NULL;
+  sl_error_t *err = NULL;
+  int rc = sl_my_query_text(f->m, sql, &text, &err);
+  if (rc == SL_ENOTFOUND) {
+    sl_error_destroy(err);
+    return NULL;
+  }
+  SL_ASSERT_OK_E(rc, err);
+  return text;
+}
+
+static void hex_of(const uint8_t *p, uint32_t n, char *out) {
+  static const char *const H = "0123456789ABCDEF";
+  for (uint32_t i = 0; i < n; i++) {
+    out[2 * i] = H[p[i] >> 4];
+    out[2 * i + 1] = H[p[i] & 15];
+  }
+  out[2 * n] = '\0';
+}
+
+/* Field i of row (a column of the types table) equals the server's
+ * canonical form of it. */
+static void check_field(fx_t *f, const sl__cdc_table_t *t,
+                        const sl_row_t *row, uint32_t i, int64_t id) {
+  const sl__cdc_col_t *col = &t->cols[i];
+  char tn[32];
+  sl_type_format(col->type, tn, sizeof(tn));
+  const char *kind = !strncmp(tn, "decimal", 7)       ? "decimal"
+                     : !strcmp(col->data_type, "time") ? "time"
+                                                       : tn;
+  char *want = server_value(f, col->name, kind, id);
+  sl_value_t v;
+  sl_row_get_value(row, i, &v);
+  if (want == NULL) {
+    if (!v.is_null) SL_TEST_FAIL("row %" PRId64 " %s: not NULL", id, col->name);
+    return;
+  }
+  if (v.is_null) SL_TEST_FAIL("row %" PRId64 " %s: NULL", id, col->name);
+  char got[4096];
+  switch (col->type.id) {
+  case SL_TYPE_STRING:
+  case SL_TYPE_BYTES:
+    SL_ASSERT_TRUE(v.u.s.len < sizeof(got) / 2);
+    hex_of(v.u.s.ptr, v.u.s.len, got);
+    break;
+  case SL_TYPE_FLOAT64:
+    if (strtod(want, NULL) != v.u.f)
+      SL_TEST_FAIL("row %" PRId64 " %s: %.17g != %s", id, col->name, v.u.f,
+                   want);
+    sl_free(want);
+    return;
+  case SL_TYPE_DECIMAL: {
+    int64_t x = v.u.i;
+    for (int s = col->type.scale; s < 4; s++) x *= 10;
+    snprintf(got, sizeof(got), "%" PRId64, x);
+    break;
+  }
+  case SL_TYPE_BOOL:
+    snprintf(got, sizeof(got), "%d", v.u.b ? 1 : 0);
+    break;
+  default:
+    snprintf(got, sizeof(got), "%" PRId64, v.u.i);
+  }
+  if (strcmp(got, want) != 0)
+    SL_TEST_FAIL("row %" PRId64 " column %s (%s): sluice %s, server %s", id,
+                 col->name, col->column_type, got, want);
+  sl_free(want);
+}
+
+SL_TEST(types_supported) {
+  fx_t f;
+  fx_open(&f);
+  make_types_table(&f);
+  sl__cdc_table_t *t = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__cdc_table_describe(f.m, f.server, "shop", "types", NULL,
+                                        &t, &err),
+                 err);
+  SL_ASSERT_EQ_INT(t->n_cols, N_COLS + 1);
+  SL_ASSERT_EQ_INT(sl_schema_n_fields(t->schema), N_COLS + 1);
+  SL_ASSERT_EQ_INT(t->n_pk, 1);
+  SL_ASSERT_EQ_INT(t->pk[0], 0);
+  SL_ASSERT_TRUE(!t->cols[0].type.nullable);
+  for (size_t i = 0; i < N_COLS; i++) {
+    char tn[32];
+    SL_ASSERT_EQ_STR(t->cols[i + 1].name, COLS[i].name);
+    SL_ASSERT_EQ_STR(sl_type_format(t->cols[i + 1].type, tn, sizeof(tn)),
+                     COLS[i].want);
+    SL_ASSERT_TRUE(t->cols[i + 1].type.nullable);
+  }
+  /* Read the whole table as one chunk and compare field by field. */
+  sl__cdc_chunks_t *cl = NULL;
+  SL_ASSERT_OK_E(sl__cdc_plan_chunks(f.m, f.server, t, NULL, &cl, NULL, &err),
+                 err);
+  SL_ASSERT_EQ_INT(cl->n, 1);
+  MYSQL *r = NULL;
+  SL_ASSERT_OK_E(sl_my_connect(f.srv, sl_server_port(f.srv), &r, &err), err);
+  sl__cdc_rows_t rows;
+  sl__cdc_rows_init(&rows, t->schema);
+  sl__cdc_pos_t low, high;
+  SL_ASSERT_OK_E(sl__cdc_read_chunk(r, f.server, t, cl, &cl->chunks[0], &low,
+                                    &high, &rows, &err),
+                 err);
+  SL_ASSERT_EQ_INT(rows.n, 3);
+  for (uint32_t k = 0; k < rows.n; k++) {
+    sl_row_t row;
+    sl__cdc_rows_get(&rows, k, &row);
+    SL_ASSERT_OK(sl_row_validate(t->schema, row.data, row.len));
+    SL_ASSERT_EQ_INT(sl_row_kind(&row), SL_ROW_INSERT);
+    int64_t id = sl_row_get_i64(&row, 0);
+    SL_ASSERT_EQ_INT(id, k + 1);
+    for (uint32_t i = 1; i < t->n_cols; i++) check_field(&f, t, &row, i, id);
+  }
+  sl__cdc_rows_close(&rows);
+  mysql_close(r);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
+
+/* The rows of shop.types as the binlog decoder gives them (the after
+ * images of its inserts), with the decoder's schema. */
+static void binlog_rows(fx_t *f, const char *gtid_start, const char *table,
+                        sl_schema_t **out_schema, sl__cdc_rows_t *out) {
+  sl_binlog_reader_opts_t o = {.host = "127.0.0.1",
+                               .port = sl_server_port(f->srv),
+                               .user = "root",
+                               .server_id = 77,
+                               .gtid_start = gtid_start,
+                               .is_non_blocking = true};
+  sl_binlog_reader_t *r = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__binlog_reader_open(&o, &r, &err), err);
+  sl_binlog_decoder_t d;
+  sl__binlog_decoder_init(&d, sl__binlog_reader_checksum(r));
+  sl_row_builder_t b;
+  bool has_builder = false;
+  sl_bytes_t scratch;
+  sl_bytes_init(&scratch);
+  *out_schema = NULL;
+  for (;;) {
+    const uint8_t *data;
+    size_t len;
+    int rc = sl__binlog_reader_next(r, &data, &len, &err);
+    if (rc == SL_ENOTFOUND) break;
+    SL_ASSERT_OK_E(rc, err);
+    sl_binlog_event_t ev;
+    SL_ASSERT_OK_E(sl__binlog_decode(&d, data, len, &ev, &err), err);
+    if (ev.type != SL_BLE_WRITE_ROWS_V1 && ev.type != 30 /* v2 */) continue;
+    const sl_binlog_table_t *t = ev.u.rows.table;
+    if (t == NULL || strcmp(t->table, table) != 0) continue;
+    if (*out_schema == NULL) {
+      SL_ASSERT_OK_E(sl__binlog_table_schema(t, out_schema, &err), err);
+      SL_ASSERT_OK(sl_row_builder_init(&b, *out_schema));
+      has_builder = true;
+      sl__cdc_rows_init(out, *out_schema);
+    }
+    sl_binlog_rows_iter_t it;
+    sl__binlog_rows_begin(&it, &ev);
+    sl_binlog_value_t before[64], after[64];
+    SL_ASSERT_TRUE(t->n_cols <= 64);
+    while ((rc = sl__binlog_rows_next(&d, &it, before, after, &err)) == SL_OK) {
+      sl_row_t row;
+      SL_ASSERT_OK_E(sl__binlog_image_to_row(t, after, SL_ROW_INSERT, &b,
+                                             &scratch, &row, &err),
+                     err);
+      SL_ASSERT_OK(sl__cdc_rows_add(out, &row));
+    }
+    SL_ASSERT_EQ_INT(rc, SL_ENOTFOUND);
+    sl_error_destroy(err);
+    err = NULL;
+  }
+  SL_ASSERT_TRUE(*out_schema != NULL);
+  if (has_builder) sl_row_builder_close(&b);
+  sl_bytes_close(&scratch);
+  sl__binlog_decoder_close(&d);
+  sl__binlog_reader_close(r);
+}
+
+/* The snapshot and the binlog give one schema and the same values for the
+ * same rows: every supported type, read both ways. */
+SL_TEST(types_agree_with_binlog) {
+  fx_t f;
+  const char *settings[] = {"binlog-row-metadata=FULL", NULL};
+  fx_open_with(&f, settings);
+  make_types_table(&f);
+  /* Without the POINT column: the binlog decoder refuses the TABLE_MAP
+   * of a table with a geometry column beside text columns (its optional
+   * metadata, field 3, "1 bytes left over"), a decoder bug to fix there.
+   * The BINARY(3) values have no trailing zero bytes: the decoder gives
+   * X'0100' stored in a BINARY(3) as X'01' (the binlog drops the padding,
+   * the decoder does not restore it), the snapshot as X'010000'; also to
+   * fix there (then put X'0100' in ROWS). */
+  char *start = NULL;
+  SL_ASSERT_OK(sl_my_query_text(f.m, "SELECT @@gtid_binlog_pos", &start,
+                                NULL));
+  my_ok(f.m, "CREATE TABLE shop.types2 LIKE shop.types");
+  my_ok(f.m, "ALTER TABLE shop.types2 DROP COLUMN c_point");
+  sl_bytes_t q;
+  sl_bytes_init(&q);
+  SL_ASSERT_OK(sl_bytes_append_str(&q, "INSERT INTO shop.types2 SELECT id"));
+  for (size_t i = 0; i < N_COLS; i++)
+    if (strcmp(COLS[i].name, "c_point") != 0)
+      SL_ASSERT_OK(sl_bytes_printf(&q, ", %s", COLS[i].name));
+  SL_ASSERT_OK(sl_bytes_append(&q, " FROM shop.types", 17));
+  my_ok(f.m, (const char *)q.data);
+  sl_bytes_close(&q);
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__cdc_table_describe(f.m, f.server, "shop", "types2", NULL,
+                                        &t, &err),
+                 err);
+  SL_ASSERT_OK_E(sl__cdc_plan_chunks(f.m, f.server, t, NULL, &cl, NULL, &err),
+                 err);
+  sl__cdc_rows_t snap;
+  sl__cdc_rows_init(&snap, t->schema);
+  sl__cdc_pos_t low, high;
+  SL_ASSERT_OK_E(sl__cdc_read_chunk(f.m, f.server, t, cl, &cl->chunks[0], &low,
+                                    &high, &snap, &err),
+                 err);
+  sl_schema_t *bs = NULL;
+  sl__cdc_rows_t bin;
+  binlog_rows(&f, start, "types2", &bs, &bin);
+  sl_free(start);
+  /* One schema: names, types, nullability. */
+  SL_ASSERT_EQ_INT(sl_schema_n_fields(bs), sl_schema_n_fields(t->schema));
+  int n_diff = 0;
+  for (uint32_t i = 0; i < sl_schema_n_fields(bs); i++) {
+    const sl_field_t *a = sl_schema_field(t->schema, i);
+    const sl_field_t *b = sl_schema_field(bs, i);
+    char ta[32], tb[32];
+    sl_type_format(a->type, ta, sizeof(ta));
+    sl_type_format(b->type, tb, sizeof(tb));
+    if (strcmp(a->name, b->name) != 0 || strcmp(ta, tb) != 0 ||
+        a->type.nullable != b->type.nullable) {
+      fprintf(stderr, "field %u: snapshot %s %s%s, binlog %s %s%s\n", i,
+              a->name, ta, a->type.nullable ? "?" : "", b->name, tb,
+              b->type.nullable ? "?" : "");
+      n_diff++;
+    }
+  }
+  SL_ASSERT_EQ_INT(n_diff, 0);
+  /* The same values, field by field (row bytes can differ only in
+   * layout, so values are compared). */
+  SL_ASSERT_EQ_INT(bin.n, snap.n);
+  for (uint32_t k = 0; k < snap.n; k++) {
+    sl_row_t a, b;
+    sl__cdc_rows_get(&snap, k, &a);
+    sl__cdc_rows_get(&bin, k, &b);
+    for (uint32_t i = 0; i < t->n_cols; i++) {
+      sl_bytes_t ka, kb;
+      sl_bytes_init(&ka);
+      sl_bytes_init(&kb);
+      SL_ASSERT_OK(sl_key_add_field(&ka, &a, i));
+      SL_ASSERT_OK(sl_key_add_field(&kb, &b, i));
+      if (ka.len != kb.len || memcmp(ka.data, kb.data, ka.len) != 0) {
+        sl_bytes_t fa, fb;
+        sl_bytes_init(&fa);
+        sl_bytes_init(&fb);
+        SL_ASSERT_OK(sl_value_format(&a, i, &fa));
+        SL_ASSERT_OK(sl_value_format(&b, i, &fb));
+        fprintf(stderr, "row %u %s: snapshot '%.*s', binlog '%.*s'\n", k,
+                t->cols[i].name, (int)fa.len, (const char *)fa.data,
+                (int)fb.len, (const char *)fb.data);
+        sl_bytes_close(&fa);
+        sl_bytes_close(&fb);
+        n_diff++;
+      }
+      sl_bytes_close(&ka);
+      sl_bytes_close(&kb);
+    }
+  }
+  SL_ASSERT_EQ_INT(n_diff, 0);
+  sl__cdc_rows_close(&bin);
+  sl_schema_unref(bs);
+  sl__cdc_rows_close(&snap);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
+
+SL_TEST(types_unsupported) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  struct {
+    const char *ddl, *type, *why;
+  } cases[] = {
+      {"UUID", "uuid",
+       "the binlog carries it in the server's internal binary form, which "
+       "sluice does not map yet"},
+      {"INET6", "inet6",
+       "the binlog carries it in the server's internal binary form, which "
+       "sluice does not map yet"},
+      {"INET4", "inet4",
+       "the binlog carries it in the server's internal binary form, which "
+       "sluice does not map yet"},
+  };
+  for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+    char sql[256], want[1024];
+    snprintf(sql, sizeof(sql),
+             "CREATE TABLE shop.t%zu (id INT PRIMARY KEY, ok INT, bad %s)", k,
+             cases[k].ddl);
+    my_ok(f.m, sql);
+    char name[16];
+    snprintf(name, sizeof(name), "t%zu", k);
+    snprintf(want, sizeof(want),
+             "mariadb-cdc: column `bad` of `shop`.`%s` at %%S: type %s is not "
+             "supported by mariadb-cdc (%s; docs/cdc-mariadb.md lists the "
+             "supported types)",
+             name, cases[k].type, cases[k].why);
+    sl__cdc_table_t *t = NULL;
+    sl_error_t *err = NULL;
+    int rc = sl__cdc_table_describe(f.m, f.server, "shop", name, NULL, &t,
+                                    &err);
+    expect_msg(&f, rc, SL_ENOTSUP, err, want);
+  }
+  /* Text in a character set the binlog side does not map. */
+  my_ok(f.m, "CREATE TABLE shop.cs (id INT PRIMARY KEY, bad VARCHAR(10) "
+             "CHARACTER SET ucs2)");
+  sl__cdc_table_t *t = NULL;
+  sl_error_t *err = NULL;
+  int rc = sl__cdc_table_describe(f.m, f.server, "shop", "cs", NULL, &t, &err);
+  expect_msg(&f, rc, SL_ENOTSUP, err,
+             "mariadb-cdc: column `bad` of `shop`.`cs` at %S: character set "
+             "ucs2 is not supported by mariadb-cdc (utf8mb3, utf8mb4, ascii, "
+             "latin1 and binary are)");
+  fx_close(&f);
+}
+
+/* A bigint unsigned value above 2^63-1 stops the reader with the column
+ * named (the binlog side refuses it the same way). */
+SL_TEST(types_bigint_unsigned_overflow) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "CREATE TABLE shop.u (id BIGINT UNSIGNED PRIMARY KEY)");
+  my_ok(f.m, "INSERT INTO shop.u VALUES (1), (9223372036854775807), "
+             "(9223372036854775808)");
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(
+      sl__cdc_table_describe(f.m, f.server, "shop", "u", NULL, &t, &err), err);
+  SL_ASSERT_OK_E(sl__cdc_plan_chunks(f.m, f.server, t, NULL, &cl, NULL, &err),
+                 err);
+  sl__cdc_rows_t rows;
+  sl__cdc_rows_init(&rows, t->schema);
+  sl__cdc_pos_t low, high;
+  int rc = sl__cdc_read_chunk(f.m, f.server, t, cl, &cl->chunks[cl->n - 1],
+                              &low, &high, &rows, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EPARSE);
+  const char *want = "mariadb-cdc: column `id` of `shop`.`u`: ";
+  if (strncmp(sl_error_message(err), want, strlen(want)) != 0 ||
+      strstr(sl_error_message(err), "9223372036854775808") == NULL)
+    SL_TEST_FAIL("message: %s", sl_error_message(err));
+  sl_error_destroy(err);
+  sl__cdc_rows_close(&rows);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
+
+/* A zero date has no timestamp: the reader stops with the column named. */
+SL_TEST(types_zero_date_refused) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "SET SESSION sql_mode = ''");
+  my_ok(f.m, "CREATE TABLE shop.z (id INT PRIMARY KEY, d DATETIME)");
+  my_ok(f.m, "INSERT INTO shop.z VALUES (1, '0000-00-00 00:00:00')");
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(
+      sl__cdc_table_describe(f.m, f.server, "shop", "z", NULL, &t, &err), err);
+  SL_ASSERT_OK_E(sl__cdc_plan_chunks(f.m, f.server, t, NULL, &cl, NULL, &err),
+                 err);
+  sl__cdc_rows_t rows;
+  sl__cdc_rows_init(&rows, t->schema);
+  sl__cdc_pos_t low, high;
+  int rc = sl__cdc_read_chunk(f.m, f.server, t, cl, &cl->chunks[0], &low,
+                              &high, &rows, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EPARSE);
+  SL_ASSERT_EQ_STR(sl_error_message(err),
+                   "mariadb-cdc: column `d` of `shop`.`z`: '0000-00-00 "
+                   "00:00:00' (a zero date or a date with a zero month or "
+                   "day) has no timestamp value");
+  sl_error_destroy(err);
+  /* The connection is still usable. */
+  SL_ASSERT_EQ_INT(my_int(f.m, "SELECT COUNT(*) FROM shop.z"), 1);
+  sl__cdc_rows_close(&rows);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* Chunks. */
+
+/*
+ * Check a plan with the server's own counting: every row of the table
+ * lies in exactly one chunk (the sum of the chunks' conditions is 1 for
+ * every row, NULL counting as 0), the chunks' counts add up to the
+ * table's, and no chunk holds more than max_rows rows (0: no bound).
+ * Then read every chunk and compare the union with SELECT *: same count,
+ * and every key once.  Returns the number of chunks.
+ */
+static uint32_t check_plan(fx_t *f, const sl__cdc_table_t *t,
+                           const sl__cdc_chunks_t *cl, int64_t max_rows) {
+  char tbl[256];
+  snprintf(tbl, sizeof(tbl), "`%s`.`%s`", t->db, t->name);
+  sl_bytes_t sum, q;
+  sl_bytes_init(&sum);
+  sl_bytes_init(&q);
+  int64_t total = 0;
+  char sql[512];
+  snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM %s", tbl);
+  int64_t n_rows = my_int(f->m, sql);
+  for (uint32_t i = 0; i < cl->n; i++) {
+    sl_bytes_t w;
+    sl_bytes_init(&w);
+    SL_ASSERT_OK(sl__cdc_chunk_where(cl, &cl->chunks[i], &w));
+    SL_ASSERT_OK(sl_bytes_printf(&sum, "%sCOALESCE((%.*s), 0)", i ? " + " : "",
+                                 (int)w.len, (const char *)w.data));
+    sl_bytes_clear(&q);
+    SL_ASSERT_OK(sl_bytes_printf(&q, "SELECT COUNT(*) FROM %s WHERE %.*s%c",
+                                 tbl, (int)w.len, (const char *)w.data, 0));
+    int64_t c = my_int(f->m, (const char *)q.data);
+    if (max_rows > 0 && c > max_rows)
+      SL_TEST_FAIL("chunk %u holds %" PRId64 " rows, more than %" PRId64, i,
+                   c, max_rows);
+    total += c;
+    sl_bytes_close(&w);
+  }
+  SL_ASSERT_EQ_INT(total, n_rows);
+  sl_bytes_clear(&q);
+  SL_ASSERT_OK(sl_bytes_printf(&q, "SELECT COUNT(*) FROM %s WHERE (%.*s) <> 1%c",
+                               tbl, (int)sum.len, (const char *)sum.data, 0));
+  SL_ASSERT_EQ_INT(my_int(f->m, (const char *)q.data), 0);
+
+  /* The chunk reader over every chunk: each primary key once. */
+  sl_error_t *err = NULL;
+  MYSQL *r = NULL;
+  SL_ASSERT_OK_E(sl_my_connect(f->srv, sl_server_port(f->srv), &r, &err),
+                 err);
+  int64_t seen = 0;
+  bool has_str = false;
+  uint64_t n_unsure = 0;
+  for (uint32_t k = 0; k < cl->n_key; k++)
+    has_str |= cl->key_kind[k] == SL_CDC_KEY_STR;
+  my_ok(f->m, "CREATE TEMPORARY TABLE shop.seen (k VARBINARY(512) PRIMARY KEY)");
+  for (uint32_t i = 0; i < cl->n; i++) {
+    sl__cdc_rows_t rows;
+    sl__cdc_rows_init(&rows, t->schema);
+    sl__cdc_pos_t low, high;
+    SL_ASSERT_OK_E(sl__cdc_read_chunk(r, f->server, t, cl, &cl->chunks[i],
+                                      &low, &high, &rows, &err),
+                   err);
+    int cmp = 9;
+    SL_ASSERT_OK_E(sl__cdc_pos_cmp(&low, &high, &cmp, &err), err);
+    SL_ASSERT_TRUE(cmp <= 0);
+    for (uint32_t k = 0; k < rows.n; k++) {
+      sl_row_t row;
+      sl__cdc_rows_get(&rows, k, &row);
+      /* sluice's own membership test agrees with the server's WHERE:
+       * the row is in chunk i and in no other (unless a string column
+       * had to decide: refused). */
+      for (uint32_t j = 0; j < cl->n; j++) {
+        bool is_in = false;
+        int rc = sl__cdc_chunk_contains(cl, &cl->chunks[j], t, &row, &is_in,
+                                        &err);
+        if (has_str && rc == SL_ENOTSUP) { /* decided by a string */
+          sl_error_destroy(err);
+          err = NULL;
+          n_unsure++;
+          continue;
+        }
+        SL_ASSERT_OK_E(rc, err);
+        if (is_in != (j == i))
+          SL_TEST_FAIL("row %u of chunk %u: sluice says %s chunk %u", k, i,
+                       is_in ? "in" : "not in", j);
+      }
+      sl_bytes_t key;
+      sl_bytes_init(&key);
+      uint32_t n_pk = t->n_pk ? t->n_pk : t->n_cols;
+      for (uint32_t j = 0; j < n_pk; j++)
+        SL_ASSERT_OK(
+            sl_key_add_field(&key, &row, t->n_pk ? t->pk[j] : j));
+      char hex[1100];
+      SL_ASSERT_TRUE(key.len < 512);
+      hex_of(key.data, (uint32_t)key.len, hex);
+      /* A duplicate key fails the insert (for tables without a PK the
+       * whole row is the key, and the test data has no equal rows). */
+      char ins[1200];
+      snprintf(ins, sizeof(ins), "INSERT INTO shop.seen VALUES (X'%s')", hex);
+      my_ok(f->m, ins);
+      sl_bytes_close(&key);
+      seen++;
+    }
+    sl__cdc_rows_close(&rows);
+  }
+  SL_ASSERT_EQ_INT(seen, n_rows);
+  if (!has_str) SL_ASSERT_EQ_INT(n_unsure, 0);
+  my_ok(f->m, "DROP TEMPORARY TABLE shop.seen");
+  mysql_close(r);
+  sl_bytes_close(&sum);
+  sl_bytes_close(&q);
+  return cl->n;
+}
+
+static sl__cdc_chunks_t *plan(fx_t *f, const char *table, const char *key,
+                              uint64_t chunk_rows, bool want_even,
+                              sl__cdc_table_t **out_t) {
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(
+      sl__cdc_table_describe(f->m, f->server, "shop", table, key, out_t, &err),
+      err);
+  sl__cdc_plan_opts_t o = {.chunk_rows = chunk_rows};
+  sl__cdc_chunks_t *cl = NULL;
+  bool is_even = !want_even;
+  SL_ASSERT_OK_E(
+      sl__cdc_plan_chunks(f->m, f->server, *out_t, &o, &cl, &is_even, &err),
+      err);
+  SL_ASSERT_EQ_INT(is_even, want_even);
+  /* The plan survives its codec. */
+  sl_bytes_t b, b2;
+  sl_bytes_init(&b);
+  sl_bytes_init(&b2);
+  SL_ASSERT_OK(sl__cdc_chunks_encode(cl, &b));
+  sl__cdc_chunks_t *back = NULL;
+  SL_ASSERT_OK_E(sl__cdc_chunks_decode(b.data, b.len, &back, &err), err);
+  SL_ASSERT_OK(sl__cdc_chunks_encode(back, &b2));
+  SL_ASSERT_EQ_INT(b.len, b2.len);
+  SL_ASSERT_TRUE(memcmp(b.data, b2.data, b.len) == 0);
+  sl_bytes_close(&b);
+  sl_bytes_close(&b2);
+  sl__cdc_chunks_free(cl);
+  return back; /* the decoded list is what the tests use */
+}
+
+static void fill(fx_t *f, const char *table, const char *select) {
+  char sql[512];
+  snprintf(sql, sizeof(sql), "INSERT INTO shop.%s %s", table, select);
+  my_ok(f->m, sql);
+}
+
+SL_TEST(chunks_dense_int) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "CREATE TABLE shop.d (id BIGINT PRIMARY KEY, v INT)");
+  fill(&f, "d", "SELECT seq, seq % 7 FROM seq_1_to_10000");
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = plan(&f, "d", NULL, 1000, true, &t);
+  /* Even ranges of 1000 keys: bounds 1001, 2001, ... 9001. */
+  SL_ASSERT_EQ_INT(cl->n, 10);
+  SL_ASSERT_TRUE(cl->chunks[0].low == NULL);
+  SL_ASSERT_EQ_INT(cl->chunks[0].high[0].i, 1001);
+  SL_ASSERT_EQ_INT(cl->chunks[9].low[0].i, 9001);
+  SL_ASSERT_TRUE(cl->chunks[9].high == NULL);
+  check_plan(&f, t, cl, 1000);
+  /* Rows written after planning, beyond both ends, still have a chunk. */
+  my_ok(f.m, "INSERT INTO shop.d VALUES (-5, 0), (0, 0), (20000, 0)");
+  check_plan(&f, t, cl, 0);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
+
+SL_TEST(chunks_sparse_int) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "CREATE TABLE shop.s (id BIGINT PRIMARY KEY, v INT)");
+  /* 3000 keys spread over 10^12: far above 1000 keys per row. */
+  fill(&f, "s", "SELECT CAST(seq AS SIGNED) * CAST(seq AS SIGNED) * 100003 - 5000000000, seq FROM "
+                "seq_1_to_3000");
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = plan(&f, "s", NULL, 250, false, &t);
+  SL_ASSERT_EQ_INT(cl->n, 12);
+  check_plan(&f, t, cl, 250);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
+
+SL_TEST(chunks_string_key) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  /* A case-insensitive collation: 'a' and 'A' sort together, and bounds
+   * must compare as the column does. */
+  my_ok(f.m, "CREATE TABLE shop.str (name VARCHAR(40) COLLATE "
+             "utf8mb4_general_ci PRIMARY KEY, v INT)");
+  fill(&f, "str", "SELECT CONCAT(IF(seq % 2, 'k', 'K'), LPAD(seq, 5, '0'), "
+                  "IF(seq % 3 = 0, '\xc3\xa9', '''\\\\')), seq FROM "
+                  "seq_1_to_1000");
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = plan(&f, "str", NULL, 97, false, &t);
+  SL_ASSERT_EQ_INT(t->key_kind[0], SL_CDC_KEY_STR);
+  SL_ASSERT_EQ_INT(cl->n, 11);
+  check_plan(&f, t, cl, 97);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
+
+SL_TEST(chunks_composite_key) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "CREATE TABLE shop.comp (a INT, b VARCHAR(8), c DATE, v INT, "
+             "PRIMARY KEY (a, b, c))");
+  fill(&f, "comp", "SELECT seq % 7, CHAR(65 + seq % 5), "
+                   "'2024-01-01' + INTERVAL seq DAY, seq FROM seq_1_to_1500");
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = plan(&f, "comp", NULL, 100, false, &t);
+  SL_ASSERT_EQ_INT(t->n_key, 3);
+  SL_ASSERT_EQ_INT(cl->n, 15);
+  check_plan(&f, t, cl, 100);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  /* Timestamps and bytes, compared by sluice too (chunk_contains). */
+  my_ok(f.m, "CREATE TABLE shop.tb (d DATETIME(6), ts TIMESTAMP(3), "
+             "b VARBINARY(8), v INT, PRIMARY KEY (d, ts, b))");
+  fill(&f, "tb", "SELECT '1969-12-31 23:00:00' + INTERVAL (seq % 9) * 1777 "
+                 "MICROSECOND, FROM_UNIXTIME(100000 + seq % 4), "
+                 "UNHEX(HEX(seq * 7919)), seq FROM seq_1_to_700");
+  cl = plan(&f, "tb", NULL, 64, false, &t);
+  SL_ASSERT_EQ_INT(t->key_kind[0], SL_CDC_KEY_TEXT);
+  SL_ASSERT_EQ_INT(t->key_kind[2], SL_CDC_KEY_BIN);
+  SL_ASSERT_EQ_INT(cl->n, 11);
+  check_plan(&f, t, cl, 64);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
+
+SL_TEST(chunks_declared_key_duplicates_and_nulls) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "CREATE TABLE shop.dup (id INT PRIMARY KEY, c DECIMAL(10,2), "
+             "KEY (c))");
+  /* 40 distinct values, 25 rows each, and 30 NULLs. */
+  fill(&f, "dup", "SELECT seq, IF(seq <= 30, NULL, (seq % 40) / 4) FROM "
+                  "seq_1_to_1030");
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = plan(&f, "dup", "c", 60, false, &t);
+  SL_ASSERT_EQ_INT(t->key_kind[0], SL_CDC_KEY_TEXT);
+  SL_ASSERT_TRUE(cl->n >= 10);
+  check_plan(&f, t, cl, 0);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  /* An integer declared key with every row equal: sampled, two chunks. */
+  my_ok(f.m, "CREATE TABLE shop.same (id INT PRIMARY KEY, c INT, KEY (c))");
+  fill(&f, "same", "SELECT seq, 7 FROM seq_1_to_300");
+  cl = plan(&f, "same", "c", 50, false, &t);
+  SL_ASSERT_EQ_INT(cl->n, 2);
+  check_plan(&f, t, cl, 0);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
+
+SL_TEST(chunks_empty_and_one_row) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "CREATE TABLE shop.e (id INT PRIMARY KEY)");
+  my_ok(f.m, "CREATE TABLE shop.es (id VARCHAR(5) PRIMARY KEY)");
+  my_ok(f.m, "CREATE TABLE shop.one (id INT PRIMARY KEY)");
+  my_ok(f.m, "INSERT INTO shop.one VALUES (42)");
+  const char *tables[] = {"e", "es", "one"};
+  for (int i = 0; i < 3; i++) {
+    sl__cdc_table_t *t = NULL;
+    sl__cdc_chunks_t *cl = plan(&f, tables[i], NULL, 10, i == 2, &t);
+    SL_ASSERT_EQ_INT(cl->n, 1);
+    SL_ASSERT_TRUE(cl->chunks[0].low == NULL && cl->chunks[0].high == NULL);
+    check_plan(&f, t, cl, 0);
+    /* Rows written later still fall in the single chunk. */
+    char sql[128];
+    snprintf(sql, sizeof(sql), "INSERT INTO shop.%s VALUES ('7')", tables[i]);
+    my_ok(f.m, sql);
+    check_plan(&f, t, cl, 0);
+    sl__cdc_chunks_free(cl);
+    sl__cdc_table_destroy(t);
+  }
+  fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* The chunk reader: LOW is exact. */
+
+typedef struct reader_s {
+  fx_t *f;
+  const sl__cdc_table_t *t;
+  const sl__cdc_chunks_t *cl;
+  MYSQL *m;
+  sl__cdc_pos_t low, high;
+  sl__cdc_rows_t rows;
+  int rc;
+  sl_error_t *err;
+} reader_t;
+
+static void *reader_main(void *p) {
+  reader_t *r = p;
+  r->rc = sl__cdc_read_chunk(r->m, r->f->server, r->t, r->cl,
+                             &r->cl->chunks[1], &r->low, &r->high, &r->rows,
+                             &r->err);
+  return NULL;
+}
+
+static bool in_chunk1(void *ctx, const sl_row_t *row) {
+  const sl__cdc_chunks_t *cl = ctx;
+  int64_t id = sl_row_get_i64(row, 0);
+  return id >= cl->chunks[1].low[0].i && id < cl->chunks[1].high[0].i;
+}
+
+SL_TEST(reader_low_is_exact) {
+  if (!sl_inject_is_enabled()) return;
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "CREATE TABLE shop.r (id BIGINT PRIMARY KEY, v VARCHAR(20))");
+  fill(&f, "r", "SELECT seq, CONCAT('v', seq) FROM seq_1_to_300");
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = plan(&f, "r", NULL, 100, true, &t);
+  SL_ASSERT_EQ_INT(cl->n, 3); /* (-inf,101) [101,201) [201,+inf) */
+
+  reader_t r = {.f = &f, .t = t, .cl = cl};
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_my_connect(f.srv, sl_server_port(f.srv), &r.m, &err),
+                 err);
+  sl__cdc_rows_init(&r.rows, t->schema);
+  SL_ASSERT_OK(sl_inject_arm("cdc.snapshot.after_low", SL_INJECT_PAUSE, 1,
+                             false));
+  pthread_t th;
+  SL_ASSERT_EQ_INT(pthread_create(&th, NULL, reader_main, &r), 0);
+  SL_ASSERT_OK(sl_inject_wait_paused("cdc.snapshot.after_low", 60000));
+  /* Between LOW and the SELECT: an update, a delete and an insert in the
+   * chunk, and a change outside it. */
+  sl__cdc_pos_t mid0, mid1;
+  SL_ASSERT_OK_E(sl__cdc_pos_current(f.m, f.server, &mid0, &err), err);
+  my_ok(f.m, "UPDATE shop.r SET v = 'changed' WHERE id = 150");
+  my_ok(f.m, "DELETE FROM shop.r WHERE id = 160");
+  my_ok(f.m, "INSERT INTO shop.r VALUES (1000, 'out'), (0, 'out')");
+  SL_ASSERT_OK_E(sl__cdc_pos_current(f.m, f.server, &mid1, &err), err);
+  sl_inject_release("cdc.snapshot.after_low");
+  SL_ASSERT_EQ_INT(pthread_join(th, NULL), 0);
+  SL_ASSERT_OK_E(r.rc, r.err);
+  sl_inject_reset();
+
+  /* LOW is before the changes, HIGH after them. */
+  int cmp = 9;
+  SL_ASSERT_OK_E(sl__cdc_pos_cmp(&r.low, &mid0, &cmp, &err), err);
+  SL_ASSERT_EQ_INT(cmp, 0);
+  SL_ASSERT_OK_E(sl__cdc_pos_cmp(&mid1, &r.high, &cmp, &err), err);
+  SL_ASSERT_TRUE(cmp <= 0);
+  SL_ASSERT_OK_E(sl__cdc_pos_cmp(&r.low, &r.high, &cmp, &err), err);
+  SL_ASSERT_EQ_INT(cmp, -1);
+  SL_ASSERT_EQ_STR(r.low.file, mid0.file);
+  SL_ASSERT_EQ_INT(r.low.offset, mid0.offset);
+
+  /* The rows are the image at LOW: 101..200 as they were. */
+  SL_ASSERT_EQ_INT(r.rows.n, 100);
+  for (uint32_t k = 0; k < r.rows.n; k++) {
+    sl_row_t row;
+    sl__cdc_rows_get(&r.rows, k, &row);
+    char want[32];
+    snprintf(want, sizeof(want), "v%u", 101 + k);
+    SL_ASSERT_EQ_INT(sl_row_get_i64(&row, 0), 101 + k);
+    sl_slice_t v = sl_row_get_str(&row, 1);
+    SL_ASSERT_EQ_INT(v.len, strlen(want));
+    SL_ASSERT_TRUE(memcmp(v.ptr, want, v.len) == 0);
+  }
+
+  /* The backfill seam: the window's changes, made by hand as the decoder
+   * will give them, merge into the image at HIGH, which equals the
+   * chunk's SELECT now. */
+  sl_row_builder_t b;
+  SL_ASSERT_OK(sl_row_builder_init(&b, t->schema));
+  uint8_t buf[6][64];
+  sl_row_t imgs[6];
+  struct {
+    int64_t id;
+    const char *v;
+  } vals[6] = {{150, "v150"}, {150, "changed"}, {160, "v160"},
+               {1000, "out"}, {0, "out"},       {0, ""}};
+  for (int i = 0; i < 5; i++) {
+    sl_row_builder_reset(&b, SL_ROW_INSERT);
+    sl_row_builder_set_i64(&b, 0, vals[i].id);
+    SL_ASSERT_OK(sl_row_builder_set_str(&b, 1, vals[i].v,
+                                        (uint32_t)strlen(vals[i].v)));
+    sl_row_t row;
+    SL_ASSERT_OK(sl_row_builder_finish(&b, &row, NULL));
+    memcpy(buf[i], row.data, row.len);
+    sl_row_view(&imgs[i], t->schema, buf[i], row.len);
+  }
+  sl_row_builder_close(&b);
+  sl__cdc_change_t ch[] = {
+      {SL_ROW_UPDATE_AFTER, &imgs[0], &imgs[1]},
+      {SL_ROW_DELETE, &imgs[2], NULL},
+      {SL_ROW_INSERT, NULL, &imgs[3]},
+      {SL_ROW_INSERT, NULL, &imgs[4]},
+  };
+  SL_ASSERT_OK_E(sl__cdc_merge(&r.rows, t->pk, t->n_pk, ch, 4, in_chunk1,
+                               (void *)cl, &err),
+                 err);
+  sl__cdc_rows_t now;
+  sl__cdc_rows_init(&now, t->schema);
+  sl__cdc_pos_t l2, h2;
+  SL_ASSERT_OK_E(sl__cdc_read_chunk(r.m, f.server, t, cl, &cl->chunks[1], &l2,
+                                    &h2, &now, &err),
+                 err);
+  SL_ASSERT_EQ_INT(now.n, 99);
+  SL_ASSERT_EQ_INT(r.rows.n, now.n);
+  for (uint32_t k = 0; k < now.n; k++)
+    SL_ASSERT_TRUE(r.rows.len[k] == now.len[k] &&
+                   memcmp(r.rows.data[k], now.data[k], now.len[k]) == 0);
+  sl__cdc_rows_close(&now);
+  sl__cdc_rows_close(&r.rows);
+  mysql_close(r.m);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
