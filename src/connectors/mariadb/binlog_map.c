@@ -275,6 +275,22 @@ int sl__binlog_value_to_sl(const sl_binlog_col_t *col,
     return SL_OK;
   case SL_BV_STRING:
   case SL_BV_BLOBLIKE:
+    if (t.id == SL_TYPE_BYTES && v->kind == SL_BV_STRING &&
+        col->type == SL_BLT_STRING && cs_of(col->charset) == CS_BINARY &&
+        v->u.s.len < col->max_len) {
+      /* BINARY(n): the server logs the value without its trailing zero
+       * bytes (as CHAR without its trailing spaces); SELECT gives all n. */
+      static const uint8_t zeros[64];
+      if (sl_bytes_append(buf, v->u.s.p, v->u.s.len) != SL_OK)
+        return SL_ENOMEM;
+      for (uint32_t left = col->max_len - v->u.s.len; left > 0;) {
+        uint32_t n = left < sizeof(zeros) ? left : (uint32_t)sizeof(zeros);
+        if (sl_bytes_append(buf, zeros, n) != SL_OK) return SL_ENOMEM;
+        left -= n;
+      }
+      out->u.s = (sl_slice_t){buf->data, (uint32_t)buf->len};
+      return SL_OK;
+    }
     if (t.id == SL_TYPE_BYTES) {
       out->u.s = (sl_slice_t){v->u.s.p, v->u.s.len};
       return SL_OK;
