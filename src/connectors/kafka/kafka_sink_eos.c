@@ -106,7 +106,6 @@ typedef struct keos_committer_s {
   uint32_t n_other, cap_other;
   uint32_t (*listed)[2]; /* registered ids (i, k) of the prefix */
   uint32_t n_listed;
-  struct keos_writer_s *w;
   int init_timeout_ms;
   uint32_t next; /* the own id to try first for the next epoch */
 } keos_committer_t;
@@ -119,7 +118,6 @@ typedef struct keos_writer_s {
   uint32_t rr;
   kslot_t *cur; /* the slot of the open epoch, or NULL */
   sl_bytes_t log; /* the open epoch's committable: header, records */
-  size_t log_hdr; /* the header's length */
   uint32_t n_log;
 } keos_writer_t;
 
@@ -913,7 +911,6 @@ static int writer_close(void *wr, bool is_success, sl_error_t **out_err) {
     }
     w->cur = NULL;
   }
-  if (w->c && w->c->w == w) w->c->w = NULL;
   sl_bytes_close(&w->key);
   sl_bytes_close(&w->val);
   sl_bytes_close(&w->log);
@@ -948,7 +945,6 @@ static int writer_open(void *ctx, const sl_sink_init_t *init, void **out,
     writer_close(w, false, NULL);
     return rc;
   }
-  c->w = w;
   *out = w;
   return SL_OK;
 }
@@ -993,7 +989,6 @@ static int epoch_begin(keos_writer_t *w, sl_error_t **out_err) {
     rc = sl_bytes_append(&w->log, l2, 2);
     if (rc == SL_OK) rc = sl_bytes_append(&w->log, f[i], l);
   }
-  w->log_hdr = w->log.len;
   return rc == SL_OK ? SL_OK
                      : sl_error_set(out_err, SL_ENOMEM, "out of memory");
 }
