@@ -25,6 +25,7 @@
 
 #include <mysql.h>
 
+#include "connectors/mariadb/cdc_source.h"
 #include "core/inject.h"
 #include "sl_servers.h"
 #include "sl_test.h"
@@ -118,6 +119,7 @@ typedef struct jopt_s {
   uint64_t chunk_rows;
   const char *chunk_key;
   int64_t interval_ms; /* 0: checkpoints on demand */
+  bool no_reconcile;    /* leave the reconciler out (to see the loss) */
 } jopt_t;
 
 static void fx_start(fx_t *f, const jopt_t *jo) {
@@ -135,8 +137,12 @@ static void fx_start(fx_t *f, const jopt_t *jo) {
   void *ctx;
   sl_schema_t *schema;
   sl_error_t *err = NULL;
-  SL_ASSERT_OK_E(sl_mariadb_cdc_source_create(&c, &vt, &ctx, &schema, NULL,
+  int vf = -1;
+  SL_ASSERT_OK_E(sl_mariadb_cdc_source_create(&c, &vt, &ctx, &schema, &vf,
                                               &err), err);
+  /* A declared chunk key that is not the primary key: versions, and the
+   * reconciler keyed by primary key (as the pipeline builder adds it). */
+  SL_ASSERT_EQ_INT(vf >= 0, jo->chunk_key != NULL);
   sl_job_config_t cfg;
   sl_job_config_init(&cfg);
   cfg.name = "cdc";
@@ -148,6 +154,12 @@ static void fx_start(fx_t *f, const jopt_t *jo) {
   cfg.restart.max_attempts = 3;
   SL_ASSERT_OK(sl_job_create(&cfg, &f->job, NULL));
   sl_stream_t *s = sl_job_source(f->job, "cdc", vt, ctx, schema);
+  if (vf >= 0 && !jo->no_reconcile) {
+    const uint32_t *pk;
+    uint32_t n_pk;
+    sl__mariadb_cdc_pk(ctx, &pk, &n_pk);
+    s = sl__cdc_reconcile(s, "cdc-reconcile", pk, n_pk);
+  }
   const char *key[] = {"id"};
   s = sl_stream_key_by_fields(s, key, 1);
   SL_ASSERT_OK(sl_stream_sink(s, "store", &cdc_sink_vt, f->dir));
@@ -436,3 +448,37 @@ static void experiment2(bool inside) {
 
 SL_TEST(experiment2_checkpoint_before_transaction) { experiment2(false); }
 SL_TEST(experiment2_checkpoint_inside_transaction) { experiment2(true); }
+
+/*
+ * Seed 004's chunk-key migration: 20 rows (ids 100..119, c = id, but row
+ * 102 has c = 110), chunked by c into (-inf,105) [105,110) [110,115)
+ * [115,+inf).  Row 102's c moves into the first chunk's range after that
+ * chunk's HIGH and before the third chunk's LOW, so neither snapshot has
+ * it; the binlog phase carries the update and the reconciler turns it into
+ * the row.  reverse: 102 starts with c = 100 and moves to 112, so both
+ * snapshots have it and the reconciler keeps the newer.  All 20 rows end
+ * exact, field by field.
+ */
+static void migration(const char *chunk_key, bool reverse) {
+  fx_t f;
+  fx_open(&f, 20);
+  my_ok(f.m, reverse ? "UPDATE shop.t SET c = 100 WHERE id = 102"
+                     : "UPDATE shop.t SET c = 110 WHERE id = 102");
+  SL_ASSERT_OK(sl_inject_arm("cdc.snapshot.before_high", SL_INJECT_PAUSE, 2,
+                             false));
+  jopt_t jo = {1, 5, chunk_key, 0, false};
+  fx_start(&f, &jo);
+  SL_ASSERT_OK(sl_inject_wait_paused("cdc.snapshot.before_high", 60000));
+  my_ok(f.m, reverse ? "UPDATE shop.t SET c = 112, v = 'moved' WHERE id = 102"
+                     : "UPDATE shop.t SET c = 100, v = 'moved' WHERE id = 102");
+  sl_inject_release("cdc.snapshot.before_high");
+  wait_binlog_phase(&f);
+  wait_equal(&f);
+  SL_ASSERT_EQ_INT(sl_job_restarts(f.job), 0);
+  sl_job_cancel(f.job);
+  fx_close(&f);
+}
+
+SL_TEST(migration_chunk_key_row_in_no_snapshot) { migration("c", false); }
+SL_TEST(migration_chunk_key_row_in_two_snapshots) { migration("c", true); }
+SL_TEST(migration_pk_chunked_control) { migration(NULL, false); }

@@ -994,8 +994,15 @@ static int read_one_chunk(mreader_t *rd, const sl__cdc_chunks_t *cl,
   sl__cdc_rows_init(&rc_->rows, t->schema);
   rc_->has_rows = true;
   const sl__cdc_chunk_t *ch = &cl->chunks[0];
-  int rc = sl__cdc_read_chunk(rd->c, s->server, t, cl, ch, &low, &high,
-                              &rc_->rows, out_err);
+  int rc = SL_INJECT("cdc.snapshot.before_low");
+  if (rc != SL_OK)
+    return sl_error_set(out_err, rc, "injected failure at "
+                        "cdc.snapshot.before_low (chunk %s)", rc_->id);
+  rc = sl__cdc_read_chunk(rd->c, s->server, t, cl, ch, &low, &high,
+                          &rc_->rows, out_err);
+  if (rc == SL_OK && (rc = SL_INJECT("cdc.snapshot.after_high")) != SL_OK)
+    sl_error_set(out_err, rc, "injected failure at cdc.snapshot.after_high "
+                 "(chunk %s)", rc_->id);
   if (rc != SL_OK) {
     /* A failed connection is opened again for the next try. */
     mysql_close(rd->c);
