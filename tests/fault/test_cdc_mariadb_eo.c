@@ -482,3 +482,62 @@ static void migration(const char *chunk_key, bool reverse) {
 SL_TEST(migration_chunk_key_row_in_no_snapshot) { migration("c", false); }
 SL_TEST(migration_chunk_key_row_in_two_snapshots) { migration("c", true); }
 SL_TEST(migration_pk_chunked_control) { migration(NULL, false); }
+
+/*
+ * DML at each snapshot phase of the second chunk (before and after LOW,
+ * before and after HIGH) x insert, update, delete, primary-key change and
+ * chunk-key change, for a table chunked by its primary key and one chunked
+ * by a declared key c: the committed table equals SELECT *.  Rows are ids
+ * 100, 102, ..., 338 (c = id), chunks of 40 rows: [.., 179) [179, 258)
+ * [258, ..).
+ */
+static const char *const phase_points[] = {
+    "cdc.snapshot.before_low", "cdc.snapshot.after_low",
+    "cdc.snapshot.before_high", "cdc.snapshot.after_high"};
+static const char *const dml_ops[][3] = {
+    {"insert", "INSERT INTO shop.t VALUES (201, 201, 'ins'), (203, 900, NULL)",
+     NULL},
+    {"update", "UPDATE shop.t SET v = 'upd' WHERE id IN (200, 204)", NULL},
+    {"delete", "DELETE FROM shop.t WHERE id IN (202, 206)", NULL},
+    {"pk-change", "UPDATE shop.t SET id = 205 WHERE id = 204",
+     "UPDATE shop.t SET id = 1001 WHERE id = 208"},
+    {"chunk-key-change", "UPDATE shop.t SET c = 50 WHERE id = 210",
+     "UPDATE shop.t SET c = 220 WHERE id = 120"}};
+
+static void dml_phase(const char *chunk_key) {
+  fx_t f;
+  fx_open(&f, 0);
+  uint32_t cases = 0;
+  for (uint32_t p = 0; p < 4; p++)
+    for (uint32_t o = 0; o < 5; o++) {
+      my_ok(f.m, "DELETE FROM shop.t");
+      my_ok(f.m, "INSERT INTO shop.t SELECT seq, seq, CONCAT('v', seq) FROM "
+                 "seq_100_to_338_step_2");
+      snprintf(f.dir, sizeof(f.dir), "%s/store-%u-%u", sl_test_dir(), p, o);
+      snprintf(f.ck, sizeof(f.ck), "%s/ck-%u-%u", sl_test_dir(), p, o);
+      txs_reset(f.dir);
+      sl_inject_reset();
+      SL_ASSERT_OK(sl_inject_arm(phase_points[p], SL_INJECT_PAUSE, 2, false));
+      jopt_t jo = {1, 40, chunk_key, 0, false};
+      fx_start(&f, &jo);
+      SL_ASSERT_OK(sl_inject_wait_paused(phase_points[p], 60000));
+      my_ok(f.m, dml_ops[o][1]);
+      if (dml_ops[o][2]) my_ok(f.m, dml_ops[o][2]);
+      sl_inject_release(phase_points[p]);
+      wait_binlog_phase(&f);
+      wait_equal(&f);
+      SL_ASSERT_EQ_INT(sl_job_restarts(f.job), 0);
+      sl_job_cancel(f.job);
+      sl_error_t *err = NULL;
+      (void)sl_job_wait(f.job, &err);
+      sl_error_destroy(err);
+      sl_job_destroy(f.job);
+      f.job = NULL;
+      cases++;
+    }
+  SL_ASSERT_EQ_INT(cases, 20);
+  fx_close(&f);
+}
+
+SL_TEST(dml_at_each_phase_pk_chunks) { dml_phase(NULL); }
+SL_TEST(dml_at_each_phase_declared_chunk_key) { dml_phase("c"); }
