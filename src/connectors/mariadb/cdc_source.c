@@ -653,7 +653,10 @@ static int enum_discover(void *en, sl_enum_ctx_t *ec, sl_error_t **out_err) {
   }
   /* Tick while the gate may still open (it opens in checkpoint_complete,
    * which cannot assign). */
-  sl_enum_set_discovery_interval(ec, e->binlog_assigned ? 1000 : 50);
+  sl_enum_set_discovery_interval(
+      ec, e->src->start == SL_MARIADB_CDC_START_SNAPSHOT ? 0
+          : e->binlog_assigned                            ? 1000
+                                                          : 50);
   return enum_serve(e, ec, out_err);
 }
 
