@@ -1152,6 +1152,12 @@ static int read_event(sl__cdc_stream_t *s, sl_error_t **out_err) {
   for (;;) {
     if (s->is_eof) return SL_ENOTFOUND;
     if (interrupted(s)) return cancelled(s, out_err);
+    if (s->reader == NULL) {
+      /* A reconnect gave up (or was interrupted) before: try again from
+       * the same position, the caller asked for more. */
+      int rc = reconnect(s, NULL, out_err);
+      if (rc != SL_OK) return rc;
+    }
     const uint8_t *p;
     size_t len;
     sl_error_t *e = NULL;
@@ -1199,6 +1205,7 @@ static int read_event(sl__cdc_stream_t *s, sl_error_t **out_err) {
 
 int sl__cdc_stream_next(sl__cdc_stream_t *s, sl__cdc_ev_t *ev,
                         sl_error_t **out_err) {
+  if (interrupted(s)) return cancelled(s, out_err);
   for (;;) {
     int rc;
     bool has = false;
