@@ -20,6 +20,7 @@
 
 #include "connectors/mariadb/cdc_int.h"
 #include "connectors/mariadb/cdc_stream.h"
+#include "core/inject.h"
 #include "sl_servers.h"
 #include "sl_test.h"
 
@@ -926,9 +927,12 @@ SL_TEST(ddl_on_captured_table_refused) {
 /* ------------------------------------------------------------------ */
 /* Failures and blocking streams. */
 
-/* A blocking stream across a clean restart in the middle of a
- * transaction (its rest is read again and skipped exactly) and a crash
- * between transactions: every change once, in order. */
+/* A blocking stream across a connection lost in the middle of a
+ * transaction (injection point cdc.stream.before_read: the rest of the
+ * transaction is read again and what was returned skipped exactly), a
+ * clean restart of the server and a crash (SIGKILL): every change once,
+ * in order.  (A restart alone cannot cut a transaction: the server has
+ * sent it into the socket before it stops.) */
 SL_TEST(server_restart_resumes) {
   fx_t f;
   fx_open(&f);
@@ -944,23 +948,36 @@ SL_TEST(server_restart_resumes) {
   sl__cdc_stream_t *s = open_at(&f, tabs, 1, &start, &so);
   recs_t rs = {0};
   read_n(s, &rs, 50, 600);
+  SL_ASSERT_TRUE(sl_inject_is_enabled());
+  sl_inject_reset();
+  /* The next read (of the second rows event) loses the connection. */
+  SL_ASSERT_OK(sl_inject_arm("cdc.stream.before_read", SL_INJECT_FAIL, 1,
+                             false));
+  read_n(s, &rs, 50 + 1, 600);
+  SL_ASSERT_TRUE(sl_inject_hits("cdc.stream.before_read") >= 2);
+  sl_inject_reset();
+  char got[1024], want[1024];
+  size_t o = 0;
+  for (int i = 1; i <= 100; i++)
+    o += (size_t)snprintf(want + o, sizeof(want) - o, "%sI%d", i > 1 ? " " : "",
+                          i);
+  snprintf(want + o, sizeof(want) - o, " T");
+  sig(&rs, 0, got, sizeof(got));
+  SL_ASSERT_EQ_STR(got, want);
+  /* A clean restart while the stream waits. */
   sl_error_t *err = NULL;
   SL_ASSERT_OK_E(sl_server_restart(f.srv, SL_SERVER_STOP_CLEAN, &err), err);
   fx_reconnect(&f);
   my_ok(f.m, "INSERT INTO t VALUES (101, 'c')");
-  read_n(s, &rs, 50 + 1 + 2, 600);
-  char got[1024], want[1024];
-  size_t o = 0;
-  for (int i = 1; i <= 100; i++)
-    o += (size_t)snprintf(want + o, sizeof(want) - o, "I%d ", i);
-  snprintf(want + o, sizeof(want) - o, "T I101 T");
-  sig(&rs, 0, got, sizeof(got));
-  SL_ASSERT_EQ_STR(got, want);
-  /* A crash (SIGKILL) between transactions. */
+  size_t n0 = rs.n;
+  read_n(s, &rs, 2, 600);
+  sig(&rs, n0, got, sizeof(got));
+  SL_ASSERT_EQ_STR(got, "I101 T");
+  /* A crash (SIGKILL). */
   SL_ASSERT_OK_E(sl_server_restart(f.srv, SL_SERVER_STOP_CRASH, &err), err);
   fx_reconnect(&f);
   my_ok(f.m, "UPDATE t SET v = 'd' WHERE id = 101");
-  size_t n0 = rs.n;
+  n0 = rs.n;
   read_n(s, &rs, 2, 600);
   sig(&rs, n0, got, sizeof(got));
   SL_ASSERT_EQ_STR(got, "U101 T");

@@ -48,6 +48,7 @@
 #include "connectors/mariadb/binlog_reader.h"
 #include "connectors/mariadb/mariadb_int.h"
 #include "core/core.h"
+#include "core/inject.h"
 
 /* A captured table's facts that MariaDB's default binlog_row_metadata=
  * NO_LOG leaves out of the TABLE_MAP. */
@@ -1161,7 +1162,17 @@ static int read_event(sl__cdc_stream_t *s, sl_error_t **out_err) {
     const uint8_t *p;
     size_t len;
     sl_error_t *e = NULL;
-    int rc = sl__binlog_reader_next(s->reader, &p, &len, &e);
+    int rc;
+    unsigned eno;
+    if (SL_INJECT("cdc.stream.before_read") != SL_OK) {
+      /* A lost connection at this step (tests: inside a transaction). */
+      rc = sl_error_set(&e, SL_EIO, "binlog reader %s: connection lost "
+                        "(injected at cdc.stream.before_read)", s->server);
+      eno = CR_SERVER_LOST;
+    } else {
+      rc = sl__binlog_reader_next(s->reader, &p, &len, &e);
+      eno = sl__binlog_reader_errno(s->reader);
+    }
     if (rc == SL_OK) {
       rc = sl__binlog_decode(&s->dec, p, len, &s->rev, out_err);
       if (rc != SL_OK && out_err && *out_err)
@@ -1173,7 +1184,6 @@ static int read_event(sl__cdc_stream_t *s, sl_error_t **out_err) {
       s->is_eof = true;
       return SL_ENOTFOUND;
     }
-    unsigned eno = sl__binlog_reader_errno(s->reader);
     if (interrupted(s)) {
       sl_error_destroy(e);
       return cancelled(s, out_err);
