@@ -1015,13 +1015,7 @@ static int dispatch(sl__cdc_stream_t *s, sl__cdc_ev_t *ev, bool *out_has,
                         "without loss; start it again with a new snapshot",
                         s->server, ev_file(s), ev_start(e));
   bool is_counted = s->in_txn;
-  if (is_counted) {
-    s->ev_index++;
-    if (s->ev_index >= s->done_events) {
-      s->done_events = s->ev_index;
-      s->done_rows = 0;
-    }
-  }
+  if (is_counted) s->ev_index++;
   int rc = SL_OK;
   bool is_end = false;
   switch (e->type) {
