@@ -1101,3 +1101,51 @@ SL_TEST(reconnect_gives_up) {
   sl__cdc_table_destroy(t);
   fx_close(&f);
 }
+
+/* The fallback for servers without GTIDs: a position with an empty GTID
+ * state and a file starts at that file and offset, keeps file/offset
+ * positions (the state stays empty) and resumes exactly from each, inside
+ * transactions too. */
+SL_TEST(file_offset_fallback) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE TABLE t (id INT PRIMARY KEY)");
+  sl__cdc_table_t *t = describe(&f, "t");
+  sl__cdc_table_t *tabs[] = {t};
+  /* After the CREATE TABLE (from the file's start the stream would stop
+   * at it: DDL on the captured table). */
+  SL_ASSERT_EQ_INT(mysql_query(f.m, "SHOW MASTER STATUS"), 0);
+  MYSQL_RES *res = mysql_store_result(f.m);
+  MYSQL_ROW row = res ? mysql_fetch_row(res) : NULL;
+  SL_ASSERT_TRUE(row != NULL && row[0] != NULL && row[1] != NULL);
+  sl_binlog_pos_t start;
+  memset(&start, 0, sizeof(start));
+  snprintf(start.file, sizeof(start.file), "%s", row[0]);
+  start.offset = strtoull(row[1], NULL, 10);
+  mysql_free_result(res);
+  SL_ASSERT_EQ_STR(start.file, "binlog.000001");
+  my_ok(f.m, "INSERT INTO t VALUES (1), (2)");
+  my_ok(f.m, "BEGIN");
+  my_ok(f.m, "INSERT INTO t VALUES (3)");
+  my_ok(f.m, "INSERT INTO t VALUES (4), (5)");
+  my_ok(f.m, "COMMIT");
+  my_ok(f.m, "DELETE FROM t WHERE id = 1");
+  sl__cdc_stream_t *s = open_at(&f, tabs, 1, &start, NULL);
+  recs_t all = {0};
+  read_all(s, &all);
+  sl__cdc_stream_close(s);
+  char got[256];
+  sig(&all, 0, got, sizeof(got));
+  SL_ASSERT_EQ_STR(got, "I1 I2 T I3 I4 I5 T D1 T");
+  for (size_t k = 0; k < all.n; k++) {
+    SL_ASSERT_EQ_INT(all.r[k].pos.gtid.n, 0);
+    SL_ASSERT_EQ_STR(all.r[k].pos.file, "binlog.000001");
+    SL_ASSERT_TRUE(all.r[k].pos.offset >= start.offset);
+  }
+  SL_ASSERT_TRUE(all.r[4].pos.skip_events > 0); /* inside: after I4 */
+  for (size_t k = 0; k + 1 < all.n; k++)
+    resume_check(&f, tabs, 1, &all, k, "file/offset");
+  recs_free(&all);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
