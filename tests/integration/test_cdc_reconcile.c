@@ -736,7 +736,7 @@ SL_TEST(incomparable_snapshots_fail) {
   snap(0, 101, 101, "r101", &h1);
   snap(0, 101, 101, "r101", &h2);
   char *msg = run_failing(2);
-  expect_contains(msg, "reconcile");
+  expect_contains(msg, "operator 'reconcile' (subtask ");
   expect_contains(msg, "table 0: a snapshot row at HIGH 0-11,1-4 and one of "
                   "the same primary key at HIGH 0-10,1-5 are neither older "
                   "nor newer");
