@@ -30,7 +30,10 @@
  * before image), u16le version length, the version bytes, then the row
  * (compact codec, output schema) when present.  An absent key has no
  * entry, except for the before image of an update waiting for its after
- * image.
+ * image.  Entries of keys that never see a row past the pass-through
+ * point, on a subtask that never sees one of their table, stay for the
+ * life of the job: keyed state has no time-to-live and no clearing of a
+ * whole state, and the stage learns of that point only from its rows.
  */
 #include <stdarg.h>
 #include <stdio.h>
