@@ -39,6 +39,7 @@
 #include <stdio.h>
 
 #include "graph/graph.h"
+#include "ops/cdc_version.h"
 #include "ops/ops.h"
 #include "sluice/sl_state.h"
 #include "state/state.h"
@@ -46,7 +47,6 @@
 #define VERSION_FIELD "_sl_version"
 
 enum { F_PRESENT = 1, F_BEFORE = 2 };
-enum { FLAG_PASS = 1 };
 
 typedef struct rec_cfg_s {
   char *uid;
@@ -63,21 +63,6 @@ typedef struct rec_local_s {
   sl_bytes_t val;       /* a state value being built */
   uint8_t *swept;       /* bit per table index: swept since open */
 } rec_local_t;
-
-/* A parsed version (see CDC_DESIGN / docs/cdc-mariadb.md). */
-typedef struct ver_s {
-  uint8_t kind; /* 'S' or 'B' */
-  uint16_t table;
-  /* 'S': n_dom (domain u32le, seq u64le) pairs, domains ascending */
-  uint32_t n_dom;
-  const uint8_t *dom;
-  /* 'B' */
-  uint8_t flags;
-  uint32_t domain;
-  uint64_t seq;
-  uint32_t event, row;
-  sl_slice_t raw;
-} ver_t;
 
 static void rec_cfg_destroy(void *p) {
   rec_cfg_t *c = p;
@@ -96,8 +81,8 @@ static uint64_t rd64(const uint8_t *p) {
   return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
 }
 
-/* Parse a version; false with *why set when malformed. */
-static bool ver_parse(sl_slice_t b, ver_t *v, char *why, size_t n_why) {
+bool sl__cdc_version_parse(sl_slice_t b, sl__cdc_version_t *v, char *why,
+                           size_t n_why) {
   memset(v, 0, sizeof(*v));
   v->raw = b;
   if (b.len < 4) {
@@ -140,8 +125,7 @@ static bool ver_parse(sl_slice_t b, ver_t *v, char *why, size_t n_why) {
   return false;
 }
 
-/* H[d] of a snapshot version (0 when the domain is missing). */
-static uint64_t snap_seq(const ver_t *h, uint32_t d) {
+uint64_t sl__cdc_version_seq(const sl__cdc_version_t *h, uint32_t d) {
   for (uint32_t i = 0; i < h->n_dom; i++) {
     uint32_t di = rd32(h->dom + 12 * i);
     if (di == d) return rd64(h->dom + 12 * i + 4);
@@ -150,8 +134,8 @@ static uint64_t snap_seq(const ver_t *h, uint32_t d) {
   return 0;
 }
 
-/* Compare snapshot versions: 1 a newer, 0 equal, -1 a older, 2 neither. */
-static int snap_cmp(const ver_t *a, const ver_t *b) {
+int sl__cdc_version_cmp(const sl__cdc_version_t *a,
+                        const sl__cdc_version_t *b) {
   bool ge = true, le = true;
   uint32_t i = 0, j = 0;
   while (i < a->n_dom || j < b->n_dom) {
@@ -166,7 +150,7 @@ static int snap_cmp(const ver_t *a, const ver_t *b) {
   return ge && le ? 0 : ge ? 1 : le ? -1 : 2;
 }
 
-static void snap_format(const ver_t *h, char *buf, size_t n) {
+void sl__cdc_version_format(const sl__cdc_version_t *h, char *buf, size_t n) {
   size_t off = 0;
   buf[0] = '\0';
   for (uint32_t i = 0; i < h->n_dom && off < n; i++)
@@ -239,7 +223,7 @@ static int emit_stored(sl_ctx_t *ctx, rec_local_t *l, sl_slice_t enc,
 
 typedef struct entry_s {
   uint8_t flags;
-  ver_t ver;
+  sl__cdc_version_t ver;
   sl_slice_t row; /* compact, when present */
 } entry_t;
 
@@ -253,7 +237,8 @@ static int entry_get(sl_ctx_t *ctx, rec_local_t *l, uint16_t t, entry_t *e) {
   char why[160];
   uint32_t vlen = v.len >= 3 ? (uint32_t)(v.ptr[1] | v.ptr[2] << 8) : 0;
   if (v.len < 3 || 3u + vlen > v.len ||
-      !ver_parse((sl_slice_t){v.ptr + 3, vlen}, &e->ver, why, sizeof(why)))
+      !sl__cdc_version_parse((sl_slice_t){v.ptr + 3, vlen}, &e->ver, why,
+                             sizeof(why)))
     return fail_fatal(ctx, "the stored entry of table %u is malformed "
                       "(corrupt state)", t);
   e->flags = v.ptr[0];
@@ -263,7 +248,7 @@ static int entry_get(sl_ctx_t *ctx, rec_local_t *l, uint16_t t, entry_t *e) {
 
 /* Store (flags, version, row) for table t; row NULL: none. */
 static int entry_put(rec_local_t *l, uint16_t t, uint8_t flags,
-                     const ver_t *v, const sl_bytes_t *row) {
+                     const sl__cdc_version_t *v, const sl_bytes_t *row) {
   uint8_t hdr[3] = {flags, (uint8_t)v->raw.len, (uint8_t)(v->raw.len >> 8)};
   l->val.len = 0;
   int rc = sl_bytes_append(&l->val, hdr, 3);
@@ -323,8 +308,9 @@ static void rec_close(sl_ctx_t *ctx, void *user) {
 }
 
 /* A snapshot row (its kind is +I). */
-static int on_snapshot(sl_ctx_t *ctx, rec_local_t *l, const ver_t *v,
-                       const sl_row_t *in, const rec_cfg_t *c) {
+static int on_snapshot(sl_ctx_t *ctx, rec_local_t *l,
+                       const sl__cdc_version_t *v, const sl_row_t *in,
+                       const rec_cfg_t *c) {
   entry_t e;
   int got = entry_get(ctx, l, v->table, &e);
   if (got < 0) return got;
@@ -332,11 +318,11 @@ static int on_snapshot(sl_ctx_t *ctx, rec_local_t *l, const ver_t *v,
   if (got) {
     bool is_newer;
     if (e.ver.kind == 'S') {
-      int r = snap_cmp(v, &e.ver);
+      int r = sl__cdc_version_cmp(v, &e.ver);
       if (r == 2) {
         char a[256], b[256];
-        snap_format(v, a, sizeof(a));
-        snap_format(&e.ver, b, sizeof(b));
+        sl__cdc_version_format(v, a, sizeof(a));
+        sl__cdc_version_format(&e.ver, b, sizeof(b));
         return fail_fatal(ctx, "table %u: a snapshot row at HIGH %s and one "
                           "of the same primary key at HIGH %s are neither "
                           "older nor newer than each other (GTID states "
@@ -346,7 +332,7 @@ static int on_snapshot(sl_ctx_t *ctx, rec_local_t *l, const ver_t *v,
     } else {
       /* A binlog row came first (the source promises the opposite): the
        * snapshot is newer when it saw that transaction. */
-      is_newer = snap_seq(v, e.ver.domain) >= e.ver.seq;
+      is_newer = sl__cdc_version_seq(v, e.ver.domain) >= e.ver.seq;
     }
     if (!is_newer) return SL_OK;
   }
@@ -368,13 +354,15 @@ static int on_snapshot(sl_ctx_t *ctx, rec_local_t *l, const ver_t *v,
 }
 
 /* A binlog row, not past the table's largest HIGH. */
-static int on_binlog(sl_ctx_t *ctx, rec_local_t *l, const ver_t *v,
-                     const sl_row_t *in, const rec_cfg_t *c) {
+static int on_binlog(sl_ctx_t *ctx, rec_local_t *l,
+                     const sl__cdc_version_t *v, const sl_row_t *in,
+                     const rec_cfg_t *c) {
   entry_t e;
   int got = entry_get(ctx, l, v->table, &e);
   if (got < 0) return got;
   /* Already in the snapshot this key's row came from. */
-  if (got && e.ver.kind == 'S' && snap_seq(&e.ver, v->domain) >= v->seq)
+  if (got && e.ver.kind == 'S' &&
+      sl__cdc_version_seq(&e.ver, v->domain) >= v->seq)
     return SL_OK;
   bool is_present = got && (e.flags & F_PRESENT);
   sl_row_kind_t kind = sl_row_kind(in);
@@ -423,9 +411,9 @@ static int rec_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
   if (sl_row_is_null(row, vf))
     return fail_fatal(ctx, "a %s row has a null %s", sl_row_kind_name(
                       sl_row_kind(row)), VERSION_FIELD);
-  ver_t v;
+  sl__cdc_version_t v;
   char why[160];
-  if (!ver_parse(sl_row_get_str(row, vf), &v, why, sizeof(why)))
+  if (!sl__cdc_version_parse(sl_row_get_str(row, vf), &v, why, sizeof(why)))
     return fail_fatal(ctx, "a %s row has a malformed %s: %s",
                       sl_row_kind_name(sl_row_kind(row)), VERSION_FIELD, why);
   if (v.kind == 'S') {
@@ -435,7 +423,7 @@ static int rec_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
                         sl_row_kind_name(sl_row_kind(row)));
     return on_snapshot(ctx, l, &v, row, c);
   }
-  if (!(v.flags & FLAG_PASS)) return on_binlog(ctx, l, &v, row, c);
+  if (!(v.flags & SL_CDC_VERSION_PASS)) return on_binlog(ctx, l, &v, row, c);
   /* Past the table's largest HIGH: no snapshot covers anything any more,
    * and what sinks hold equals the table at this point. */
   sl_row_t nr;

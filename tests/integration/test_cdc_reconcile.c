@@ -330,7 +330,8 @@ static char violation_msg[512];
 static int64_t n_processed, fail_at = -1;
 static img_t view[2][MAX_ID];
 
-static void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void violation(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 static void violation(const char *fmt, ...) {
   pthread_mutex_lock(&lock);
   if (violations++ == 0) {
@@ -517,8 +518,9 @@ static void check_view(const char *what) {
       if (g->is_present != w->is_present ||
           (w->is_present && (g->c != w->c || strcmp(g->v, w->v) != 0)))
         SL_TEST_FAIL("%s: t%d id %d is %s (c %lld, %s), expected %s (c %lld, "
-                     "%s)", what, t, id, g->is_present ? "present" : "absent",
-                     (long long)g->c, g->v, w->is_present ? "present" : "absent",
+                     "%s)", what, t, id,
+                     g->is_present ? "present" : "absent", (long long)g->c,
+                     g->v, w->is_present ? "present" : "absent",
                      (long long)w->c, w->v);
     }
   int n_want = 0;
