@@ -19,7 +19,7 @@
  *   presence: +I/+U of an absent key is +I (+U when it completes the -U of
  *   the same key and binlog row), of a present key -U stored / +U new; -U
  *   or -D of a present key emits -U or -D of the stored row, of an absent
- *   key nothing;
+ *   key nothing; either leaves the key absent at that version;
  * - a binlog row with flag bit 0 (the stream is past the table's largest
  *   HIGH) passes through (minus the version); the key's entry for its table
  *   is dropped, and the first such row a subtask sees for a table sweeps
@@ -28,12 +28,13 @@
  * State: one map state "rows" per key: table index (2 bytes, big-endian) ->
  * u8 flags (bit 0 present, bit 1 the last applied row was an update's
  * before image), u16le version length, the version bytes, then the row
- * (compact codec, output schema) when present.  An absent key has no
- * entry, except for the before image of an update waiting for its after
- * image.  Entries of keys that never see a row past the pass-through
- * point, on a subtask that never sees one of their table, stay for the
- * life of the job: keyed state has no time-to-live and no clearing of a
- * whole state, and the stage learns of that point only from its rows.
+ * (compact codec, output schema) when present.  A key that no row has
+ * reached has no entry; a key a binlog -U or -D made absent keeps its
+ * version (a tombstone) until the pass-through point.  Entries of keys
+ * that never see a row past the pass-through point, on a subtask that
+ * never sees one of their table, stay for the life of the job: keyed state
+ * has no time-to-live and no clearing of a whole state, and the stage
+ * learns of that point only from its rows.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -330,8 +331,12 @@ static int on_snapshot(sl_ctx_t *ctx, rec_local_t *l,
       }
       is_newer = r == 1;
     } else {
-      /* A binlog row came first (the source promises the opposite): the
-       * snapshot is newer when it saw that transaction. */
+      /* A binlog row of the key came first: the source sends every
+       * snapshot row of a table before its binlog rows, but with
+       * unaligned checkpoints (or at-least-once, or an alignment timeout)
+       * a snapshot row still queued toward this subtask when the gate's
+       * checkpoint completed can come after them.  The snapshot is newer
+       * when it saw that transaction. */
       is_newer = sl__cdc_version_seq(v, e.ver.domain) >= e.ver.seq;
     }
     if (!is_newer) return SL_OK;
@@ -391,15 +396,15 @@ static int on_binlog(sl_ctx_t *ctx, rec_local_t *l,
     }
     return entry_put(l, v->table, F_PRESENT, v, &l->enc);
   case SL_ROW_UPDATE_BEFORE:
-    if (!is_present) return entry_remove(l, v->table);
-    if ((rc = emit_stored(ctx, l, e.row, SL_ROW_UPDATE_BEFORE)) != SL_OK)
-      return rc;
-    return entry_put(l, v->table, F_BEFORE, v, NULL);
   case SL_ROW_DELETE:
+    /* The row is gone at v: keep v (a tombstone), so that a snapshot row
+     * of this key that is late (see on_snapshot) and older stays out. */
     if (is_present &&
-        (rc = emit_stored(ctx, l, e.row, SL_ROW_DELETE)) != SL_OK)
+        (rc = emit_stored(ctx, l, e.row, kind)) != SL_OK)
       return rc;
-    return entry_remove(l, v->table);
+    return entry_put(l, v->table,
+                     is_present && kind == SL_ROW_UPDATE_BEFORE ? F_BEFORE : 0,
+                     v, NULL);
   }
   return SL_OK;
 }
