@@ -19,7 +19,7 @@
  *   presence: +I/+U of an absent key is +I (+U when it completes the -U of
  *   the same key and binlog row), of a present key -U stored / +U new; -U
  *   or -D of a present key emits -U or -D of the stored row, of an absent
- *   key nothing;
+ *   key nothing; either leaves the key absent at that version;
  * - a binlog row with flag bit 0 (the stream is past the table's largest
  *   HIGH) passes through (minus the version); the key's entry for its table
  *   is dropped, and the first such row a subtask sees for a table sweeps
@@ -28,14 +28,19 @@
  * State: one map state "rows" per key: table index (2 bytes, big-endian) ->
  * u8 flags (bit 0 present, bit 1 the last applied row was an update's
  * before image), u16le version length, the version bytes, then the row
- * (compact codec, output schema) when present.  An absent key has no
- * entry, except for the before image of an update waiting for its after
- * image.
+ * (compact codec, output schema) when present.  A key that no row has
+ * reached has no entry; a key a binlog -U or -D made absent keeps its
+ * version (a tombstone) until the pass-through point.  Entries of keys
+ * that never see a row past the pass-through point, on a subtask that
+ * never sees one of their table, stay for the life of the job: keyed state
+ * has no time-to-live and no clearing of a whole state, and the stage
+ * learns of that point only from its rows.
  */
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "graph/graph.h"
+#include "ops/cdc_version.h"
 #include "ops/ops.h"
 #include "sluice/sl_state.h"
 #include "state/state.h"
@@ -43,7 +48,6 @@
 #define VERSION_FIELD "_sl_version"
 
 enum { F_PRESENT = 1, F_BEFORE = 2 };
-enum { FLAG_PASS = 1 };
 
 typedef struct rec_cfg_s {
   char *uid;
@@ -60,21 +64,6 @@ typedef struct rec_local_s {
   sl_bytes_t val;       /* a state value being built */
   uint8_t *swept;       /* bit per table index: swept since open */
 } rec_local_t;
-
-/* A parsed version (see CDC_DESIGN / docs/cdc-mariadb.md). */
-typedef struct ver_s {
-  uint8_t kind; /* 'S' or 'B' */
-  uint16_t table;
-  /* 'S': n_dom (domain u32le, seq u64le) pairs, domains ascending */
-  uint32_t n_dom;
-  const uint8_t *dom;
-  /* 'B' */
-  uint8_t flags;
-  uint32_t domain;
-  uint64_t seq;
-  uint32_t event, row;
-  sl_slice_t raw;
-} ver_t;
 
 static void rec_cfg_destroy(void *p) {
   rec_cfg_t *c = p;
@@ -93,8 +82,8 @@ static uint64_t rd64(const uint8_t *p) {
   return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
 }
 
-/* Parse a version; false with *why set when malformed. */
-static bool ver_parse(sl_slice_t b, ver_t *v, char *why, size_t n_why) {
+bool sl__cdc_version_parse(sl_slice_t b, sl__cdc_version_t *v, char *why,
+                           size_t n_why) {
   memset(v, 0, sizeof(*v));
   v->raw = b;
   if (b.len < 4) {
@@ -137,8 +126,7 @@ static bool ver_parse(sl_slice_t b, ver_t *v, char *why, size_t n_why) {
   return false;
 }
 
-/* H[d] of a snapshot version (0 when the domain is missing). */
-static uint64_t snap_seq(const ver_t *h, uint32_t d) {
+uint64_t sl__cdc_version_seq(const sl__cdc_version_t *h, uint32_t d) {
   for (uint32_t i = 0; i < h->n_dom; i++) {
     uint32_t di = rd32(h->dom + 12 * i);
     if (di == d) return rd64(h->dom + 12 * i + 4);
@@ -147,8 +135,8 @@ static uint64_t snap_seq(const ver_t *h, uint32_t d) {
   return 0;
 }
 
-/* Compare snapshot versions: 1 a newer, 0 equal, -1 a older, 2 neither. */
-static int snap_cmp(const ver_t *a, const ver_t *b) {
+int sl__cdc_version_cmp(const sl__cdc_version_t *a,
+                        const sl__cdc_version_t *b) {
   bool ge = true, le = true;
   uint32_t i = 0, j = 0;
   while (i < a->n_dom || j < b->n_dom) {
@@ -163,7 +151,7 @@ static int snap_cmp(const ver_t *a, const ver_t *b) {
   return ge && le ? 0 : ge ? 1 : le ? -1 : 2;
 }
 
-static void snap_format(const ver_t *h, char *buf, size_t n) {
+void sl__cdc_version_format(const sl__cdc_version_t *h, char *buf, size_t n) {
   size_t off = 0;
   buf[0] = '\0';
   for (uint32_t i = 0; i < h->n_dom && off < n; i++)
@@ -236,7 +224,7 @@ static int emit_stored(sl_ctx_t *ctx, rec_local_t *l, sl_slice_t enc,
 
 typedef struct entry_s {
   uint8_t flags;
-  ver_t ver;
+  sl__cdc_version_t ver;
   sl_slice_t row; /* compact, when present */
 } entry_t;
 
@@ -250,7 +238,8 @@ static int entry_get(sl_ctx_t *ctx, rec_local_t *l, uint16_t t, entry_t *e) {
   char why[160];
   uint32_t vlen = v.len >= 3 ? (uint32_t)(v.ptr[1] | v.ptr[2] << 8) : 0;
   if (v.len < 3 || 3u + vlen > v.len ||
-      !ver_parse((sl_slice_t){v.ptr + 3, vlen}, &e->ver, why, sizeof(why)))
+      !sl__cdc_version_parse((sl_slice_t){v.ptr + 3, vlen}, &e->ver, why,
+                             sizeof(why)))
     return fail_fatal(ctx, "the stored entry of table %u is malformed "
                       "(corrupt state)", t);
   e->flags = v.ptr[0];
@@ -260,7 +249,7 @@ static int entry_get(sl_ctx_t *ctx, rec_local_t *l, uint16_t t, entry_t *e) {
 
 /* Store (flags, version, row) for table t; row NULL: none. */
 static int entry_put(rec_local_t *l, uint16_t t, uint8_t flags,
-                     const ver_t *v, const sl_bytes_t *row) {
+                     const sl__cdc_version_t *v, const sl_bytes_t *row) {
   uint8_t hdr[3] = {flags, (uint8_t)v->raw.len, (uint8_t)(v->raw.len >> 8)};
   l->val.len = 0;
   int rc = sl_bytes_append(&l->val, hdr, 3);
@@ -320,8 +309,9 @@ static void rec_close(sl_ctx_t *ctx, void *user) {
 }
 
 /* A snapshot row (its kind is +I). */
-static int on_snapshot(sl_ctx_t *ctx, rec_local_t *l, const ver_t *v,
-                       const sl_row_t *in, const rec_cfg_t *c) {
+static int on_snapshot(sl_ctx_t *ctx, rec_local_t *l,
+                       const sl__cdc_version_t *v, const sl_row_t *in,
+                       const rec_cfg_t *c) {
   entry_t e;
   int got = entry_get(ctx, l, v->table, &e);
   if (got < 0) return got;
@@ -329,11 +319,11 @@ static int on_snapshot(sl_ctx_t *ctx, rec_local_t *l, const ver_t *v,
   if (got) {
     bool is_newer;
     if (e.ver.kind == 'S') {
-      int r = snap_cmp(v, &e.ver);
+      int r = sl__cdc_version_cmp(v, &e.ver);
       if (r == 2) {
         char a[256], b[256];
-        snap_format(v, a, sizeof(a));
-        snap_format(&e.ver, b, sizeof(b));
+        sl__cdc_version_format(v, a, sizeof(a));
+        sl__cdc_version_format(&e.ver, b, sizeof(b));
         return fail_fatal(ctx, "table %u: a snapshot row at HIGH %s and one "
                           "of the same primary key at HIGH %s are neither "
                           "older nor newer than each other (GTID states "
@@ -341,9 +331,13 @@ static int on_snapshot(sl_ctx_t *ctx, rec_local_t *l, const ver_t *v,
       }
       is_newer = r == 1;
     } else {
-      /* A binlog row came first (the source promises the opposite): the
-       * snapshot is newer when it saw that transaction. */
-      is_newer = snap_seq(v, e.ver.domain) >= e.ver.seq;
+      /* A binlog row of the key came first: the source sends every
+       * snapshot row of a table before its binlog rows, but with
+       * unaligned checkpoints (or at-least-once, or an alignment timeout)
+       * a snapshot row still queued toward this subtask when the gate's
+       * checkpoint completed can come after them.  The snapshot is newer
+       * when it saw that transaction. */
+      is_newer = sl__cdc_version_seq(v, e.ver.domain) >= e.ver.seq;
     }
     if (!is_newer) return SL_OK;
   }
@@ -365,13 +359,15 @@ static int on_snapshot(sl_ctx_t *ctx, rec_local_t *l, const ver_t *v,
 }
 
 /* A binlog row, not past the table's largest HIGH. */
-static int on_binlog(sl_ctx_t *ctx, rec_local_t *l, const ver_t *v,
-                     const sl_row_t *in, const rec_cfg_t *c) {
+static int on_binlog(sl_ctx_t *ctx, rec_local_t *l,
+                     const sl__cdc_version_t *v, const sl_row_t *in,
+                     const rec_cfg_t *c) {
   entry_t e;
   int got = entry_get(ctx, l, v->table, &e);
   if (got < 0) return got;
   /* Already in the snapshot this key's row came from. */
-  if (got && e.ver.kind == 'S' && snap_seq(&e.ver, v->domain) >= v->seq)
+  if (got && e.ver.kind == 'S' &&
+      sl__cdc_version_seq(&e.ver, v->domain) >= v->seq)
     return SL_OK;
   bool is_present = got && (e.flags & F_PRESENT);
   sl_row_kind_t kind = sl_row_kind(in);
@@ -400,15 +396,15 @@ static int on_binlog(sl_ctx_t *ctx, rec_local_t *l, const ver_t *v,
     }
     return entry_put(l, v->table, F_PRESENT, v, &l->enc);
   case SL_ROW_UPDATE_BEFORE:
-    if (!is_present) return entry_remove(l, v->table);
-    if ((rc = emit_stored(ctx, l, e.row, SL_ROW_UPDATE_BEFORE)) != SL_OK)
-      return rc;
-    return entry_put(l, v->table, F_BEFORE, v, NULL);
   case SL_ROW_DELETE:
+    /* The row is gone at v: keep v (a tombstone), so that a snapshot row
+     * of this key that is late (see on_snapshot) and older stays out. */
     if (is_present &&
-        (rc = emit_stored(ctx, l, e.row, SL_ROW_DELETE)) != SL_OK)
+        (rc = emit_stored(ctx, l, e.row, kind)) != SL_OK)
       return rc;
-    return entry_remove(l, v->table);
+    return entry_put(l, v->table,
+                     is_present && kind == SL_ROW_UPDATE_BEFORE ? F_BEFORE : 0,
+                     v, NULL);
   }
   return SL_OK;
 }
@@ -420,9 +416,9 @@ static int rec_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
   if (sl_row_is_null(row, vf))
     return fail_fatal(ctx, "a %s row has a null %s", sl_row_kind_name(
                       sl_row_kind(row)), VERSION_FIELD);
-  ver_t v;
+  sl__cdc_version_t v;
   char why[160];
-  if (!ver_parse(sl_row_get_str(row, vf), &v, why, sizeof(why)))
+  if (!sl__cdc_version_parse(sl_row_get_str(row, vf), &v, why, sizeof(why)))
     return fail_fatal(ctx, "a %s row has a malformed %s: %s",
                       sl_row_kind_name(sl_row_kind(row)), VERSION_FIELD, why);
   if (v.kind == 'S') {
@@ -432,7 +428,7 @@ static int rec_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
                         sl_row_kind_name(sl_row_kind(row)));
     return on_snapshot(ctx, l, &v, row, c);
   }
-  if (!(v.flags & FLAG_PASS)) return on_binlog(ctx, l, &v, row, c);
+  if (!(v.flags & SL_CDC_VERSION_PASS)) return on_binlog(ctx, l, &v, row, c);
   /* Past the table's largest HIGH: no snapshot covers anything any more,
    * and what sinks hold equals the table at this point. */
   sl_row_t nr;

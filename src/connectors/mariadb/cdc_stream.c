@@ -48,6 +48,7 @@
 #include "connectors/mariadb/binlog_reader.h"
 #include "connectors/mariadb/mariadb_int.h"
 #include "core/core.h"
+#include "core/inject.h"
 
 /* A captured table's facts that MariaDB's default binlog_row_metadata=
  * NO_LOG leaves out of the TABLE_MAP. */
@@ -245,31 +246,16 @@ static int load_facts(sl__cdc_stream_t *s, MYSQL *c, uint32_t ti,
     return rc;
   }
   sl_bytes_close(&q);
+  /* By name: a table changed since it was described (a DDL ahead in
+   * the binlog) is reported where the stream meets the change, with its
+   * place and statement, not here. */
   MYSQL_ROW row;
-  uint32_t i = 0;
-  while ((row = mysql_fetch_row(res)) != NULL) {
-    if (i >= t->n_cols || row[0] == NULL || !ieq(row[0], t->cols[i].name)) {
-      rc = sl_error_set(out_err, SL_ENOTSUP,
-                        "mariadb-cdc: table `%s`.`%s` at %s changed since "
-                        "it was described (column %u is `%s` now); sluice "
-                        "cannot change a running job's schema: start the "
-                        "job again with a new snapshot",
-                        t->db, t->name, s->server, i,
-                        row[0] ? row[0] : "(none)");
-      break;
-    }
-    if (t->cols[i].conv == SL_CDC_CONV_STRING && row[1] != NULL)
-      s->ts[ti].cols[i].charset = charset_id(row[1]);
-    i++;
-  }
+  while ((row = mysql_fetch_row(res)) != NULL)
+    for (uint32_t i = 0; i < t->n_cols; i++)
+      if (row[0] != NULL && ieq(row[0], t->cols[i].name) &&
+          t->cols[i].conv == SL_CDC_CONV_STRING && row[1] != NULL)
+        s->ts[ti].cols[i].charset = charset_id(row[1]);
   mysql_free_result(res);
-  if (rc == SL_OK && i != t->n_cols)
-    rc = sl_error_set(out_err, SL_ENOTSUP,
-                      "mariadb-cdc: table `%s`.`%s` at %s changed since it "
-                      "was described (%u columns now, %u described); sluice "
-                      "cannot change a running job's schema: start the job "
-                      "again with a new snapshot",
-                      t->db, t->name, s->server, i, t->n_cols);
   return rc;
 }
 
@@ -1029,13 +1015,7 @@ static int dispatch(sl__cdc_stream_t *s, sl__cdc_ev_t *ev, bool *out_has,
                         "without loss; start it again with a new snapshot",
                         s->server, ev_file(s), ev_start(e));
   bool is_counted = s->in_txn;
-  if (is_counted) {
-    s->ev_index++;
-    if (s->ev_index >= s->done_events) {
-      s->done_events = s->ev_index;
-      s->done_rows = 0;
-    }
-  }
+  if (is_counted) s->ev_index++;
   int rc = SL_OK;
   bool is_end = false;
   switch (e->type) {
@@ -1167,10 +1147,26 @@ static int read_event(sl__cdc_stream_t *s, sl_error_t **out_err) {
   for (;;) {
     if (s->is_eof) return SL_ENOTFOUND;
     if (interrupted(s)) return cancelled(s, out_err);
+    if (s->reader == NULL) {
+      /* A reconnect gave up (or was interrupted) before: try again from
+       * the same position, the caller asked for more. */
+      int rc = reconnect(s, NULL, out_err);
+      if (rc != SL_OK) return rc;
+    }
     const uint8_t *p;
     size_t len;
     sl_error_t *e = NULL;
-    int rc = sl__binlog_reader_next(s->reader, &p, &len, &e);
+    int rc;
+    unsigned eno;
+    if (SL_INJECT("cdc.stream.before_read") != SL_OK) {
+      /* A lost connection at this step (tests: inside a transaction). */
+      rc = sl_error_set(&e, SL_EIO, "binlog reader %s: connection lost "
+                        "(injected at cdc.stream.before_read)", s->server);
+      eno = CR_SERVER_LOST;
+    } else {
+      rc = sl__binlog_reader_next(s->reader, &p, &len, &e);
+      eno = sl__binlog_reader_errno(s->reader);
+    }
     if (rc == SL_OK) {
       rc = sl__binlog_decode(&s->dec, p, len, &s->rev, out_err);
       if (rc != SL_OK && out_err && *out_err)
@@ -1182,7 +1178,6 @@ static int read_event(sl__cdc_stream_t *s, sl_error_t **out_err) {
       s->is_eof = true;
       return SL_ENOTFOUND;
     }
-    unsigned eno = sl__binlog_reader_errno(s->reader);
     if (interrupted(s)) {
       sl_error_destroy(e);
       return cancelled(s, out_err);
@@ -1214,6 +1209,7 @@ static int read_event(sl__cdc_stream_t *s, sl_error_t **out_err) {
 
 int sl__cdc_stream_next(sl__cdc_stream_t *s, sl__cdc_ev_t *ev,
                         sl_error_t **out_err) {
+  if (interrupted(s)) return cancelled(s, out_err);
   for (;;) {
     int rc;
     bool has = false;
