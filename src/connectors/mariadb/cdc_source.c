@@ -1320,7 +1320,13 @@ static int stream_binlog(mreader_t *rd, sl_error_t **out_err) {
   batch_free(b, s->n_tables);
   pthread_mutex_lock(&rd->lock);
   rd->stream = NULL;
-  if (rd->stop && rc == SL_ECANCELED) rc = SL_OK;
+  if (rd->stop && rc == SL_ECANCELED) {
+    rc = SL_OK; /* closing: not an error */
+    if (out_err) {
+      sl_error_destroy(*out_err);
+      *out_err = NULL;
+    }
+  }
   pthread_mutex_unlock(&rd->lock);
   sl__cdc_stream_close(st);
   ftabs_free(f, s->n_tables);
@@ -1365,6 +1371,7 @@ static void *io_main(void *arg) {
       set_err(rd, err);
       break;
     }
+    sl_error_destroy(err);
     if (rd->waker) sl_source_waker_wake(rd->waker);
   }
   if (rd->c) {
