@@ -432,6 +432,13 @@ static void experiment2(bool inside) {
   fail_write_at = base + 1500;
   pthread_mutex_unlock(&mu);
   if (inside) sl_inject_release("cdc.binlog.before_push");
+  /* No checkpoint until the failure has restarted the job: the restore
+   * must come from the checkpoint before (or inside) the transaction. */
+  for (int i = 0; sl_job_restarts(f.job) == 0; i++) {
+    if (i > 60000) SL_TEST_FAIL("the sink never failed");
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
   wait_equal(&f);
   SL_ASSERT_EQ_INT(sl_job_restarts(f.job), 1);
   pthread_mutex_lock(&mu);
