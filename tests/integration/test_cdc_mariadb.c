@@ -862,6 +862,29 @@ SL_TEST(types_zero_date_refused) {
 /* ------------------------------------------------------------------ */
 /* Chunks. */
 
+/* Round trips of the last check_plan's membership checker. */
+static uint64_t last_member_queries;
+
+/* The row's chunk key as text, for messages. */
+static void key_text(const sl__cdc_table_t *t, const sl_row_t *row,
+                     char *out, size_t size) {
+  size_t at = 0;
+  out[0] = '\0';
+  for (uint32_t k = 0; k < t->n_key && at + 1 < size; k++) {
+    uint32_t fi = t->key[k];
+    int w;
+    if (sl_row_is_null(row, fi)) w = snprintf(out + at, size - at, "NULL,");
+    else if (t->cols[fi].conv == SL_CDC_CONV_INT)
+      w = snprintf(out + at, size - at, "%" PRId64 ",", sl_row_get_i64(row, fi));
+    else {
+      sl_slice_t v = sl_row_get_str(row, fi);
+      w = snprintf(out + at, size - at, "'%.*s',", (int)v.len, (const char *)v.ptr);
+    }
+    if (w < 0) break;
+    at += (size_t)w;
+  }
+}
+
 /*
  * Check a plan with the server's own counting: every row of the table
  * lies in exactly one chunk (the sum of the chunks' conditions is 1 for
@@ -913,6 +936,12 @@ static uint32_t check_plan(fx_t *f, const sl__cdc_table_t *t,
   uint64_t n_unsure = 0;
   for (uint32_t k = 0; k < cl->n_key; k++)
     has_str |= cl->key_kind[k] == SL_CDC_KEY_STR;
+  MYSQL *mc = NULL;
+  SL_ASSERT_OK_E(sl_my_connect(f->srv, sl_server_port(f->srv), &mc, &err),
+                 err);
+  SL_ASSERT_OK_E(sl__cdc_session_setup(mc, f->server, &err), err);
+  sl__cdc_member_t *mem = NULL;
+  SL_ASSERT_OK_E(sl__cdc_member_open(mc, f->server, t, cl, &mem, &err), err);
   my_ok(f->m, "CREATE TEMPORARY TABLE shop.seen (k VARBINARY(512) PRIMARY KEY)");
   for (uint32_t i = 0; i < cl->n; i++) {
     sl__cdc_rows_t rows;
@@ -930,6 +959,24 @@ static uint32_t check_plan(fx_t *f, const sl__cdc_table_t *t,
       /* sluice's own membership test agrees with the server's WHERE:
        * the row is in chunk i and in no other (unless a string column
        * had to decide: refused). */
+      /* The membership checker (every key kind, strings in their
+       * collation) agrees too: find gives chunk i, contains says in i
+       * only. */
+      uint32_t found = UINT32_MAX;
+      SL_ASSERT_OK_E(sl__cdc_member_find(mem, &row, &found, &err), err);
+      if (found != i) {
+        char kv[256];
+        key_text(t, &row, kv, sizeof(kv));
+        SL_TEST_FAIL("row %u (key %s) of chunk %u: the checker finds chunk "
+                     "%u", k, kv, i, found);
+      }
+      for (uint32_t j = 0; j < cl->n; j++) {
+        bool is_in = false;
+        SL_ASSERT_OK_E(
+            sl__cdc_member_contains(mem, &cl->chunks[j], &row, &is_in, &err),
+            err);
+        SL_ASSERT_TRUE(is_in == (j == i));
+      }
       for (uint32_t j = 0; j < cl->n; j++) {
         bool is_in = false;
         int rc = sl__cdc_chunk_contains(cl, &cl->chunks[j], t, &row, &is_in,
@@ -967,6 +1014,9 @@ static uint32_t check_plan(fx_t *f, const sl__cdc_table_t *t,
   SL_ASSERT_EQ_INT(seen, n_rows);
   if (!has_str) SL_ASSERT_EQ_INT(n_unsure, 0);
   my_ok(f->m, "DROP TEMPORARY TABLE shop.seen");
+  last_member_queries = sl__cdc_member_queries(mem);
+  sl__cdc_member_close(mem);
+  mysql_close(mc);
   mysql_close(r);
   sl_bytes_close(&sum);
   sl_bytes_close(&q);
@@ -1151,6 +1201,113 @@ SL_TEST(chunks_empty_and_one_row) {
     sl__cdc_chunks_free(cl);
     sl__cdc_table_destroy(t);
   }
+  fx_close(&f);
+}
+
+/*
+ * Chunk membership for string keys in their collation: a non-unique
+ * declared key of each collation whose values differ in case, accents and
+ * trailing spaces (runs the collation calls equal but whose bytes differ),
+ * planned, checked row by row against the server's WHERE, then again with
+ * the upper-case and the space-padded form of every value added (so every
+ * bound has rows equal to it in the collation but not byte for byte).
+ */
+static void member_case(fx_t *f, const char *table, const char *coldef,
+                        const char *values, uint64_t chunk_rows,
+                        bool want_server) {
+  char sql[1024];
+  snprintf(sql, sizeof(sql), "CREATE TABLE shop.%s (id INT AUTO_INCREMENT "
+           "PRIMARY KEY, c %s, KEY (c))", table, coldef);
+  my_ok(f->m, sql);
+  snprintf(sql, sizeof(sql), "INSERT INTO shop.%s (c) %s", table, values);
+  my_ok(f->m, sql);
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = plan(f, table, "c", chunk_rows, false, &t);
+  SL_ASSERT_EQ_INT(t->key_kind[0], SL_CDC_KEY_STR);
+  SL_ASSERT_TRUE(cl->n >= 5);
+  check_plan(f, t, cl, 0);
+  SL_ASSERT_EQ_INT(last_member_queries > 0, want_server);
+  snprintf(sql, sizeof(sql), "INSERT INTO shop.%s (c) SELECT UPPER(c) FROM "
+           "shop.%s", table, table);
+  my_ok(f->m, sql);
+  snprintf(sql, sizeof(sql), "INSERT INTO shop.%s (c) SELECT CONCAT(c, ' ') "
+           "FROM shop.%s WHERE id %% 3 = 0", table, table);
+  my_ok(f->m, sql);
+  check_plan(f, t, cl, 0);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+}
+
+/* Words that collations order differently from their bytes: case,
+ * accents, ligatures and sharp s, trailing spaces and characters below
+ * the space (which PAD SPACE orders before the unpadded string). */
+#define MEMBER_WORDS                                                       \
+  "SELECT CONCAT(ELT(1 + seq % 14, 'a', 'A', '\xc3\xa1', '\xc3\x84', "     \
+  "'ae', '\xc3\xa6', 'ss', '\xc3\x9f', 'b', 'B', 'e', '\xc3\xa9', "        \
+  "'\xc3\x89', 'z'), IF(seq % 5 = 0, '', CHAR(48 + seq DIV 14 % 10)), "    \
+  "ELT(1 + seq DIV 7 % 5, '', ' ', '  ', '\\t', CHAR(1))) FROM "            \
+  "seq_1_to_700"
+
+SL_TEST(member_string_collations) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  member_case(&f, "gci", "VARCHAR(20) CHARACTER SET utf8mb4 COLLATE "
+              "utf8mb4_general_ci", MEMBER_WORDS, 41, true);
+  member_case(&f, "uci", "VARCHAR(20) CHARACTER SET utf8mb4 COLLATE "
+              "utf8mb4_unicode_ci", MEMBER_WORDS, 41, true);
+  member_case(&f, "u3", "VARCHAR(20) CHARACTER SET utf8mb3 COLLATE "
+              "utf8mb3_unicode_ci", MEMBER_WORDS, 41, true);
+  /* latin1 (Windows-1252 in MariaDB: 0x80 is the euro sign), Swedish
+   * order: å, ä, ö after z. */
+  member_case(&f, "lat", "VARCHAR(20) CHARACTER SET latin1 COLLATE "
+              "latin1_swedish_ci",
+              "SELECT CONCAT(ELT(1 + seq % 9, 'a', 'A', '\xc3\xa5', "
+              "'\xc3\xa4', '\xc3\xb6', 'z', 'Z', '\xe2\x82\xac', 'y'), "
+              "CHAR(48 + seq DIV 9 % 10), ELT(1 + seq DIV 3 % 3, '', ' ', "
+              "'\\t')) FROM seq_1_to_500", 31, true);
+  /* Binary collations compare in sluice: PAD SPACE ('a' = 'a ', and
+   * 'a\t' < 'a') and NO PAD ('a' < 'a\t' < 'a '). */
+  member_case(&f, "bin", "VARCHAR(20) CHARACTER SET utf8mb4 COLLATE "
+              "utf8mb4_bin", MEMBER_WORDS, 41, false);
+  member_case(&f, "nopad", "VARCHAR(20) CHARACTER SET utf8mb4 COLLATE "
+              "utf8mb4_nopad_bin", MEMBER_WORDS, 41, false);
+  member_case(&f, "lbin", "VARCHAR(20) CHARACTER SET latin1 COLLATE "
+              "latin1_bin",
+              "SELECT CONCAT(ELT(1 + seq % 5, 'a', '\xc3\xa9', "
+              "'\xe2\x82\xac', 'Z', ''), ELT(1 + seq DIV 5 % 3, '', ' ', "
+              "'\\t'), seq % 7) FROM seq_1_to_300", 23, true);
+  member_case(&f, "chr", "CHAR(12) CHARACTER SET utf8mb4 COLLATE "
+              "utf8mb4_general_ci", MEMBER_WORDS, 41, true);
+  fx_close(&f);
+}
+
+/* A two-column primary key with a case-insensitive string column: tuples
+ * compare left to right, the string in its collation, and the checker's
+ * queries are few (cached by value, 64 bounds a query). */
+SL_TEST(member_two_column_key) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "CREATE TABLE shop.two (g INT, s VARCHAR(20) COLLATE "
+             "utf8mb4_unicode_ci, v INT, PRIMARY KEY (g, s))");
+  fill(&f, "two", "SELECT seq % 4, CONCAT(ELT(1 + seq % 6, 'a', 'B', "
+                  "'\xc3\xa0', '\xc3\x89', 'c', 'D'), seq, "
+                  "IF(seq % 2, '', '\xc3\x9f')), seq FROM seq_1_to_2000");
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = plan(&f, "two", NULL, 50, false, &t);
+  SL_ASSERT_EQ_INT(cl->n, 40);
+  check_plan(&f, t, cl, 50);
+  /* 2000 distinct keys, each at most ceil(log_65(40)) = 1 query a key. */
+  SL_ASSERT_TRUE(last_member_queries > 0 && last_member_queries <= 2000);
+  /* Rows added after planning: case and accent variants of every key. */
+  my_ok(f.m, "INSERT INTO shop.two SELECT g, CONCAT(s, 'x'), 0 FROM "
+             "shop.two WHERE v % 5 = 0");
+  my_ok(f.m, "INSERT INTO shop.two SELECT g + 1, LOWER(s), 0 FROM "
+             "shop.two WHERE v % 7 = 0 AND g = 3");
+  check_plan(&f, t, cl, 0);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
   fx_close(&f);
 }
 

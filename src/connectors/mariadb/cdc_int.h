@@ -112,6 +112,8 @@ typedef struct sl__cdc_col_s {
   char column_type[128];  /* COLUMN_TYPE, e.g. "int(10) unsigned" */
   sl_type_t type;         /* the sluice type (nullable from IS_NULLABLE) */
   uint8_t conv;           /* sl__cdc_conv_t */
+  char charset[32];       /* CHARACTER_SET_NAME ("" when none) */
+  char collation[64];     /* COLLATION_NAME ("" when none) */
 } sl__cdc_col_t;
 
 typedef struct sl__cdc_table_s {
@@ -258,6 +260,48 @@ int sl__cdc_chunk_contains(const sl__cdc_chunks_t *cl,
                            const sl__cdc_chunk_t *ch, const sl__cdc_table_t *t,
                            const sl_row_t *row, bool *out_is_in,
                            sl_error_t **out_err);
+
+/*
+ * Compare key column k (of cl's key, t->key[k] in the row) of row with
+ * the bound value v as sl__cdc_chunk_contains does: *out_cmp < 0, 0, > 0.
+ * The row's key value must not be NULL.  char/varchar: SL_ENOTSUP.
+ */
+int sl__cdc_key_cmp(const sl__cdc_chunks_t *cl, const sl__cdc_table_t *t,
+                    uint32_t k, const sl_row_t *row, const sl__cdc_kv_t *v,
+                    int *out_cmp, sl_error_t **out_err);
+
+/* ------------------------------------------------------------------ */
+/* cdc_member.c: chunk membership for every key kind.                   */
+
+typedef struct sl__cdc_member_s sl__cdc_member_t;
+
+/*
+ * A membership checker for the chunk list cl of table t (t and cl must
+ * outlive it).  char/varchar key columns compare in the column's
+ * collation (t->cols[].collation): the binary collations of UTF-8 and
+ * ascii (utf8mb4_bin, utf8mb3_bin, ascii_bin: PAD SPACE; their _nopad_bin
+ * forms: NO PAD) compare here byte by byte; any other collation is asked
+ * of the server over c, whose session sl__cdc_session_setup has set (c
+ * is only used when such a column has to decide; NULL is allowed when
+ * no key column needs the server).  Answers are cached by key value.
+ * @ownership *out is freed with sl__cdc_member_close (c stays the
+ * caller's).
+ */
+int sl__cdc_member_open(MYSQL *c, const char *server, const sl__cdc_table_t *t,
+                        const sl__cdc_chunks_t *cl, sl__cdc_member_t **out,
+                        sl_error_t **out_err);
+/* Whether row's chunk key lies in chunk ch (of cl), as the chunk's WHERE
+ * decides on the server.  A NULL key lies in the first chunk. */
+int sl__cdc_member_contains(sl__cdc_member_t *m, const sl__cdc_chunk_t *ch,
+                            const sl_row_t *row, bool *out_in,
+                            sl_error_t **out_err);
+/* The id of the chunk that holds row (binary search over the bounds;
+ * server comparisons batched, up to 64 bounds a query). */
+int sl__cdc_member_find(sl__cdc_member_t *m, const sl_row_t *row,
+                        uint32_t *out_chunk, sl_error_t **out_err);
+/* Round trips made so far (for tests and metrics). */
+uint64_t sl__cdc_member_queries(const sl__cdc_member_t *m);
+void sl__cdc_member_close(sl__cdc_member_t *m);
 
 /* ------------------------------------------------------------------ */
 /* cdc_snapshot.c: positions, the chunk reader and the merge seam.      */
