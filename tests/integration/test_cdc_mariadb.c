@@ -14,6 +14,7 @@
  */
 #include <inttypes.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "connectors/mariadb/binlog_reader.h"
 #include "connectors/mariadb/cdc_int.h"
@@ -1445,5 +1446,177 @@ SL_TEST(reader_low_is_exact) {
   mysql_close(r.m);
   sl__cdc_chunks_free(cl);
   sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* The free server-id range. */
+
+static sl_binlog_reader_t *replica(fx_t *f, uint32_t id, const char *host) {
+  sl_binlog_reader_opts_t o = {.host = "127.0.0.1",
+                               .port = sl_server_port(f->srv),
+                               .user = "root",
+                               .server_id = id,
+                               .gtid_start = "",
+                               .report_host = host,
+                               .report_port = 7};
+  sl_binlog_reader_t *r = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__binlog_reader_open(&o, &r, &err), err);
+  /* The dump thread runs (and the registration is listed) once the
+   * first event arrives. */
+  const uint8_t *d;
+  size_t len;
+  SL_ASSERT_OK_E(sl__binlog_reader_next(r, &d, &len, &err), err);
+  return r;
+}
+
+SL_TEST(check_server_ids) {
+  fx_t f;
+  const char *const settings[] = {"server-id=5402", NULL};
+  fx_open_with(&f, settings);
+  sl_error_t *err = NULL;
+  /* The server's own id. */
+  int rc = sl__cdc_check_server_ids(f.m, f.server, 5400, 4, NULL, &err);
+  expect_msg(&f, rc, SL_EINVAL, err,
+             "mariadb-cdc: server id 5402 of the range 5400-5403 (pipeline "
+             "key server_id; one id per reader) is the server id of %S "
+             "itself (@@server_id); MariaDB drops the older of two "
+             "replication connections with one server id: set server_id to "
+             "a range no server or replica uses, e.g. server_id: "
+             "\"5403-5406\"");
+  err = NULL;
+  SL_ASSERT_OK_E(sl__cdc_check_server_ids(f.m, f.server, 5403, 4, NULL, &err),
+                 err);
+  SL_ASSERT_OK_E(sl__cdc_check_server_ids(f.m, f.server, 5398, 4, NULL, &err),
+                 err);
+
+  /* A connected replica (sluice's reader, registered): its id is taken. */
+  sl_binlog_reader_t *r1 = replica(&f, 5405, "sluice shop-capture");
+  rc = sl__cdc_check_server_ids(f.m, f.server, 5403, 4, NULL, &err);
+  expect_msg(&f, rc, SL_EINVAL, err,
+             "mariadb-cdc: server id 5405 of the range 5403-5406 (pipeline "
+             "key server_id; one id per reader) is used by a replica "
+             "connected to %S (SHOW SLAVE HOSTS: host 'sluice shop-capture', "
+             "port 7); MariaDB drops the older of two replication "
+             "connections with one server id: set server_id to a range no "
+             "server or replica uses, e.g. server_id: \"5406-5409\"");
+  err = NULL;
+  /* One id, and the suggestion steps past both used ids. */
+  rc = sl__cdc_check_server_ids(f.m, f.server, 5402, 1, NULL, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EINVAL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err), "the range 5402 (") != NULL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err), "server_id: \"5403\"") != NULL);
+  sl_error_destroy(err);
+  err = NULL;
+  rc = sl__cdc_check_server_ids(f.m, f.server, 5401, 4, NULL, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EINVAL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err), "server id 5402 ") != NULL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err), "\"5406-5409\"") != NULL);
+  sl_error_destroy(err);
+  err = NULL;
+  /* The job's own readers (its report host) do not count. */
+  SL_ASSERT_OK_E(sl__cdc_check_server_ids(f.m, f.server, 5403, 4,
+                                          "sluice shop-capture", &err),
+                 err);
+  SL_ASSERT_OK_E(sl__cdc_check_server_ids(f.m, f.server, 5406, 100, NULL,
+                                          &err),
+                 err);
+
+  /* Bad ranges. */
+  rc = sl__cdc_check_server_ids(f.m, f.server, 0, 4, NULL, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EINVAL);
+  SL_ASSERT_EQ_STR(sl_error_message(err), "mariadb-cdc: server id range of 4 "
+                   "ids from 0 (pipeline key server_id) is not within "
+                   "1-4294967295");
+  sl_error_destroy(err);
+  err = NULL;
+  SL_ASSERT_EQ_INT(sl__cdc_check_server_ids(f.m, f.server, 4294967295u, 2,
+                                            NULL, &err),
+                   SL_EINVAL);
+  sl_error_destroy(err);
+  err = NULL;
+
+  /* Two replication connections with one server id: MariaDB drops the
+   * older one with error 4052 (after the events it had sent), and the
+   * registration stays listed once. */
+  sl_binlog_reader_t *r2 = replica(&f, 5405, "sluice other");
+  my_ok(f.m, "CREATE DATABASE kick");
+  const uint8_t *d;
+  size_t len;
+  while ((rc = sl__binlog_reader_next(r1, &d, &len, &err)) == SL_OK) {
+  }
+  SL_ASSERT_EQ_INT(rc, SL_EIO);
+  SL_ASSERT_EQ_INT(sl__binlog_reader_errno(r1), 4052);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err), "A slave with the same "
+                        "server_uuid/server_id is already connected") != NULL);
+  sl_error_destroy(err);
+  err = NULL;
+  rc = sl__cdc_check_server_ids(f.m, f.server, 5405, 1, NULL, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EINVAL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err), "host 'sluice other'") != NULL);
+  sl_error_destroy(err);
+  err = NULL;
+  sl__binlog_reader_close(r1);
+  sl__binlog_reader_close(r2);
+
+  /* Without REPLICATION MASTER ADMIN, SHOW SLAVE HOSTS is refused: only
+   * @@server_id is checked. */
+  my_ok(f.m, "CREATE USER cdc@'%' IDENTIFIED BY 'pw'");
+  my_ok(f.m, "GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO "
+             "cdc@'%'");
+  MYSQL *u = connect_as(&f, "cdc", "pw");
+  SL_ASSERT_OK_E(sl__cdc_check_server_ids(u, f.server, 5405, 1, NULL, &err),
+                 err);
+  rc = sl__cdc_check_server_ids(u, f.server, 5402, 1, NULL, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EINVAL);
+  sl_error_destroy(err);
+  mysql_close(u);
+  fx_close(&f);
+}
+
+/* A MariaDB replica (a second server replicating from the first) is
+ * listed by SHOW SLAVE HOSTS and its id refused. */
+SL_TEST(check_server_ids_real_replica) {
+  fx_t f;
+  fx_open(&f);
+  const char *const rs[] = {"server-id=5404", NULL};
+  sl_server_opts_t o;
+  sl_server_opts_init(&o, SL_SERVER_MARIADB);
+  o.extra_settings = rs;
+  sl_server_t *rsrv = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_server_start(&o, &rsrv, &err), err);
+  MYSQL *rm = NULL;
+  SL_ASSERT_OK_E(sl_my_connect(rsrv, sl_server_port(rsrv), &rm, &err), err);
+  char sql[256];
+  snprintf(sql, sizeof(sql), "CHANGE MASTER TO MASTER_HOST='127.0.0.1', "
+           "MASTER_PORT=%d, MASTER_USER='root', MASTER_USE_GTID=slave_pos",
+           sl_server_port(f.srv));
+  my_ok(rm, sql);
+  my_ok(rm, "START SLAVE");
+  /* Wait (bounded) until the replica has registered: it does so before
+   * its dump starts. */
+  int64_t n = 0;
+  for (int i = 0; i < 3000 && n == 0; i++) {
+    n = my_int(f.m, "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+                    "WHERE COMMAND = 'Binlog Dump'");
+    if (n == 0) nanosleep(&(struct timespec){0, 10000000}, NULL);
+  }
+  SL_ASSERT_EQ_INT(n, 1);
+  int rc = sl__cdc_check_server_ids(f.m, f.server, 5403, 2, NULL, &err);
+  /* The replica reports its own address. */
+  char want[1024];
+  snprintf(want, sizeof(want),
+           "mariadb-cdc: server id 5404 of the range 5403-5404 (pipeline "
+           "key server_id; one id per reader) is used by a replica "
+           "connected to %%S (SHOW SLAVE HOSTS: host '127.0.0.1', port %d); "
+           "MariaDB drops the older of two replication connections with "
+           "one server id: set server_id to a range no server or replica "
+           "uses, e.g. server_id: \"5405-5406\"", sl_server_port(rsrv));
+  expect_msg(&f, rc, SL_EINVAL, err, want);
+  my_ok(rm, "STOP SLAVE");
+  mysql_close(rm);
+  sl_server_destroy(rsrv);
   fx_close(&f);
 }

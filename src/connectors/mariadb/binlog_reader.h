@@ -48,6 +48,11 @@ typedef struct sl_binlog_reader_opts_s {
   uint32_t heartbeat_ms;      /* 0: none; else @master_heartbeat_period */
   uint32_t read_timeout_s;    /* 0: 30 s; must exceed the heartbeat */
   uint32_t connect_timeout_s; /* 0: 10 s */
+  /* Not NULL: register as a replica (COM_REGISTER_SLAVE) under this host
+   * name and report_port, so SHOW SLAVE HOSTS lists server_id while the
+   * connection lasts (sl__cdc_check_server_ids reads it). */
+  const char *report_host;
+  uint32_t report_port;
 } sl_binlog_reader_opts_t;
 
 typedef struct sl_binlog_reader_s sl_binlog_reader_t;

@@ -80,6 +80,24 @@ int sl__cdc_check_select(MYSQL *c, const char *server, const char *user,
                          const char *db, const char *table,
                          sl_error_t **out_err);
 
+/*
+ * The free server-id range (cdc_server_ids.c): the source's replication
+ * connections use the server ids [base, base + n) (pipeline key
+ * server_id).  Refused (SL_EINVAL, a message naming the id, who uses it,
+ * the pipeline key and a free range) when the range holds the server's
+ * own @@server_id or the id of a replica listed by SHOW SLAVE HOSTS
+ * (every MariaDB/MySQL replica, and sluice's binlog readers that register
+ * with report_host).  Replicas whose Host is own_host (may be NULL) are
+ * this job's own readers of an earlier run and do not count: the server
+ * keeps a dump thread, and its registration, until it next writes to it.
+ * Without the privilege for SHOW SLAVE HOSTS (REPLICATION MASTER ADMIN,
+ * MariaDB 10.5.2+), only @@server_id is checked and a warning is logged.
+ * An empty range, id 0 or a range past 2^32-1 is SL_EINVAL.
+ */
+int sl__cdc_check_server_ids(MYSQL *c, const char *server, uint32_t base,
+                             uint32_t n, const char *own_host,
+                             sl_error_t **out_err);
+
 /* ------------------------------------------------------------------ */
 /* cdc_types.c: column types and the table description.                */
 
