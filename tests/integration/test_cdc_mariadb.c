@@ -1620,3 +1620,111 @@ SL_TEST(check_server_ids_real_replica) {
   sl_server_destroy(rsrv);
   fx_close(&f);
 }
+
+/* ------------------------------------------------------------------ */
+/* Sharded tables into one output. */
+
+static sl__cdc_table_t *describe(fx_t *f, const char *table) {
+  sl__cdc_table_t *t = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(
+      sl__cdc_table_describe(f->m, f->server, "shop", table, NULL, &t, &err),
+      err);
+  return t;
+}
+
+/* shop.o_1 with shop.<other>: agree (want NULL) or the message. */
+static void agree_case(fx_t *f, const char *other, const char *want) {
+  sl__cdc_table_t *t[3] = {describe(f, "o_1"), describe(f, "o_2"),
+                           describe(f, other)};
+  sl_error_t *err = NULL;
+  int rc = sl__cdc_tables_agree(t, 3, f->server, &err);
+  if (want == NULL) SL_ASSERT_OK_E(rc, err);
+  else expect_msg(f, rc, SL_EINVAL, err, want);
+  for (int i = 0; i < 3; i++) sl__cdc_table_destroy(t[i]);
+}
+
+SL_TEST(tables_agree) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  const char *cols = "(id BIGINT NOT NULL, region CHAR(2) NOT NULL, "
+                     "amount DECIMAL(10,2), note VARCHAR(40), "
+                     "PRIMARY KEY (id, region))";
+  const char *const same[] = {"o_1", "o_2", "o_same", NULL};
+  char sql[512];
+  for (int i = 0; same[i]; i++) {
+    snprintf(sql, sizeof(sql), "CREATE TABLE shop.%s %s", same[i], cols);
+    my_ok(f.m, sql);
+  }
+  /* Other MariaDB types with the same sluice types agree: int and
+   * bigint are int64, varchar and text are string; a declared chunk key
+   * does not matter. */
+  my_ok(f.m, "CREATE TABLE shop.o_alike (id INT NOT NULL, region "
+             "VARCHAR(5) NOT NULL, amount DECIMAL(10,2), note TEXT, "
+             "PRIMARY KEY (id, region))");
+  my_ok(f.m, "CREATE TABLE shop.o_type (id BIGINT NOT NULL, region CHAR(2) "
+             "NOT NULL, amount DECIMAL(12,2), note VARCHAR(40), "
+             "PRIMARY KEY (id, region))");
+  my_ok(f.m, "CREATE TABLE shop.o_null (id BIGINT NOT NULL, region CHAR(2) "
+             "NOT NULL, amount DECIMAL(10,2) NOT NULL, note VARCHAR(40), "
+             "PRIMARY KEY (id, region))");
+  my_ok(f.m, "CREATE TABLE shop.o_name (id BIGINT NOT NULL, region CHAR(2) "
+             "NOT NULL, total DECIMAL(10,2), note VARCHAR(40), "
+             "PRIMARY KEY (id, region))");
+  my_ok(f.m, "CREATE TABLE shop.o_more (id BIGINT NOT NULL, region CHAR(2) "
+             "NOT NULL, amount DECIMAL(10,2), note VARCHAR(40), x INT, "
+             "PRIMARY KEY (id, region))");
+  my_ok(f.m, "CREATE TABLE shop.o_pk (id BIGINT NOT NULL, region CHAR(2) "
+             "NOT NULL, amount DECIMAL(10,2), note VARCHAR(40), "
+             "PRIMARY KEY (region, id))");
+  my_ok(f.m, "CREATE TABLE shop.o_bin (id BIGINT NOT NULL, region "
+             "BINARY(2) NOT NULL, amount DECIMAL(10,2), note VARCHAR(40), "
+             "PRIMARY KEY (id, region))");
+  agree_case(&f, "o_same", NULL);
+  agree_case(&f, "o_alike", NULL);
+  agree_case(&f, "o_type",
+             "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_type` at %S go "
+             "into one output but differ: column `amount` is decimal(10,2) "
+             "(decimal(10,2), nullable) against decimal(12,2) "
+             "(decimal(12,2), nullable); tables captured into one output "
+             "need the same columns, in the same order, with the same "
+             "types, and the same primary key");
+  agree_case(&f, "o_null",
+             "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_null` at %S go "
+             "into one output but differ: column `amount` is decimal(10,2) "
+             "(decimal(10,2), nullable) against decimal(10,2) "
+             "(decimal(10,2), not null); tables captured into one output "
+             "need the same columns, in the same order, with the same "
+             "types, and the same primary key");
+  agree_case(&f, "o_name",
+             "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_name` at %S go "
+             "into one output but differ: column 3 is `amount` against "
+             "`total`; tables captured into one output need the same "
+             "columns, in the same order, with the same types, and the same "
+             "primary key");
+  agree_case(&f, "o_more",
+             "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_more` at %S go "
+             "into one output but differ: 4 columns against 5; tables "
+             "captured into one output need the same columns, in the same "
+             "order, with the same types, and the same primary key");
+  agree_case(&f, "o_pk",
+             "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_pk` at %S go "
+             "into one output but differ: the primary key is (`id`, "
+             "`region`) against (`region`, `id`); tables captured into one "
+             "output need the same columns, in the same order, with the "
+             "same types, and the same primary key");
+  agree_case(&f, "o_bin",
+             "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_bin` at %S go "
+             "into one output but differ: column `region` is char(2) "
+             "(string, not null) against binary(2) (bytes, not null); "
+             "tables captured into one output need the same columns, in the "
+             "same order, with the same types, and the same primary key");
+  /* One table, or none, always agrees. */
+  sl__cdc_table_t *one = describe(&f, "o_pk");
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__cdc_tables_agree(&one, 1, f.server, &err), err);
+  SL_ASSERT_OK_E(sl__cdc_tables_agree(NULL, 0, f.server, &err), err);
+  sl__cdc_table_destroy(one);
+  fx_close(&f);
+}

@@ -172,6 +172,17 @@ int sl__cdc_table_describe(MYSQL *c, const char *server, const char *db,
                            sl__cdc_table_t **out, sl_error_t **out_err);
 void sl__cdc_table_destroy(sl__cdc_table_t *t);
 
+/*
+ * Sharded tables into one output (cdc_agree.c): t[0..n) must have the
+ * same columns (names, sluice types with nullability, order) and the
+ * same primary key (the same columns, in order).  Else SL_EINVAL naming
+ * t[0] and the first table that differs from it, and how (column count,
+ * a column's name, a column's type, or the primary key).  A declared
+ * chunk key may differ.
+ */
+int sl__cdc_tables_agree(sl__cdc_table_t *const *t, uint32_t n,
+                         const char *server, sl_error_t **out_err);
+
 /* Set the session as planning and reading need it: utf8mb4 (values and
  * string bounds are UTF-8) and time_zone '+00:00' (timestamp values and
  * bounds in UTC, the same for the planner and every reader). */
