@@ -10,7 +10,11 @@
  * plan checked by the server itself (each row in exactly one chunk); and
  * the chunk reader, whose rows must equal what the server computes from
  * SELECT * field by field, with LOW <= HIGH, and whose LOW is exact (a
- * change made right after LOW is not in the rows and merges in).
+ * change made right after LOW is not in the rows and merges in); chunk
+ * membership in the key column's collation (every row against the
+ * server's WHERE); the free server-id range; sharded tables that must
+ * agree; and DML at each snapshot phase merged from the real binlog
+ * window into the image at HIGH.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -1726,5 +1730,363 @@ SL_TEST(tables_agree) {
   SL_ASSERT_OK_E(sl__cdc_tables_agree(&one, 1, f.server, &err), err);
   SL_ASSERT_OK_E(sl__cdc_tables_agree(NULL, 0, f.server, &err), err);
   sl__cdc_table_destroy(one);
+  fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* DML at each snapshot phase, merged from the binlog window. */
+
+/* The changes of shop.<table> in the binlog window (LOW, HIGH]: read
+ * from LOW's GTID state, the transactions up to HIGH's state, decoded and
+ * mapped to rows of t->schema (images kept in imgs). */
+typedef struct window_s {
+  sl__cdc_rows_t imgs;
+  uint32_t n, cap;
+  struct {
+    sl_row_kind_t kind;
+    int32_t before, after; /* indexes into imgs, -1: none */
+  } *c;
+} window_t;
+
+static void window_add(window_t *w, sl_row_kind_t kind, int32_t before,
+                       int32_t after) {
+  if (w->n == w->cap) {
+    w->cap = w->cap ? 2 * w->cap : 16;
+    w->c = realloc(w->c, w->cap * sizeof(*w->c));
+    SL_ASSERT_TRUE(w->c != NULL);
+  }
+  w->c[w->n].kind = kind;
+  w->c[w->n].before = before;
+  w->c[w->n].after = after;
+  w->n++;
+}
+
+static int32_t window_img(window_t *w, const sl_binlog_table_t *bt,
+                          const sl_binlog_value_t *vals, sl_row_builder_t *b,
+                          sl_bytes_t *scratch) {
+  sl_row_t row;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__binlog_image_to_row(bt, vals, SL_ROW_INSERT, b, scratch,
+                                         &row, &err),
+                 err);
+  SL_ASSERT_OK(sl__cdc_rows_add(&w->imgs, &row));
+  return (int32_t)w->imgs.n - 1;
+}
+
+static void read_window(fx_t *f, const sl__cdc_table_t *t, const char *low,
+                        const char *high, window_t *w) {
+  sl_error_t *err = NULL;
+  sl_binlog_gtid_state_t hs;
+  SL_ASSERT_OK_E(sl__binlog_gtid_state_parse(high, &hs, &err), err);
+  sl_binlog_reader_opts_t o = {.host = "127.0.0.1",
+                               .port = sl_server_port(f->srv),
+                               .user = "root",
+                               .server_id = 78,
+                               .gtid_start = low,
+                               .is_non_blocking = true};
+  sl_binlog_reader_t *r = NULL;
+  SL_ASSERT_OK_E(sl__binlog_reader_open(&o, &r, &err), err);
+  sl_binlog_decoder_t d;
+  sl__binlog_decoder_init(&d, sl__binlog_reader_checksum(r));
+  sl_schema_t *bs = NULL;
+  sl_row_builder_t b;
+  sl_bytes_t scratch;
+  sl_bytes_init(&scratch);
+  bool in_window = false;
+  for (;;) {
+    const uint8_t *data;
+    size_t len;
+    int rc = sl__binlog_reader_next(r, &data, &len, &err);
+    if (rc == SL_ENOTFOUND) break;
+    SL_ASSERT_OK_E(rc, err);
+    sl_binlog_event_t ev;
+    SL_ASSERT_OK_E(sl__binlog_decode(&d, data, len, &ev, &err), err);
+    if (ev.type == SL_BLE_GTID) {
+      uint64_t top = 0;
+      for (uint32_t i = 0; i < hs.n; i++)
+        if (hs.g[i].domain == ev.u.gtid.gtid.domain) top = hs.g[i].seq;
+      in_window = ev.u.gtid.gtid.seq <= top;
+      continue;
+    }
+    if (!in_window || (ev.type != SL_BLE_WRITE_ROWS_V1 &&
+                       ev.type != SL_BLE_UPDATE_ROWS_V1 &&
+                       ev.type != SL_BLE_DELETE_ROWS_V1))
+      continue;
+    const sl_binlog_table_t *bt = ev.u.rows.table;
+    if (bt == NULL || strcmp(bt->schema, t->db) != 0 ||
+        strcmp(bt->table, t->name) != 0)
+      continue;
+    if (bs == NULL) {
+      SL_ASSERT_OK_E(sl__binlog_table_schema(bt, &bs, &err), err);
+      SL_ASSERT_OK(sl_row_builder_init(&b, bs));
+      /* The binlog's rows and the snapshot's share one layout. */
+      SL_ASSERT_EQ_INT(bt->n_cols, t->n_cols);
+      for (uint32_t i = 0; i < t->n_cols; i++) {
+        const sl_field_t *x = sl_schema_field(bs, i);
+        const sl_field_t *y = sl_schema_field(t->schema, i);
+        SL_ASSERT_EQ_INT(x->type.id, y->type.id);
+      }
+    }
+    sl_binlog_rows_iter_t it;
+    sl__binlog_rows_begin(&it, &ev);
+    sl_binlog_value_t before[16], after[16];
+    SL_ASSERT_TRUE(bt->n_cols <= 16);
+    while ((rc = sl__binlog_rows_next(&d, &it, before, after, &err)) ==
+           SL_OK) {
+      if (ev.type == SL_BLE_WRITE_ROWS_V1)
+        window_add(w, SL_ROW_INSERT, -1, window_img(w, bt, after, &b, &scratch));
+      else if (ev.type == SL_BLE_DELETE_ROWS_V1)
+        window_add(w, SL_ROW_DELETE, window_img(w, bt, before, &b, &scratch),
+                   -1);
+      else {
+        int32_t bi = window_img(w, bt, before, &b, &scratch);
+        window_add(w, SL_ROW_UPDATE_AFTER, bi,
+                   window_img(w, bt, after, &b, &scratch));
+      }
+    }
+    SL_ASSERT_EQ_INT(rc, SL_ENOTFOUND);
+    sl_error_destroy(err);
+    err = NULL;
+  }
+  if (bs != NULL) {
+    sl_row_builder_close(&b);
+    sl_schema_unref(bs);
+  }
+  sl_bytes_close(&scratch);
+  sl__binlog_decoder_close(&d);
+  sl__binlog_reader_close(r);
+}
+
+typedef struct in_ctx_s {
+  sl__cdc_member_t *m;
+  const sl__cdc_chunk_t *ch;
+  uint32_t n_calls;
+} in_ctx_t;
+
+static bool in_chunk_member(void *ctx, const sl_row_t *row) {
+  in_ctx_t *c = ctx;
+  bool in = false;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__cdc_member_contains(c->m, c->ch, row, &in, &err), err);
+  c->n_calls++;
+  return in;
+}
+
+/* Whether two row sets hold the same rows (byte for byte), any order. */
+static bool same_rows(const sl__cdc_rows_t *a, const sl__cdc_rows_t *b) {
+  if (a->n != b->n) return false;
+  for (uint32_t i = 0; i < a->n; i++) {
+    bool found = false;
+    for (uint32_t j = 0; j < b->n && !found; j++)
+      found = a->len[i] == b->len[j] &&
+              memcmp(a->data[i], b->data[j], a->len[i]) == 0;
+    if (!found) return false;
+  }
+  return true;
+}
+
+/* Statements of one DML kind; "%W" is replaced by chunk 1's WHERE, "%L"
+ * by its low bound's text (a string key) and "%P" by the phase (0, 1), so
+ * the second phase changes other rows. */
+typedef struct dml_s {
+  const char *name;
+  const char *sql[3];
+} dml_t;
+
+static void run_sql(fx_t *f, const sl__cdc_chunks_t *cl, const char *tmpl,
+                    int phase) {
+  sl_bytes_t w, q;
+  sl_bytes_init(&w);
+  sl_bytes_init(&q);
+  SL_ASSERT_OK(sl__cdc_chunk_where(cl, &cl->chunks[1], &w));
+  for (const char *p = tmpl; *p; p++) {
+    if (p[0] == '%' && p[1] == 'W') {
+      SL_ASSERT_OK(sl_bytes_append(&q, w.data, w.len));
+      p++;
+    } else if (p[0] == '%' && p[1] == 'P') {
+      SL_ASSERT_OK(sl_bytes_printf(&q, "%d", phase));
+      p++;
+    } else if (p[0] == '%' && p[1] == 'L') {
+      const sl__cdc_kv_t *lo = &cl->chunks[1].low[0];
+      SL_ASSERT_OK(sl_bytes_append(&q, lo->p, lo->len));
+      p++;
+    } else {
+      SL_ASSERT_OK(sl_bytes_append(&q, p, 1));
+    }
+  }
+  SL_ASSERT_OK(sl_bytes_append(&q, "", 1));
+  my_ok(f->m, (const char *)q.data);
+  sl_bytes_close(&w);
+  sl_bytes_close(&q);
+}
+
+/*
+ * For each phase (the reader paused at cdc.snapshot.after_low, or at
+ * cdc.snapshot.before_high) and each DML kind: read chunk 1 while the DML
+ * runs at that point, read the binlog window (LOW, HIGH], merge it with
+ * the membership checker as the in-chunk predicate, and the rows equal
+ * the chunk's SELECT at HIGH (nothing is written after HIGH, checked by
+ * @@gtid_binlog_pos), while the rows before the merge do not.
+ */
+static void phases(fx_t *f, const sl__cdc_table_t *t,
+                   const sl__cdc_chunks_t *cl, const dml_t *dml, int n_dml) {
+  static const char *const points[] = {"cdc.snapshot.after_low",
+                                       "cdc.snapshot.before_high"};
+  sl_error_t *err = NULL;
+  MYSQL *mc = NULL;
+  SL_ASSERT_OK_E(sl_my_connect(f->srv, sl_server_port(f->srv), &mc, &err),
+                 err);
+  SL_ASSERT_OK_E(sl__cdc_session_setup(mc, f->server, &err), err);
+  sl__cdc_member_t *mem = NULL;
+  SL_ASSERT_OK_E(sl__cdc_member_open(mc, f->server, t, cl, &mem, &err), err);
+  for (int ph = 0; ph < 2; ph++) {
+    for (int k = 0; k < n_dml; k++) {
+      reader_t r = {.f = f, .t = t, .cl = cl};
+      SL_ASSERT_OK_E(sl_my_connect(f->srv, sl_server_port(f->srv), &r.m, &err),
+                     err);
+      sl__cdc_rows_init(&r.rows, t->schema);
+      SL_ASSERT_OK(sl_inject_arm(points[ph], SL_INJECT_PAUSE, 1, false));
+      pthread_t th;
+      SL_ASSERT_EQ_INT(pthread_create(&th, NULL, reader_main, &r), 0);
+      SL_ASSERT_OK(sl_inject_wait_paused(points[ph], 60000));
+      for (int s = 0; s < 3 && dml[k].sql[s]; s++)
+        run_sql(f, cl, dml[k].sql[s], ph);
+      sl_inject_release(points[ph]);
+      SL_ASSERT_EQ_INT(pthread_join(th, NULL), 0);
+      SL_ASSERT_OK_E(r.rc, r.err);
+      sl_inject_reset();
+      SL_ASSERT_EQ_INT(mysql_query(f->m, "SELECT @@gtid_binlog_pos"), 0);
+      MYSQL_RES *gr = mysql_store_result(f->m);
+      SL_ASSERT_TRUE(gr != NULL);
+      MYSQL_ROW grow = mysql_fetch_row(gr);
+      SL_ASSERT_TRUE(grow != NULL && grow[0] != NULL);
+      SL_ASSERT_EQ_STR(grow[0], r.high.gtid);
+      mysql_free_result(gr);
+
+      window_t w;
+      memset(&w, 0, sizeof(w));
+      sl__cdc_rows_init(&w.imgs, t->schema);
+      read_window(f, t, r.low.gtid, r.high.gtid, &w);
+      SL_ASSERT_TRUE(w.n > 0);
+      sl_row_t *views = calloc(w.imgs.n + 1, sizeof(*views));
+      sl__cdc_change_t *chg = calloc(w.n + 1, sizeof(*chg));
+      SL_ASSERT_TRUE(views && chg);
+      for (uint32_t i = 0; i < w.imgs.n; i++)
+        sl__cdc_rows_get(&w.imgs, i, &views[i]);
+      for (uint32_t i = 0; i < w.n; i++) {
+        chg[i].kind = w.c[i].kind;
+        chg[i].before = w.c[i].before >= 0 ? &views[w.c[i].before] : NULL;
+        chg[i].after = w.c[i].after >= 0 ? &views[w.c[i].after] : NULL;
+      }
+      sl__cdc_rows_t at_high;
+      sl__cdc_rows_init(&at_high, t->schema);
+      sl__cdc_pos_t l2, h2;
+      SL_ASSERT_OK_E(sl__cdc_read_chunk(r.m, f->server, t, cl, &cl->chunks[1],
+                                        &l2, &h2, &at_high, &err),
+                     err);
+      if (same_rows(&r.rows, &at_high))
+        SL_TEST_FAIL("%s at %s: the chunk's rows did not change", dml[k].name,
+                     points[ph]);
+      in_ctx_t ic = {.m = mem, .ch = &cl->chunks[1]};
+      SL_ASSERT_OK_E(sl__cdc_merge(&r.rows, t->pk, t->n_pk, chg, w.n,
+                                   in_chunk_member, &ic, &err),
+                     err);
+      if (!same_rows(&r.rows, &at_high))
+        SL_TEST_FAIL("%s at %s: %u merged rows, %u at HIGH, not the same",
+                     dml[k].name, points[ph], r.rows.n, at_high.n);
+      /* Every after image went through the checker. */
+      uint32_t n_after = 0;
+      for (uint32_t i = 0; i < w.n; i++) n_after += chg[i].after != NULL;
+      SL_ASSERT_EQ_INT(ic.n_calls, n_after);
+      sl__cdc_rows_close(&at_high);
+      free(views);
+      free(chg);
+      free(w.c);
+      sl__cdc_rows_close(&w.imgs);
+      sl__cdc_rows_close(&r.rows);
+      mysql_close(r.m);
+    }
+  }
+  sl__cdc_member_close(mem);
+  mysql_close(mc);
+}
+
+/* Primary-key chunks: a chunk-key change is a primary-key change that
+ * crosses chunks. */
+SL_TEST(phases_pk_chunks) {
+  if (!sl_inject_is_enabled()) return;
+  fx_t f;
+  const char *const settings[] = {"binlog-row-metadata=FULL", NULL};
+  fx_open_with(&f, settings);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "CREATE TABLE shop.pk (id INT PRIMARY KEY, v VARCHAR(20), "
+             "c INT)");
+  fill(&f, "pk", "SELECT seq, CONCAT('v', seq), seq % 10 FROM "
+                 "seq_1_to_299_step_2");
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = plan(&f, "pk", NULL, 50, true, &t);
+  /* (-inf,100) [100,199) [199,298) [298,+inf): the DML below is about
+   * chunk 1. */
+  SL_ASSERT_EQ_INT(cl->n, 4);
+  SL_ASSERT_EQ_INT(cl->chunks[1].low[0].i, 100);
+  SL_ASSERT_EQ_INT(cl->chunks[1].high[0].i, 199);
+  static const dml_t dml[] = {
+      {"insert", {"INSERT INTO shop.pk VALUES (150 + 2 * %P, 'new', 0), "
+                  "(250 + 2 * %P, 'out', 0), (1, 'x', 0) ON DUPLICATE KEY "
+                  "UPDATE v = CONCAT(v, 'dup')", NULL}},
+      {"update", {"UPDATE shop.pk SET v = 'upd', c = c + 1 WHERE id IN "
+                  "(151, 153, 51)", NULL}},
+      {"delete", {"DELETE FROM shop.pk WHERE id IN (161 + 2 * %P, "
+                  "261 + 2 * %P)", NULL}},
+      {"primary key change", {"UPDATE shop.pk SET id = 170 + 4 * %P WHERE "
+                              "id = 171 + 4 * %P", NULL}},
+      {"chunk key change", {"UPDATE shop.pk SET id = 1181 + 2 * %P WHERE "
+                            "id = 181 + 2 * %P",
+                            "UPDATE shop.pk SET id = 190 + 2 * %P WHERE "
+                            "id = 51 + 2 * %P", NULL}},
+  };
+  phases(&f, t, cl, dml, 5);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
+
+/* A declared, non-unique chunk key in a case-insensitive collation: the
+ * checker asks the server (a key equal to the chunk's low bound in the
+ * collation, in the other case, lies in the chunk). */
+SL_TEST(phases_declared_string_key) {
+  if (!sl_inject_is_enabled()) return;
+  fx_t f;
+  const char *const settings[] = {"binlog-row-metadata=FULL", NULL};
+  fx_open_with(&f, settings);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "CREATE TABLE shop.ck (id INT PRIMARY KEY, k VARCHAR(20) "
+             "COLLATE utf8mb4_general_ci, v INT, KEY (k))");
+  fill(&f, "ck", "SELECT seq, CONCAT(IF(seq % 2, 'k', 'K'), LPAD(seq, 4, "
+                 "'0')), seq FROM seq_1_to_300");
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = plan(&f, "ck", "k", 100, false, &t);
+  SL_ASSERT_EQ_INT(cl->n, 3);
+  static const dml_t dml[] = {
+      {"insert", {"INSERT INTO shop.ck VALUES (1000 + 10 * %P, UPPER('%L'), "
+                  "1), (1001 + 10 * %P, LOWER('%L'), 2), (1002 + 10 * %P, "
+                  "'zz', 3)", NULL}},
+      {"update", {"UPDATE shop.ck SET v = v + 1000 WHERE %W ORDER BY id "
+                  "LIMIT 3", NULL}},
+      {"delete", {"DELETE FROM shop.ck WHERE %W ORDER BY id DESC LIMIT 2",
+                  NULL}},
+      {"primary key change", {"UPDATE shop.ck SET id = id + 5000 WHERE %W "
+                              "ORDER BY id LIMIT 1", NULL}},
+      {"chunk key change", {"UPDATE shop.ck SET k = 'a' WHERE %W ORDER BY id "
+                            "LIMIT 1",
+                            "UPDATE shop.ck SET k = IF(BINARY LEFT('%L', 1) "
+                            "= 'k', CONCAT('K', SUBSTR('%L', 2)), "
+                            "CONCAT('k', SUBSTR('%L', 2))) WHERE id = "
+                            "7 + 2 * %P",
+                            NULL}},
+  };
+  phases(&f, t, cl, dml, 5);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
   fx_close(&f);
 }
