@@ -105,8 +105,8 @@ int sl__cdc_member_open(MYSQL *c, const char *server, const sl__cdc_table_t *t,
   m->cl = cl;
   m->server = sl_strdup(server);
   m->mode = sl_calloc(cl->n_key, 1);
-  m->cap = 64;
-  m->slots = sl_calloc(m->cap, sizeof(*m->slots));
+  m->slots = sl_calloc(64, sizeof(*m->slots));
+  if (m->slots != NULL) m->cap = 64;
   if (!m->server || !m->mode || !m->slots) {
     sl__cdc_member_close(m);
     return SL_ENOMEM;
