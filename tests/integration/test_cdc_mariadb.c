@@ -1284,6 +1284,11 @@ SL_TEST(member_string_collations) {
               "'\\t'), seq % 7) FROM seq_1_to_300", 23, true);
   member_case(&f, "chr", "CHAR(12) CHARACTER SET utf8mb4 COLLATE "
               "utf8mb4_general_ci", MEMBER_WORDS, 41, true);
+  /* NO PAD case-insensitive ('a' < 'a ' there), and UCA 14.0.0. */
+  member_case(&f, "gnp", "VARCHAR(20) CHARACTER SET utf8mb4 COLLATE "
+              "utf8mb4_general_nopad_ci", MEMBER_WORDS, 41, true);
+  member_case(&f, "u14", "VARCHAR(20) CHARACTER SET utf8mb4 COLLATE "
+              "utf8mb4_uca1400_ai_ci", MEMBER_WORDS, 41, true);
   fx_close(&f);
 }
 
