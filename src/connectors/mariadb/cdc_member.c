@@ -423,9 +423,11 @@ int sl__cdc_member_find(sl__cdc_member_t *m, const sl_row_t *row,
     *out_chunk = s->chunk;
     return SL_OK;
   }
-  int rc = search(m, row, out_chunk, out_err);
-  if (rc != SL_OK) return rc;
-  return cache_put(m, m->key.data, len, h, *out_chunk);
+  uint32_t id = 0;
+  int rc = search(m, row, &id, out_err);
+  if (rc == SL_OK) rc = cache_put(m, m->key.data, len, h, id);
+  if (rc == SL_OK) *out_chunk = id;
+  return rc;
 }
 
 int sl__cdc_member_contains(sl__cdc_member_t *m, const sl__cdc_chunk_t *ch,
