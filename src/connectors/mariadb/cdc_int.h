@@ -5,7 +5,10 @@
  * checks and the table patterns, cdc_types.c the column type mapping and
  * the table description, cdc_chunks.c the chunk planning and the chunk
  * list codec (enumerator state), cdc_snapshot.c the chunk reader (LOW,
- * SELECT, HIGH) and the backfill merge seam.  The binlog decoder and the
+ * SELECT, HIGH) and the backfill merge seam, cdc_member.c chunk
+ * membership in the key column's collation, cdc_server_ids.c the free
+ * server-id range, cdc_agree.c the check that tables sharing one output
+ * agree.  The binlog decoder and the
  * replication transport live in binlog_decode.{c,h} and are not used here
  * yet.  Every function that talks to a server takes `server`, the
  * "host:port" text its messages name.  See docs/cdc-mariadb.md.
