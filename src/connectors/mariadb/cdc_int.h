@@ -8,9 +8,8 @@
  * SELECT, HIGH) and the backfill merge seam, cdc_member.c chunk
  * membership in the key column's collation, cdc_server_ids.c the free
  * server-id range, cdc_agree.c the check that tables sharing one output
- * agree.  The binlog decoder and the
- * replication transport live in binlog_decode.{c,h} and are not used here
- * yet.  Every function that talks to a server takes `server`, the
+ * agree.  The binlog decoder and the replication transport live in
+ * binlog_decode.{c,h} and are not used here yet.  Every function that talks to a server takes `server`, the
  * "host:port" text its messages name.  See docs/cdc-mariadb.md.
  *
  * @thread any: each function works on the caller's thread with the
