@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cdc_int.h"
 #include "mariadb_int.h"
@@ -87,7 +88,10 @@ int sl__cdc_check_server_ids(MYSQL *c, const char *server, uint32_t base,
   /* The replicas registered with it (every MariaDB and MySQL replica,
    * and sluice's own readers when they register). */
   bool can_list = true;
-  if (mysql_query(c, "SHOW SLAVE HOSTS") != 0) {
+  int q = mysql_query(c, "SHOW SLAVE HOSTS");
+  /* MySQL 8.4 knows only SHOW REPLICAS (untested: docs/cdc-mariadb.md). */
+  if (q != 0 && mysql_errno(c) == 1064) q = mysql_query(c, "SHOW REPLICAS");
+  if (q != 0) {
     e = mysql_errno(c);
     if (e == 1227 || e == 1045) {
       can_list = false;
@@ -111,16 +115,23 @@ int sl__cdc_check_server_ids(MYSQL *c, const char *server, uint32_t base,
                           "HOSTS failed: error %u: %s", server,
                           mysql_errno(c), mysql_error(c));
     }
-    /* Server_id, Host, Port, Master_id (MariaDB 10.11). */
+    /* Server_id, Host, Port, Master_id (MariaDB 10.11; MySQL's SHOW
+     * REPLICAS spells it Server_Id). */
     int fid = -1, fhost = -1, fport = -1;
     MYSQL_FIELD *fl = mysql_fetch_fields(r);
     for (unsigned i = 0; i < mysql_num_fields(r); i++) {
-      if (!strcmp(fl[i].name, "Server_id")) fid = (int)i;
-      else if (!strcmp(fl[i].name, "Host")) fhost = (int)i;
-      else if (!strcmp(fl[i].name, "Port")) fport = (int)i;
+      if (!strcasecmp(fl[i].name, "Server_id")) fid = (int)i;
+      else if (!strcasecmp(fl[i].name, "Host")) fhost = (int)i;
+      else if (!strcasecmp(fl[i].name, "Port")) fport = (int)i;
+    }
+    if (fid < 0) {
+      mysql_free_result(r);
+      sl_free(used);
+      return sl_error_set(out_err, SL_EIO, "mariadb-cdc: %s: the list of "
+                          "replicas has no Server_id column", server);
     }
     MYSQL_ROW row;
-    while (rc == SL_OK && fid >= 0 && (row = mysql_fetch_row(r)) != NULL) {
+    while (rc == SL_OK && (row = mysql_fetch_row(r)) != NULL) {
       uint32_t id;
       if (parse_u32(row[fid], &id) != SL_OK) continue;
       const char *host = fhost >= 0 && row[fhost] ? row[fhost] : "";
