@@ -1648,13 +1648,18 @@ SL_TEST(check_server_ids_real_replica) {
 /* ------------------------------------------------------------------ */
 /* Sharded tables into one output. */
 
-static sl__cdc_table_t *describe(fx_t *f, const char *table) {
+static sl__cdc_table_t *describe_key(fx_t *f, const char *table,
+                                     const char *key) {
   sl__cdc_table_t *t = NULL;
   sl_error_t *err = NULL;
   SL_ASSERT_OK_E(
-      sl__cdc_table_describe(f->m, f->server, "shop", table, NULL, &t, &err),
+      sl__cdc_table_describe(f->m, f->server, "shop", table, key, &t, &err),
       err);
   return t;
+}
+
+static sl__cdc_table_t *describe(fx_t *f, const char *table) {
+  return describe_key(f, table, NULL);
 }
 
 /* shop.o_1 with shop.<other>: agree (want NULL) or the message. */
@@ -1713,37 +1718,69 @@ SL_TEST(tables_agree) {
              "(decimal(10,2), nullable) against decimal(12,2) "
              "(decimal(12,2), nullable); tables captured into one output "
              "need the same columns, in the same order, with the same "
-             "types, and the same primary key");
+             "types, and the same primary and chunk keys");
   agree_case(&f, "o_null",
              "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_null` at %S go "
              "into one output but differ: column `amount` is decimal(10,2) "
              "(decimal(10,2), nullable) against decimal(10,2) "
              "(decimal(10,2), not null); tables captured into one output "
              "need the same columns, in the same order, with the same "
-             "types, and the same primary key");
+             "types, and the same primary and chunk keys");
   agree_case(&f, "o_name",
              "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_name` at %S go "
              "into one output but differ: column 3 is `amount` against "
              "`total`; tables captured into one output need the same "
              "columns, in the same order, with the same types, and the same "
-             "primary key");
+             "primary and chunk keys");
   agree_case(&f, "o_more",
              "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_more` at %S go "
              "into one output but differ: 4 columns against 5; tables "
              "captured into one output need the same columns, in the same "
-             "order, with the same types, and the same primary key");
+             "order, with the same types, and the same primary and chunk keys");
   agree_case(&f, "o_pk",
              "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_pk` at %S go "
              "into one output but differ: the primary key is (`id`, "
              "`region`) against (`region`, `id`); tables captured into one "
              "output need the same columns, in the same order, with the "
-             "same types, and the same primary key");
+             "same types, and the same primary and chunk keys");
   agree_case(&f, "o_bin",
              "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_bin` at %S go "
              "into one output but differ: column `region` is char(2) "
              "(string, not null) against binary(2) (bytes, not null); "
              "tables captured into one output need the same columns, in the "
-             "same order, with the same types, and the same primary key");
+             "same order, with the same types, and the same primary and chunk keys");
+  /* The chunk keys must agree too: a declared key adds the version
+   * field to the output. */
+  my_ok(f.m, "ALTER TABLE shop.o_1 ADD KEY (amount), ADD KEY (note)");
+  my_ok(f.m, "ALTER TABLE shop.o_2 ADD KEY (amount), ADD KEY (note)");
+  {
+    sl__cdc_table_t *t[2] = {describe_key(&f, "o_1", "amount"),
+                             describe(&f, "o_2")};
+    sl_error_t *e2 = NULL;
+    int rc = sl__cdc_tables_agree(t, 2, f.server, &e2);
+    expect_msg(&f, rc, SL_EINVAL, e2,
+               "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_2` at %S go "
+               "into one output but differ: the chunk key is the declared "
+               "chunk key `amount` against the primary key (`id`, `region`); "
+               "tables captured into one output need the same columns, in "
+               "the same order, with the same types, and the same primary "
+               "and chunk keys");
+    e2 = NULL;
+    sl__cdc_table_destroy(t[1]);
+    t[1] = describe_key(&f, "o_2", "note");
+    rc = sl__cdc_tables_agree(t, 2, f.server, &e2);
+    SL_ASSERT_EQ_INT(rc, SL_EINVAL);
+    SL_ASSERT_TRUE(strstr(sl_error_message(e2), "the declared chunk key "
+                          "`amount` against the declared chunk key `note`") !=
+                   NULL);
+    sl_error_destroy(e2);
+    e2 = NULL;
+    sl__cdc_table_destroy(t[1]);
+    t[1] = describe_key(&f, "o_2", "amount");
+    SL_ASSERT_OK_E(sl__cdc_tables_agree(t, 2, f.server, &e2), e2);
+    sl__cdc_table_destroy(t[0]);
+    sl__cdc_table_destroy(t[1]);
+  }
   /* One table, or none, always agrees. */
   sl__cdc_table_t *one = describe(&f, "o_pk");
   sl_error_t *err = NULL;

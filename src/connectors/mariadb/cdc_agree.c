@@ -2,7 +2,7 @@
 /*
  * Sharded tables into one output: every table captured into one output
  * must have the same columns (names, sluice types with their nullability,
- * order) and the same primary key.  See cdc_int.h and docs/cdc-mariadb.md,
+ * order), the same primary key and the same chunk key.  See cdc_int.h and docs/cdc-mariadb.md,
  * "Sharded tables".
  */
 #include <stdio.h>
@@ -11,7 +11,8 @@
 #include "cdc_int.h"
 
 #define WHY "tables captured into one output need the same columns, in the " \
-            "same order, with the same types, and the same primary key"
+            "same order, with the same types, and the same primary and " \
+            "chunk keys"
 
 static void type_text(const sl__cdc_col_t *c, char *out, size_t size) {
   char t[64];
@@ -34,6 +35,18 @@ static void pk_text(const sl__cdc_table_t *t, char *out, size_t size) {
     at += (size_t)w;
   }
   if (at + 1 < size) snprintf(out + at, size - at, ")");
+}
+
+/* "the primary key (`id`)" or "the declared chunk key `c`". */
+static void key_text(const sl__cdc_table_t *t, char *out, size_t size) {
+  if (!t->is_declared_key) {
+    char pk[256];
+    pk_text(t, pk, sizeof(pk));
+    snprintf(out, size, "the primary key %s", pk);
+    return;
+  }
+  snprintf(out, size, "the declared chunk key `%s`",
+           t->n_key ? t->cols[t->key[0]].name : "?");
 }
 
 static int differ(const sl__cdc_table_t *a, const sl__cdc_table_t *b,
@@ -81,6 +94,19 @@ int sl__cdc_tables_agree(sl__cdc_table_t *const *t, uint32_t n,
       pk_text(a, pa, sizeof(pa));
       pk_text(b, pb, sizeof(pb));
       snprintf(how, sizeof(how), "the primary key is %s against %s", pa, pb);
+      return differ(a, b, server, how, out_err);
+    }
+    /* One output has one shape: a version field exists when the tables
+     * are chunked by a declared key, so the chunk keys must agree too. */
+    bool same_key = a->is_declared_key == b->is_declared_key &&
+                    a->n_key == b->n_key;
+    for (uint32_t k = 0; same_key && k < a->n_key; k++)
+      same_key = a->key[k] == b->key[k];
+    if (!same_key) {
+      char ka[300], kb[300];
+      key_text(a, ka, sizeof(ka));
+      key_text(b, kb, sizeof(kb));
+      snprintf(how, sizeof(how), "the chunk key is %s against %s", ka, kb);
       return differ(a, b, server, how, out_err);
     }
   }

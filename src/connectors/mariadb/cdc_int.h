@@ -177,10 +177,11 @@ void sl__cdc_table_destroy(sl__cdc_table_t *t);
 /*
  * Sharded tables into one output (cdc_agree.c): t[0..n) must have the
  * same columns (names, sluice types with nullability, order) and the
- * same primary key (the same columns, in order).  Else SL_EINVAL naming
- * t[0] and the first table that differs from it, and how (column count,
- * a column's name, a column's type, or the primary key).  A declared
- * chunk key may differ.
+ * same primary key (the same columns, in order) and the same chunk key
+ * (the primary key, or the same declared column: a declared key adds the
+ * version field to the output).  Else SL_EINVAL naming t[0] and the first
+ * table that differs from it, and how (column count, a column's name, a
+ * column's type, the primary key or the chunk key).
  */
 int sl__cdc_tables_agree(sl__cdc_table_t *const *t, uint32_t n,
                          const char *server, sl_error_t **out_err);
