@@ -140,7 +140,12 @@ int sl__binlog_reader_open(const sl_binlog_reader_opts_t *o,
       mariadb_rpl_optionsv(r->rpl, MARIADB_RPL_FILENAME, file,
                            strlen(file)) != 0 ||
       mariadb_rpl_optionsv(r->rpl, MARIADB_RPL_START, pos) != 0 ||
-      mariadb_rpl_optionsv(r->rpl, MARIADB_RPL_FLAGS, flags) != 0) {
+      mariadb_rpl_optionsv(r->rpl, MARIADB_RPL_FLAGS, flags) != 0 ||
+      (o->report_host != NULL &&
+       (mariadb_rpl_optionsv(r->rpl, MARIADB_RPL_HOST, o->report_host,
+                             strlen(o->report_host)) != 0 ||
+        mariadb_rpl_optionsv(r->rpl, MARIADB_RPL_PORT,
+                             (unsigned int)o->report_port) != 0))) {
     rc = sl_error_set(out_err, SL_EINVAL, "binlog reader %s: replication "
                       "options refused: %s", r->where,
                       mariadb_rpl_error(r->rpl));

@@ -52,6 +52,11 @@ typedef struct sl_binlog_reader_opts_s {
    * client's 2002/2003/2013 ... or the server's), 0 when open succeeds or
    * fails for another reason. */
   unsigned *out_errno;
+  /* Not NULL: register as a replica (COM_REGISTER_SLAVE) under this host
+   * name and report_port, so SHOW SLAVE HOSTS lists server_id while the
+   * connection lasts (sl__cdc_check_server_ids reads it). */
+  const char *report_host;
+  uint32_t report_port;
 } sl_binlog_reader_opts_t;
 
 typedef struct sl_binlog_reader_s sl_binlog_reader_t;

@@ -171,7 +171,8 @@ static int describe_columns(MYSQL *c, const char *server, sl__cdc_table_t *t,
   sl_bytes_clear(sql);
   int rc = sl_bytes_append_str(
       sql, "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, NUMERIC_PRECISION, "
-           "NUMERIC_SCALE, IS_NULLABLE, CHARACTER_SET_NAME FROM "
+           "NUMERIC_SCALE, IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME "
+           "FROM "
            "information_schema.COLUMNS "
            "WHERE TABLE_SCHEMA = ");
   if (rc == SL_OK) rc = append_quoted(c, sql, t->db);
@@ -218,6 +219,9 @@ static int describe_columns(MYSQL *c, const char *server, sl__cdc_table_t *t,
              row[1] ? row[1] : "");
     snprintf(col->column_type, sizeof(col->column_type), "%s",
              row[2] ? row[2] : "");
+    snprintf(col->charset, sizeof(col->charset), "%s", row[6] ? row[6] : "");
+    snprintf(col->collation, sizeof(col->collation), "%s",
+             row[7] ? row[7] : "");
     for (char *p = col->data_type; *p; p++)
       if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
     char what[512];
