@@ -433,6 +433,18 @@ static int enum_create(void *ctx, const sl_enum_init_t *init, void **out,
 /* Plan (first discovery of a fresh start). */
 static int enum_plan(menum_t *e, sl_error_t **out_err) {
   msrc_t *s = e->src;
+  /* The replication connections' ids [server_id, +parallelism) must be
+   * free (a fresh start only: a restore keeps the ids it ran with). */
+  if (e->c == NULL) {
+    int rc = src_connect(s, &e->c, out_err);
+    if (rc != SL_OK) return rc;
+  }
+  int rc0 = sl__cdc_check_server_ids(e->c, s->server, s->server_id_base,
+                                     e->par, NULL, out_err);
+  if (rc0 != SL_OK) {
+    if (out_err && *out_err) sl_error_set_fatal(*out_err, true);
+    return rc0;
+  }
   if (s->start == SL_MARIADB_CDC_START_LATEST ||
       s->start == SL_MARIADB_CDC_START_GTID) {
     sl_binlog_pos_t bp;
@@ -809,6 +821,7 @@ typedef struct rchunk_s {
 typedef struct ftab_s {
   bool active;
   sl__cdc_chunks_t *cl;
+  sl__cdc_member_t *m; /* which chunk holds a key */
   sl_binlog_gtid_state_t *high; /* per chunk */
   sl_binlog_gtid_state_t max_high;
 } ftab_t;
@@ -890,6 +903,7 @@ static void set_err(mreader_t *rd, sl_error_t *err) {
 static void ftabs_free(ftab_t *f, uint32_t n) {
   if (f == NULL) return;
   for (uint32_t t = 0; t < n; t++) {
+    sl__cdc_member_close(f[t].m);
     sl__cdc_chunks_free(f[t].cl);
     sl_free(f[t].high);
   }
@@ -947,41 +961,109 @@ static int filter_parse(const msrc_t *s, const uint8_t *p, uint32_t len,
 
 /* Whether a change of `row` (an image of table t) at gtid passes the
  * filter: its chunk's HIGH is before the transaction. */
-static int filter_pass(const msrc_t *s, const ftab_t *f, uint32_t t,
+static int filter_pass(mreader_t *rd, ftab_t *f, uint32_t t,
                        const sl_row_t *row, const sl_binlog_gtid_t *g,
                        bool *out_pass, sl_error_t **out_err) {
   *out_pass = true;
   if (f == NULL || !f[t].active) return SL_OK;
-  const sl__cdc_chunks_t *cl = f[t].cl;
-  for (uint32_t i = 0; i < cl->n; i++) {
-    bool in = false;
-    int rc = sl__cdc_chunk_contains(cl, &cl->chunks[i], s->tables[t], row,
-                                    &in, out_err);
+  if (f[t].m == NULL) {
+    /* The checker asks the server for keys in a non-binary collation. */
+    if (rd->c == NULL) {
+      int rc = src_connect(rd->src, &rd->c, out_err);
+      if (rc != SL_OK) return rc;
+    }
+    int rc = sl__cdc_member_open(rd->c, rd->src->server, rd->src->tables[t],
+                                 f[t].cl, &f[t].m, out_err);
     if (rc != SL_OK) return rc;
-    if (!in) continue;
-    *out_pass = g->seq > gtid_seq(&f[t].high[i], g->domain);
-    return SL_OK;
   }
-  return SL_OK; /* in no chunk: cannot be (the chunks cover every key) */
+  uint32_t i = 0;
+  int rc = sl__cdc_member_find(f[t].m, row, &i, out_err);
+  if (rc != SL_OK) return rc;
+  if (i < f[t].cl->n) *out_pass = g->seq > gtid_seq(&f[t].high[i], g->domain);
+  return SL_OK;
 }
 
 /* ---- The I/O thread ---- */
 
+/* Deep copy of n key values. */
+static sl__cdc_kv_t *kv_copy(const sl__cdc_kv_t *v, uint32_t n) {
+  sl__cdc_kv_t *c = sl_calloc(n ? n : 1, sizeof(*c));
+  for (uint32_t i = 0; c && i < n; i++) {
+    c[i].i = v[i].i;
+    c[i].len = v[i].len;
+    if (v[i].p == NULL) continue;
+    if ((c[i].p = sl_malloc(v[i].len ? v[i].len : 1)) == NULL) {
+      for (uint32_t j = 0; j < i; j++) sl_free(c[j].p);
+      sl_free(c);
+      return NULL;
+    }
+    if (v[i].len) memcpy(c[i].p, v[i].p, v[i].len);
+  }
+  return c;
+}
+
+/*
+ * The window of a one-chunk list: the chunk and, around it, the key
+ * ranges below its low and above its high bound, as a chained list (ids
+ * 0..n-1) the membership checker searches; *out_mid is the chunk's index.
+ */
+static int window_list(const sl__cdc_chunks_t *one, sl__cdc_chunks_t **out,
+                       uint32_t *out_mid) {
+  const sl__cdc_chunk_t *ch = &one->chunks[0];
+  sl__cdc_chunks_t *w = sl_calloc(1, sizeof(*w));
+  if (w == NULL) return SL_ENOMEM;
+  w->n_key = one->n_key;
+  if ((w->db = sl_strdup(one->db)) == NULL ||
+      (w->table = sl_strdup(one->table)) == NULL ||
+      (w->key_names = sl_calloc(one->n_key + 1, sizeof(char *))) == NULL ||
+      (w->key_kind = sl_calloc(one->n_key + 1, 1)) == NULL ||
+      (w->chunks = sl_calloc(3, sizeof(sl__cdc_chunk_t))) == NULL)
+    goto nomem;
+  for (uint32_t k = 0; k < one->n_key; k++) {
+    w->key_kind[k] = one->key_kind[k];
+    if ((w->key_names[k] = sl_strdup(one->key_names[k])) == NULL) goto nomem;
+  }
+  uint32_t n = 0;
+  if (ch->low) {
+    w->chunks[n].id = n;
+    if ((w->chunks[n].high = kv_copy(ch->low, one->n_key)) == NULL)
+      goto nomem;
+    n++;
+    w->n = n;
+  }
+  *out_mid = n;
+  w->chunks[n].id = n;
+  if (ch->low && (w->chunks[n].low = kv_copy(ch->low, one->n_key)) == NULL)
+    goto nomem;
+  if (ch->high && (w->chunks[n].high = kv_copy(ch->high, one->n_key)) == NULL)
+    goto nomem;
+  w->n = ++n;
+  if (ch->high) {
+    w->chunks[n].id = n;
+    if ((w->chunks[n].low = kv_copy(ch->high, one->n_key)) == NULL)
+      goto nomem;
+    w->n = ++n;
+  }
+  *out = w;
+  return SL_OK;
+nomem:
+  sl__cdc_chunks_free(w);
+  return SL_ENOMEM;
+}
+
 typedef struct inchunk_ctx_s {
-  const msrc_t *s;
-  const sl__cdc_chunks_t *cl;
-  const sl__cdc_chunk_t *ch;
-  const sl__cdc_table_t *t;
+  sl__cdc_member_t *m; /* over the chunk's window list */
+  uint32_t mid;        /* the chunk's index in it */
   int rc;
   sl_error_t *err;
 } inchunk_ctx_t;
 
 static bool in_chunk(void *ctx, const sl_row_t *row) {
   inchunk_ctx_t *c = ctx;
-  bool in = false;
+  uint32_t i = UINT32_MAX;
   if (c->rc != SL_OK) return false;
-  c->rc = sl__cdc_chunk_contains(c->cl, c->ch, c->t, row, &in, &c->err);
-  return in;
+  c->rc = sl__cdc_member_find(c->m, row, &i, &c->err);
+  return c->rc == SL_OK && i == c->mid;
 }
 
 /* One chunk: LOW, SELECT, HIGH, the backfill merged. */
@@ -1089,10 +1171,17 @@ static int read_one_chunk(mreader_t *rd, const sl__cdc_chunks_t *cl,
         chg[i].before = bi[i] ? &imgs[bi[i] - 1] : NULL;
         chg[i].after = ai[i] ? &imgs[ai[i] - 1] : NULL;
       }
-      inchunk_ctx_t ic = {s, cl, ch, t, SL_OK, NULL};
+      inchunk_ctx_t ic = {NULL, 0, SL_OK, NULL};
+      sl__cdc_chunks_t *win = NULL;
+      if (rc == SL_OK && window_list(cl, &win, &ic.mid) != SL_OK)
+        rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
+      if (rc == SL_OK)
+        rc = sl__cdc_member_open(rd->c, s->server, t, win, &ic.m, out_err);
       if (rc == SL_OK)
         rc = sl__cdc_merge(&rc_->rows, t->pk, t->n_pk, chg, n_chg, in_chunk,
                            &ic, out_err);
+      sl__cdc_member_close(ic.m);
+      sl__cdc_chunks_free(win);
       if (rc == SL_OK && ic.rc != SL_OK) {
         rc = ic.rc;
         if (out_err && *out_err == NULL) *out_err = ic.err;
@@ -1259,9 +1348,9 @@ static int stream_binlog(mreader_t *rd, sl_error_t **out_err) {
         /* The per-chunk filter (primary-key chunks). */
         bool pb = false, pa = false;
         if (ev.before)
-          rc = filter_pass(s, f, t, ev.before, &ev.gtid, &pb, out_err);
+          rc = filter_pass(rd, f, t, ev.before, &ev.gtid, &pb, out_err);
         if (rc == SL_OK && ev.after)
-          rc = filter_pass(s, f, t, ev.after, &ev.gtid, &pa, out_err);
+          rc = filter_pass(rd, f, t, ev.after, &ev.gtid, &pa, out_err);
         if (rc == SL_OK) {
           if (ev.row_kind == SL_ROW_INSERT) {
             if (pa) rc = batch_add(b, SL_ROW_INSERT, t, ev.after, &ev, 0);
@@ -1922,26 +2011,6 @@ void sl_mariadb_cdc_config_init(sl_mariadb_cdc_config_t *cfg) {
   cfg->port = 3306;
 }
 
-/* Every captured table has the first one's columns and primary key. */
-static int tables_agree(const msrc_t *s, sl_error_t **out_err) {
-  const sl__cdc_table_t *a = s->tables[0];
-  for (uint32_t i = 1; i < s->n_tables; i++) {
-    const sl__cdc_table_t *b = s->tables[i];
-    bool same = sl_schema_equal(a->schema, b->schema) && a->n_pk == b->n_pk &&
-                a->n_key == b->n_key;
-    for (uint32_t k = 0; same && k < a->n_pk; k++) same = a->pk[k] == b->pk[k];
-    for (uint32_t k = 0; same && k < a->n_key; k++)
-      same = a->key[k] == b->key[k];
-    if (!same)
-      return sl_error_set(out_err, SL_EINVAL, "mariadb-cdc: tables `%s`.`%s` "
-                          "and `%s`.`%s` at %s differ in their columns, types "
-                          "or keys; one source captures tables of one shape "
-                          "(sharded tables); capture the others with another "
-                          "source", a->db, a->name, b->db, b->name, s->server);
-  }
-  return SL_OK;
-}
-
 static int build_schema(msrc_t *s, const sl_mariadb_cdc_config_t *cfg,
                         sl_error_t **out_err) {
   const sl_schema_t *ts = s->tables[0]->schema;
@@ -2061,7 +2130,8 @@ int sl_mariadb_cdc_source_create(const sl_mariadb_cdc_config_t *cfg,
   if (rc == SL_OK && s->n_tables > 0xffff)
     rc = sl_error_set(out_err, SL_EINVAL, "mariadb-cdc: %u tables; one source "
                       "captures at most 65535", s->n_tables);
-  if (rc == SL_OK) rc = tables_agree(s, out_err);
+  if (rc == SL_OK)
+    rc = sl__cdc_tables_agree(s->tables, s->n_tables, s->server, out_err);
   for (uint32_t i = 0; rc == SL_OK && i < s->n_tables; i++)
     if (s->tables[i]->n_pk == 0)
       rc = sl_error_set(out_err, SL_EINVAL, "mariadb-cdc: table `%s`.`%s` at "
