@@ -688,14 +688,19 @@ static ech_t *find_chunk(menum_t *e, const char *id) {
 }
 
 /* A reader's report: 'F', split id (blob), HIGH. */
+static bool report_decode(const uint8_t *ev, size_t len, char *id,
+                          size_t id_size, sl__cdc_pos_t *high) {
+  rcur_t c = {ev, len, 0, false};
+  return cur_u8(&c) == 'F' && cur_str(&c, id, id_size) &&
+         pos_decode(&c, high) && c.off == len;
+}
+
 static int enum_event(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
                       const uint8_t *ev, size_t len, sl_error_t **out_err) {
   menum_t *e = en;
-  rcur_t c = {ev, len, 0, false};
   char id[4200];
   sl__cdc_pos_t high;
-  if (cur_u8(&c) != 'F' || !cur_str(&c, id, sizeof(id)) ||
-      !pos_decode(&c, &high) || c.off != len)
+  if (!report_decode(ev, len, id, sizeof(id), &high))
     return sl_error_set(out_err, SL_ECORRUPT, "mariadb-cdc: a corrupt report "
                         "from reader %u", subtask);
   ech_t *ch = find_chunk(e, id);
@@ -2161,4 +2166,260 @@ void sl__mariadb_cdc_pk(const void *ctx, const uint32_t **out_pk,
   const msrc_t *s = ctx;
   *out_pk = s->tables[0]->pk;
   *out_n = s->tables[0]->n_pk;
+}
+
+/* ------------------------------------------------------------------ */
+/* Fuzzing (tests/fuzz/fuzz_cdc_source_state.c) and its seeds.  The
+ * decoders run against a source of one table `shop`.`t` (id BIGINT
+ * primary key, c BIGINT, v VARCHAR), as a checkpoint of it would hold. */
+
+static msrc_t *fuzz_src(void) {
+  msrc_t *s = sl_calloc(1, sizeof(*s));
+  sl__cdc_table_t *t = sl_calloc(1, sizeof(*t));
+  if (s == NULL || t == NULL) {
+    sl_free(s);
+    sl_free(t);
+    return NULL;
+  }
+  s->tables = sl_calloc(1, sizeof(*s->tables));
+  if (s->tables) s->tables[0] = t;
+  s->n_tables = s->tables ? 1 : 0;
+  snprintf(s->server, sizeof(s->server), "fuzz:0");
+  t->db = sl_strdup("shop");
+  t->name = sl_strdup("t");
+  t->n_cols = 3;
+  t->cols = sl_calloc(3, sizeof(*t->cols));
+  t->pk = sl_calloc(1, sizeof(uint32_t));
+  t->key = sl_calloc(1, sizeof(uint32_t));
+  t->key_kind = sl_calloc(1, 1);
+  sl_field_t f[3] = {{"id", {SL_TYPE_INT64, 0, 0, false}},
+                     {"c", {SL_TYPE_INT64, 0, 0, true}},
+                     {"v", {SL_TYPE_STRING, 0, 0, true}}};
+  bool ok = s->tables && t->db && t->name && t->cols && t->pk && t->key &&
+            t->key_kind &&
+            sl_schema_create(f, 3, &t->schema, NULL) == SL_OK;
+  for (uint32_t i = 0; ok && i < 3; i++) {
+    t->cols[i].name = sl_strdup(f[i].name);
+    t->cols[i].type = f[i].type;
+    ok = t->cols[i].name != NULL;
+  }
+  if (!ok) {
+    src_destroy(s);
+    return NULL;
+  }
+  t->n_pk = t->n_key = 1;
+  t->key_kind[0] = SL_CDC_KEY_INT;
+  return s;
+}
+
+static void fuzz_reader_init(mreader_t *rd, const msrc_t *s) {
+  memset(rd, 0, sizeof(*rd));
+  rd->src = s;
+  pthread_mutex_init(&rd->lock, NULL);
+  pthread_cond_init(&rd->cond, NULL);
+}
+
+/* A split state through a reader and back: the position it writes must
+ * read back to itself. */
+static int fuzz_split(const msrc_t *s, const char *id, const uint8_t *p,
+                      size_t n) {
+  mreader_t *rd = sl_calloc(1, sizeof(*rd));
+  if (rd == NULL) return SL_ENOMEM;
+  fuzz_reader_init(rd, s);
+  sl_split_init_t si = {0, id, p, n};
+  sl_error_t *err = NULL;
+  int rc = add_splits(rd, &si, 1, &err);
+  if (rc != SL_OK && err == NULL && rc != SL_ENOMEM) abort();
+  sl_error_destroy(err);
+  err = NULL;
+  if (rc == SL_OK) {
+    sl_bytes_t a, b;
+    sl_bytes_init(&a);
+    sl_bytes_init(&b);
+    rc = reader_position(rd, 0, &a);
+    if (rc == SL_OK) {
+      mreader_t *r2 = sl_calloc(1, sizeof(*r2));
+      if (r2 == NULL) rc = SL_ENOMEM;
+      else fuzz_reader_init(r2, s);
+      sl_split_init_t s2 = {0, id, a.data, a.len};
+      if (rc == SL_OK && add_splits(r2, &s2, 1, &err) != SL_OK) abort();
+      if (rc == SL_OK && reader_position(r2, 0, &b) != SL_OK) abort();
+      if (rc == SL_OK && (a.len != b.len || memcmp(a.data, b.data, a.len)))
+        abort();
+      if (r2) reader_close(r2);
+    }
+    sl_bytes_close(&a);
+    sl_bytes_close(&b);
+  }
+  reader_close(rd);
+  return rc;
+}
+
+int sl__mariadb_cdc_fuzz_one(const uint8_t *p, size_t n) {
+  if (n == 0) return SL_OK;
+  msrc_t *s = fuzz_src();
+  if (s == NULL) return SL_ENOMEM;
+  int rc = SL_OK;
+  sl_error_t *err = NULL;
+  switch (p[0]) {
+  case 0: { /* the enumerator's state */
+    sl_enum_init_t init = {0};
+    init.parallelism = 2;
+    init.state = p + 1;
+    init.state_len = n - 1;
+    init.restored_checkpoint_id = 7;
+    void *en = NULL;
+    rc = enum_create(s, &init, &en, &err);
+    if (rc != SL_OK && err == NULL && rc != SL_ENOMEM) abort();
+    if (rc == SL_OK) {
+      menum_t *e = en;
+      sl_bytes_t a, b;
+      sl_bytes_init(&a);
+      sl_bytes_init(&b);
+      if (enum_snapshot(e, e->last_snap, &a) != SL_OK) abort();
+      init.state = a.data;
+      init.state_len = a.len;
+      void *en2 = NULL;
+      if (enum_create(s, &init, &en2, &err) != SL_OK) abort();
+      if (enum_snapshot(en2, ((menum_t *)en2)->last_snap, &b) != SL_OK)
+        abort();
+      if (a.len != b.len || memcmp(a.data, b.data, a.len) != 0) abort();
+      enum_close(en2);
+      enum_close(en);
+      sl_bytes_close(&a);
+      sl_bytes_close(&b);
+    }
+    break;
+  }
+  case 1:
+    rc = fuzz_split(s, "shop.t#1", p + 1, n - 1);
+    break;
+  case 2:
+    rc = fuzz_split(s, BINLOG_ID, p + 1, n - 1);
+    break;
+  default: {
+    char id[4200];
+    sl__cdc_pos_t high;
+    rc = report_decode(p + 1, n - 1, id, sizeof(id), &high) ? SL_OK
+                                                            : SL_ECORRUPT;
+    break;
+  }
+  }
+  sl_error_destroy(err);
+  src_destroy(s);
+  return rc;
+}
+
+/* Seeds: valid states of each kind, written through put. */
+int sl__mariadb_cdc_fuzz_seeds(void (*put)(const char *name, const void *p,
+                                           size_t n)) {
+  msrc_t *s = fuzz_src();
+  if (s == NULL) return SL_ENOMEM;
+  /* A chunk list of three chunks: (.., 10) [10, 20) [20, ..). */
+  sl__cdc_chunks_t *cl = NULL;
+  static const uint8_t one[] = {3, 10, 0, 0, 0, 0, 0, 0, 0,
+                                20, 0, 0, 0, 0, 0, 0, 0};
+  rcur_t c = {one, sizeof(one), 0, false};
+  int rc = bounds_decode(&c, s->tables[0], 1, &cl);
+  sl__cdc_pos_t high = {"0-1-5", "binlog.000001", 1234};
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  /* Chunk split states. */
+  if (rc == SL_OK) {
+    put_u8(&b, 1);
+    put_u8(&b, 'U');
+    bounds_encode(cl, &cl->chunks[0], &b);
+    put("chunk-unfinished", b.data, b.len);
+    sl_bytes_clear(&b);
+    put_u8(&b, 1);
+    put_u8(&b, 'F');
+    bounds_encode(cl, &cl->chunks[0], &b);
+    pos_encode(&b, &high);
+    put("chunk-finished", b.data, b.len);
+    sl_bytes_clear(&b);
+    put_u8(&b, 3);
+    put_u8(&b, 'F');
+    put_str(&b, "shop.t#1");
+    pos_encode(&b, &high);
+    put("report", b.data, b.len);
+    sl_bytes_clear(&b);
+  }
+  sl__cdc_chunks_free(cl);
+  /* An enumerator with a planned table: pending, assigned, finished. */
+  menum_t *e = NULL;
+  sl_enum_init_t init = {0};
+  init.parallelism = 2;
+  if (rc == SL_OK) rc = enum_create(s, &init, (void **)&e, NULL);
+  if (rc == SL_OK) {
+    e->t = sl_calloc(1, sizeof(etab_t));
+    sl__cdc_chunks_t *full = sl_calloc(1, sizeof(*full));
+    if (e->t == NULL || full == NULL) rc = SL_ENOMEM;
+    if (rc == SL_OK) {
+      e->t[0].cl = full;
+      full->db = sl_strdup("shop");
+      full->table = sl_strdup("t");
+      full->n_key = 1;
+      full->key_names = sl_calloc(1, sizeof(char *));
+      full->key_kind = sl_calloc(1, 1);
+      full->chunks = sl_calloc(3, sizeof(sl__cdc_chunk_t));
+      e->t[0].ch = sl_calloc(3, sizeof(ech_t));
+      if (!full->db || !full->table || !full->key_names || !full->key_kind ||
+          !full->chunks || !e->t[0].ch ||
+          (full->key_names[0] = sl_strdup("id")) == NULL)
+        rc = SL_ENOMEM;
+    }
+    if (rc == SL_OK) {
+      full->key_kind[0] = SL_CDC_KEY_INT;
+      full->n = 3;
+      int64_t bound[2] = {10, 20};
+      for (uint32_t i = 0; i < 3 && rc == SL_OK; i++) {
+        full->chunks[i].id = i;
+        if (i > 0 && (full->chunks[i].low = sl_calloc(1, sizeof(sl__cdc_kv_t))))
+          full->chunks[i].low->i = bound[i - 1];
+        if (i < 2 &&
+            (full->chunks[i].high = sl_calloc(1, sizeof(sl__cdc_kv_t))))
+          full->chunks[i].high->i = bound[i];
+        if ((i > 0 && !full->chunks[i].low) || (i < 2 && !full->chunks[i].high))
+          rc = SL_ENOMEM;
+      }
+      e->planned = true;
+      e->t[0].ch[1].status = CH_ASSIGNED;
+      e->t[0].ch[1].owner = 1;
+      e->t[0].ch[2].status = CH_FINISHED;
+      e->t[0].ch[2].fin_epoch = 3;
+      if ((e->t[0].ch[2].high = sl_malloc(sizeof(high))) == NULL)
+        rc = SL_ENOMEM;
+      else
+        *e->t[0].ch[2].high = high;
+    }
+    if (rc == SL_OK) {
+      put_u8(&b, 0);
+      rc = enum_snapshot(e, 4, &b);
+      put("enum-planned", b.data, b.len);
+      sl_bytes_clear(&b);
+      /* All finished: the gate's checkpoint and the binlog split. */
+      for (uint32_t i = 0; i < 2 && rc == SL_OK; i++) {
+        e->t[0].ch[i].status = CH_FINISHED;
+        if ((e->t[0].ch[i].high = sl_malloc(sizeof(high))) == NULL)
+          rc = SL_ENOMEM;
+        else
+          *e->t[0].ch[i].high = high;
+      }
+      if (rc == SL_OK) rc = binlog_start_state(e, NULL);
+      if (rc == SL_OK) {
+        put_u8(&b, 0);
+        rc = enum_snapshot(e, 5, &b);
+        put("enum-gate", b.data, b.len);
+        sl_bytes_clear(&b);
+        put_u8(&b, 2);
+        sl_bytes_append(&b, e->binlog_state, e->binlog_len);
+        put("binlog-split", b.data, b.len);
+        sl_bytes_clear(&b);
+      }
+    }
+    enum_close(e);
+  }
+  sl_bytes_close(&b);
+  src_destroy(s);
+  return rc;
 }
