@@ -860,7 +860,8 @@ typedef struct mreader_s {
   pthread_t thread;
   bool has_thread;
   bool stop;
-  rchunk_t *ch;
+  rchunk_t **ch; /* each allocated alone: the I/O thread holds one while
+                    add_splits grows the array */
   uint32_t n_ch, cap_ch;
   /* The binlog split. */
   bool has_binlog;
@@ -964,6 +965,27 @@ static int filter_parse(const msrc_t *s, const uint8_t *p, uint32_t len,
   return SL_OK;
 }
 
+/* The I/O thread's SQL connection: made and dropped under the lock, since
+ * reader_close shuts its socket down to end a blocked read. */
+static int reader_conn(mreader_t *rd, sl_error_t **out_err) {
+  if (rd->c != NULL) return SL_OK;
+  MYSQL *c = NULL;
+  int rc = src_connect(rd->src, &c, out_err);
+  if (rc != SL_OK) return rc;
+  pthread_mutex_lock(&rd->lock);
+  rd->c = c;
+  pthread_mutex_unlock(&rd->lock);
+  return SL_OK;
+}
+
+static void reader_conn_drop(mreader_t *rd) {
+  pthread_mutex_lock(&rd->lock);
+  MYSQL *c = rd->c;
+  rd->c = NULL;
+  pthread_mutex_unlock(&rd->lock);
+  if (c) mysql_close(c);
+}
+
 /* Whether a change of `row` (an image of table t) at gtid passes the
  * filter: its chunk's HIGH is before the transaction. */
 static int filter_pass(mreader_t *rd, ftab_t *f, uint32_t t,
@@ -973,11 +995,9 @@ static int filter_pass(mreader_t *rd, ftab_t *f, uint32_t t,
   if (f == NULL || !f[t].active) return SL_OK;
   if (f[t].m == NULL) {
     /* The checker asks the server for keys in a non-binary collation. */
-    if (rd->c == NULL) {
-      int rc = src_connect(rd->src, &rd->c, out_err);
-      if (rc != SL_OK) return rc;
-    }
-    int rc = sl__cdc_member_open(rd->c, rd->src->server, rd->src->tables[t],
+    int rc = reader_conn(rd, out_err);
+    if (rc != SL_OK) return rc;
+    rc = sl__cdc_member_open(rd->c, rd->src->server, rd->src->tables[t],
                                  f[t].cl, &f[t].m, out_err);
     if (rc != SL_OK) return rc;
   }
@@ -1076,15 +1096,13 @@ static int read_one_chunk(mreader_t *rd, const sl__cdc_chunks_t *cl,
                           rchunk_t *rc_, sl_error_t **out_err) {
   const msrc_t *s = rd->src;
   const sl__cdc_table_t *t = s->tables[rc_->table];
-  if (rd->c == NULL) {
-    int rc = src_connect(s, &rd->c, out_err);
-    if (rc != SL_OK) return rc;
-  }
+  int rc = reader_conn(rd, out_err);
+  if (rc != SL_OK) return rc;
   sl__cdc_pos_t low, high;
   sl__cdc_rows_init(&rc_->rows, t->schema);
   rc_->has_rows = true;
   const sl__cdc_chunk_t *ch = &cl->chunks[0];
-  int rc = SL_INJECT("cdc.snapshot.before_low");
+  rc = SL_INJECT("cdc.snapshot.before_low");
   if (rc != SL_OK)
     return sl_error_set(out_err, rc, "injected failure at "
                         "cdc.snapshot.before_low (chunk %s)", rc_->id);
@@ -1095,8 +1113,7 @@ static int read_one_chunk(mreader_t *rd, const sl__cdc_chunks_t *cl,
                  "(chunk %s)", rc_->id);
   if (rc != SL_OK) {
     /* A failed connection is opened again for the next try. */
-    mysql_close(rd->c);
-    rd->c = NULL;
+    reader_conn_drop(rd);
     return rc;
   }
   int cmp = 0;
@@ -1436,7 +1453,7 @@ static void *io_main(void *arg) {
     rchunk_t *todo = NULL;
     while (!rd->stop) {
       for (uint32_t i = 0; i < rd->n_ch && todo == NULL; i++)
-        if (rd->ch[i].state == RC_TODO) todo = &rd->ch[i];
+        if (rd->ch[i]->state == RC_TODO) todo = rd->ch[i];
       if (todo || (rd->has_binlog && !rd->binlog_started)) break;
       pthread_cond_wait(&rd->cond, &rd->lock);
     }
@@ -1468,10 +1485,7 @@ static void *io_main(void *arg) {
     sl_error_destroy(err);
     if (rd->waker) sl_source_waker_wake(rd->waker);
   }
-  if (rd->c) {
-    mysql_close(rd->c);
-    rd->c = NULL;
-  }
+  reader_conn_drop(rd);
   mysql_thread_end();
   return NULL;
 }
@@ -1574,8 +1588,9 @@ static void reader_close(void *r) {
     pthread_join(rd->thread, NULL);
   }
   for (uint32_t i = 0; i < rd->n_ch; i++) {
-    if (rd->ch[i].has_rows) sl__cdc_rows_close(&rd->ch[i].rows);
-    sl__cdc_chunks_free(rd->ch[i].cl);
+    if (rd->ch[i]->has_rows) sl__cdc_rows_close(&rd->ch[i]->rows);
+    sl__cdc_chunks_free(rd->ch[i]->cl);
+    sl_free(rd->ch[i]);
   }
   sl_free(rd->ch);
   while (rd->q_head) {
@@ -1670,20 +1685,23 @@ static int add_splits(mreader_t *rd, const sl_split_init_t *si, uint32_t n,
                           si[i].id, rc == SL_ENOMEM ? "out of memory"
                           : "a corrupt state");
     }
+    rchunk_t *ch = sl_calloc(1, sizeof(*ch));
     pthread_mutex_lock(&rd->lock);
-    if (rd->n_ch == rd->cap_ch) {
+    if (ch && rd->n_ch == rd->cap_ch) {
       uint32_t cap = rd->cap_ch ? 2 * rd->cap_ch : 8;
-      rchunk_t *a = sl_realloc(rd->ch, cap * sizeof(*a));
-      if (a == NULL) {
-        pthread_mutex_unlock(&rd->lock);
-        sl__cdc_chunks_free(cl);
-        return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+      rchunk_t **a = sl_realloc(rd->ch, cap * sizeof(*a));
+      if (a) {
+        rd->ch = a;
+        rd->cap_ch = cap;
       }
-      rd->ch = a;
-      rd->cap_ch = cap;
     }
-    rchunk_t *ch = &rd->ch[rd->n_ch++];
-    memset(ch, 0, sizeof(*ch));
+    if (ch == NULL || rd->n_ch == rd->cap_ch) {
+      pthread_mutex_unlock(&rd->lock);
+      sl_free(ch);
+      sl__cdc_chunks_free(cl);
+      return sl_error_set(out_err, SL_ENOMEM, "out of memory");
+    }
+    rd->ch[rd->n_ch++] = ch;
     ch->split = si[i].split;
     ch->id = si[i].id;
     ch->table = t;
@@ -1827,21 +1845,29 @@ static int send_report(mreader_t *rd, sl_source_out_t *out, rchunk_t *ch) {
 static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
   mreader_t *rd = r;
   const msrc_t *s = rd->src;
-  /* Finished chunks restored unacknowledged are reported again;
-   * acknowledged ones leave the reader's state. */
+  /* Under the lock (the I/O thread moves chunks from TODO to DONE):
+   * acknowledged chunks leave the reader's state; finished chunks
+   * restored unacknowledged are reported again. */
+  pthread_mutex_lock(&rd->lock);
+  int rc0 = SL_OK;
+  rchunk_t *done = NULL;
+  bool busy = false, held = false;
   for (uint32_t i = 0; i < rd->n_ch; i++) {
-    rchunk_t *ch = &rd->ch[i];
+    rchunk_t *ch = rd->ch[i];
     if (ch->state == RC_ACKING) {
       ch->state = RC_ACKED;
       sl_source_split_finished(out, ch->split);
-      continue;
     }
-    if (ch->state == RC_EMITTED && !ch->reported) {
-      int rc = send_report(rd, out, ch);
-      if (rc != SL_OK) return sl_error_set(out_err, rc, "out of memory");
-    }
+    if (ch->state == RC_EMITTED && !ch->reported && rc0 == SL_OK)
+      rc0 = send_report(rd, out, ch);
+    if (ch->state == RC_DONE && done == NULL) done = ch;
+    busy |= ch->state == RC_TODO || ch->state == RC_READING;
+    held |= ch->state != RC_ACKED;
   }
-  pthread_mutex_lock(&rd->lock);
+  if (rc0 != SL_OK) {
+    pthread_mutex_unlock(&rd->lock);
+    return sl_error_set(out_err, rc0, "out of memory");
+  }
   if (rd->err) {
     sl_error_t *e = rd->err;
     rd->err = NULL;
@@ -1851,9 +1877,6 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
     else sl_error_destroy(e);
     return code ? code : SL_EIO;
   }
-  rchunk_t *done = NULL;
-  for (uint32_t i = 0; i < rd->n_ch && done == NULL; i++)
-    if (rd->ch[i].state == RC_DONE) done = &rd->ch[i];
   batch_t *b = NULL;
   if (done == NULL && rd->q_head) {
     b = rd->q_head;
@@ -1862,9 +1885,6 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
     rd->q_n--;
     pthread_cond_broadcast(&rd->cond);
   }
-  bool busy = false;
-  for (uint32_t i = 0; i < rd->n_ch; i++)
-    busy |= rd->ch[i].state == RC_TODO || rd->ch[i].state == RC_READING;
   pthread_mutex_unlock(&rd->lock);
   if (done) {
     /* The whole chunk in this poll: a barrier never splits it. */
@@ -1904,9 +1924,6 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
   }
   /* Nothing to emit.  Ask for a chunk when idle (not while the binlog
    * split runs: it never ends). */
-  bool held = false;
-  for (uint32_t i = 0; i < rd->n_ch; i++)
-    held |= rd->ch[i].state != RC_ACKED;
   if (!busy && !rd->has_binlog && !rd->asked && !rd->is_all_assigned) {
     rd->asked = true;
     sl_source_request_split(out);
@@ -1931,9 +1948,11 @@ static int reader_event(void *r, const uint8_t *ev, size_t len,
                         "from the enumerator");
   /* The acknowledgement lands in the next poll's sl_source_split_finished
    * (it needs the source output); mark it here. */
+  pthread_mutex_lock(&rd->lock);
   for (uint32_t i = 0; i < rd->n_ch; i++)
-    if (rd->ch[i].state == RC_EMITTED && strcmp(rd->ch[i].id, id) == 0)
-      rd->ch[i].state = RC_ACKING;
+    if (rd->ch[i]->state == RC_EMITTED && strcmp(rd->ch[i]->id, id) == 0)
+      rd->ch[i]->state = RC_ACKING;
+  pthread_mutex_unlock(&rd->lock);
   if (rd->waker) sl_source_waker_wake(rd->waker);
   return SL_OK;
 }
@@ -1958,7 +1977,7 @@ static int reader_position(void *r, uint32_t split, sl_bytes_t *out) {
     return rc;
   }
   for (uint32_t i = 0; i < rd->n_ch; i++) {
-    rchunk_t *ch = &rd->ch[i];
+    rchunk_t *ch = rd->ch[i];
     if (ch->split != split) continue;
     pthread_mutex_lock(&rd->lock);
     bool fin = ch->state >= RC_EMITTED;
