@@ -577,3 +577,26 @@ SL_TEST(snapshot_only_ends) {
  * (utf8mb4_general_ci: chunk membership is asked of the server); the
  * updates of v move rows between chunks. */
 SL_TEST(dml_at_each_phase_string_chunk_key) { dml_phase("v"); }
+
+/* A schema change of a captured table in the binlog phase stops the job
+ * (no restart: it would meet the statement again) with a message that
+ * names the table and the statement; what was committed stays. */
+SL_TEST(ddl_stops_the_job) {
+  fx_t f;
+  fx_open(&f, 50);
+  jopt_t jo = {1, 40, NULL, 0, false, false};
+  fx_start(&f, &jo);
+  wait_binlog_phase(&f);
+  wait_equal(&f);
+  my_ok(f.m, "ALTER TABLE shop.t ADD COLUMN extra INT");
+  sl_error_t *err = NULL;
+  SL_ASSERT_NE_INT(sl_job_wait(f.job, &err), SL_OK);
+  SL_ASSERT_TRUE(err != NULL);
+  const char *m = sl_error_message(err);
+  if (strstr(m, "`shop`.`t`") == NULL ||
+      strstr(m, "ALTER TABLE shop.t ADD COLUMN extra INT") == NULL)
+    SL_TEST_FAIL("unexpected message: %s", m);
+  sl_error_destroy(err);
+  SL_ASSERT_EQ_INT(sl_job_restarts(f.job), 0);
+  fx_close(&f);
+}

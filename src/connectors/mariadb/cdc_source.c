@@ -1479,6 +1479,10 @@ static void *io_main(void *arg) {
     }
     if (rc != SL_OK) {
       if (err == NULL) sl_error_set(&err, rc, "%s", sl_strerror(rc));
+      /* A schema change, an event or a state sluice cannot read: a restart
+       * would meet it again. */
+      if (err && (rc == SL_ENOTSUP || rc == SL_ECORRUPT))
+        sl_error_set_fatal(err, true);
       set_err(rd, err);
       break;
     }
