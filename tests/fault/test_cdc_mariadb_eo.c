@@ -600,3 +600,53 @@ SL_TEST(ddl_stops_the_job) {
   SL_ASSERT_EQ_INT(sl_job_restarts(f.job), 0);
   fx_close(&f);
 }
+
+/* Bad input at the source's creation, each with its message: a table
+ * without a primary key (even with a declared chunk key), a column type
+ * sluice does not map, a pattern that matches nothing, an unreachable
+ * server. */
+static void create_fails(int port, const char *table, const char *chunk_key,
+                         const char *want_fmt) {
+  sl_mariadb_cdc_config_t c;
+  sl_mariadb_cdc_config_init(&c);
+  c.port = port;
+  c.user = "root";
+  c.tables = &table;
+  c.n_tables = 1;
+  c.chunk_key = chunk_key;
+  c.connect_timeout_ms = 2000;
+  const sl_source_vt_t *vt;
+  void *ctx = NULL;
+  sl_schema_t *schema = NULL;
+  sl_error_t *err = NULL;
+  int rc = sl_mariadb_cdc_source_create(&c, &vt, &ctx, &schema, NULL, &err);
+  SL_ASSERT_NE_INT(rc, SL_OK);
+  SL_ASSERT_TRUE(err != NULL);
+  char want[1024];
+  snprintf(want, sizeof(want), want_fmt, port);
+  const char *m = sl_error_message(err);
+  if (strncmp(m, want, strlen(want)) != 0)
+    SL_TEST_FAIL("message\n  '%s'\ndoes not start with\n  '%s'", m, want);
+  sl_error_destroy(err);
+}
+
+SL_TEST(bad_input_messages) {
+  fx_t f;
+  fx_open(&f, 0);
+  my_ok(f.m, "CREATE TABLE shop.nokey (a INT, b INT, KEY (a))");
+  my_ok(f.m, "CREATE TABLE shop.odd (id INT PRIMARY KEY, u UUID)");
+  int port = sl_server_port(f.srv);
+  create_fails(port, "shop.nokey", "a",
+               "mariadb-cdc: table `shop`.`nokey` at 127.0.0.1:%d has no "
+               "primary key; change data capture needs one");
+  create_fails(port, "shop.odd", NULL,
+               "mariadb-cdc: column `u` of `shop`.`odd` at 127.0.0.1:%d: "
+               "type uuid is not supported by mariadb-cdc");
+  create_fails(port, "shop.nothing*", NULL,
+               "mariadb-cdc: table pattern 'shop.nothing*' matches no base "
+               "table at 127.0.0.1:%d");
+  fx_close(&f);
+  /* The server is gone now: its port refuses connections. */
+  create_fails(port, "shop.t", NULL,
+               "mariadb-cdc: cannot connect to 127.0.0.1:%d: ");
+}

@@ -301,9 +301,9 @@ SL_TEST(check_keys) {
                                   &err);
   expect_msg(&f, rc, SL_EINVAL, err,
              "mariadb-cdc: table `shop`.`nokey` at %S has no primary key; "
-             "the chunked snapshot needs one, or a declared chunk key "
-             "(chunk-key: <column>, unique and never updated for "
-             "exactly-once)");
+             "change data capture needs one (each chunk's binlog window is "
+             "merged, and updates are applied, by primary key; a declared "
+             "chunk_key only chooses how the snapshot is cut)");
   err = NULL;
   /* A declared chunk key makes it acceptable. */
   SL_ASSERT_OK_E(sl__cdc_table_describe(f.m, f.server, "shop", "nokey", "a",

@@ -2163,11 +2163,11 @@ int sl_mariadb_cdc_source_create(const sl_mariadb_cdc_config_t *cfg,
   for (uint32_t i = 0; rc == SL_OK && i < s->n_tables; i++)
     if (s->tables[i]->n_pk == 0)
       rc = sl_error_set(out_err, SL_EINVAL, "mariadb-cdc: table `%s`.`%s` at "
-                        "%s has no primary key; the source merges each "
-                        "chunk's binlog window and applies updates by "
-                        "primary key (a declared chunk-key does not replace "
-                        "it)", s->tables[i]->db, s->tables[i]->name,
-                        s->server);
+                        "%s has no primary key; change data capture needs "
+                        "one (each chunk's binlog window is merged, and "
+                        "updates are applied, by primary key; a declared "
+                        "chunk_key only chooses how the snapshot is cut)",
+                        s->tables[i]->db, s->tables[i]->name, s->server);
   if (rc == SL_OK && s->chunk_key) {
     const sl__cdc_table_t *t = s->tables[0];
     s->versioned = !(t->n_pk == 1 && t->n_key == 1 && t->pk[0] == t->key[0]);

@@ -406,9 +406,10 @@ int sl__cdc_table_describe(MYSQL *c, const char *server, const char *db,
   } else {
     rc = sl_error_set(out_err, SL_EINVAL,
                       "mariadb-cdc: table `%s`.`%s` at %s has no primary "
-                      "key; the chunked snapshot needs one, or a declared "
-                      "chunk key (chunk-key: <column>, unique and never "
-                      "updated for exactly-once)",
+                      "key; change data capture needs one (each chunk's "
+                      "binlog window is merged, and updates are applied, by "
+                      "primary key; a declared chunk_key only chooses how "
+                      "the snapshot is cut)",
                       db, table, server);
     goto fail;
   }
