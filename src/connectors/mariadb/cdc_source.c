@@ -247,6 +247,7 @@ typedef struct menum_s {
   msrc_t *src;
   uint32_t par;
   bool planned;
+  bool binlog_only; /* startup latest or gtid: no chunks */
   etab_t *t; /* src->n_tables */
   uint64_t last_snap;
   uint64_t all_ckpt;
@@ -264,7 +265,7 @@ static void etabs_free(menum_t *e) {
   if (e->t == NULL) return;
   for (uint32_t t = 0; t < e->src->n_tables; t++) {
     etab_t *et = &e->t[t];
-    if (et->cl)
+    if (et->cl && et->ch)
       for (uint32_t i = 0; i < et->cl->n; i++) sl_free(et->ch[i].high);
     sl_free(et->ch);
     sl__cdc_chunks_free(et->cl);
@@ -305,10 +306,12 @@ static int enum_snapshot(void *en, uint64_t id, sl_bytes_t *out) {
   if (!e->gate_open && e->all_ckpt == 0 && all_finished(e)) e->all_ckpt = id;
   int rc = sl_bytes_append(out, "SLCE", 4);
   if (rc == SL_OK) rc = put_u8(out, STATE_VERSION);
-  if (rc == SL_OK) rc = put_u8(out, e->planned);
-  if (rc == SL_OK) rc = put_u32(out, e->planned ? e->src->n_tables : 0);
-  for (uint32_t t = 0; e->planned && rc == SL_OK && t < e->src->n_tables;
-       t++) {
+  /* planned: 0 not yet, 1 chunk lists follow, 2 no snapshot (binlog
+   * only: no lists). */
+  bool lists = e->planned && !e->binlog_only;
+  if (rc == SL_OK) rc = put_u8(out, e->binlog_only ? 2 : e->planned);
+  if (rc == SL_OK) rc = put_u32(out, lists ? e->src->n_tables : 0);
+  for (uint32_t t = 0; lists && rc == SL_OK && t < e->src->n_tables; t++) {
     sl_bytes_t cb;
     sl_bytes_init(&cb);
     rc = sl__cdc_chunks_encode(e->t[t].cl, &cb);
@@ -329,6 +332,8 @@ static int enum_snapshot(void *en, uint64_t id, sl_bytes_t *out) {
   return rc;
 }
 
+static int empty_lists(menum_t *e);
+
 static int enum_decode(menum_t *e, const uint8_t *p, size_t len,
                        sl_error_t **out_err) {
   rcur_t c = {p, len, 0, false};
@@ -336,23 +341,43 @@ static int enum_decode(menum_t *e, const uint8_t *p, size_t len,
   if (magic == NULL || memcmp(magic, "SLCE", 4) != 0 ||
       cur_u8(&c) != STATE_VERSION)
     goto corrupt;
-  e->planned = cur_u8(&c) != 0;
+  uint8_t planned = cur_u8(&c);
   uint32_t nt = cur_u32(&c);
-  if (c.bad || (e->planned && nt != e->src->n_tables) ||
-      (!e->planned && nt != 0))
+  if (c.bad || planned > 2) goto corrupt;
+  if ((planned == 1 && nt != e->src->n_tables) || (planned != 1 && nt != 0))
     goto changed;
-  if (e->planned) {
+  if (planned == 2 && empty_lists(e) != SL_OK) goto nomem;
+  e->planned = planned != 0;
+  if (planned == 1) {
     if ((e->t = sl_calloc(nt, sizeof(etab_t))) == NULL) goto nomem;
     for (uint32_t t = 0; t < nt; t++) {
       uint32_t bl;
       const uint8_t *b = cur_blob(&c, &bl);
       if (b == NULL) goto corrupt;
       int rc = sl__cdc_chunks_decode(b, bl, &e->t[t].cl, out_err);
+      if (rc == SL_ENOMEM && (out_err == NULL || *out_err == NULL)) goto nomem;
       if (rc != SL_OK) return rc;
       const sl__cdc_table_t *tb = e->src->tables[t];
       if (strcmp(e->t[t].cl->db, tb->db) != 0 ||
           strcmp(e->t[t].cl->table, tb->name) != 0)
-        goto changed;
+        return sl_error_set(out_err, SL_EINVAL, "mariadb-cdc: the checkpoint "
+                            "captured `%s`.`%s` where the pipeline now "
+                            "captures `%s`.`%s`; a changed table list needs "
+                            "a new snapshot: start the job without --resume",
+                            e->t[t].cl->db, e->t[t].cl->table, tb->db,
+                            tb->name);
+      /* The chunk key must be the one the lists were cut by. */
+      bool same_key = e->t[t].cl->n_key == tb->n_key;
+      for (uint32_t k = 0; same_key && k < tb->n_key; k++)
+        same_key = e->t[t].cl->key_kind[k] == tb->key_kind[k] &&
+                   strcmp(e->t[t].cl->key_names[k],
+                          tb->cols[tb->key[k]].name) == 0;
+      if (!same_key)
+        return sl_error_set(out_err, SL_EINVAL, "mariadb-cdc: the checkpoint's "
+                            "chunks of `%s`.`%s` are cut by another chunk key "
+                            "than the table has now (chunk_key or the primary "
+                            "key changed); a new snapshot is needed: start "
+                            "the job without --resume", tb->db, tb->name);
       if ((e->t[t].ch = sl_calloc(e->t[t].cl->n + 1, sizeof(ech_t))) == NULL)
         goto nomem;
       for (uint32_t i = 0; i < e->t[t].cl->n; i++) {
@@ -423,10 +448,28 @@ static int enum_create(void *ctx, const sl_enum_init_t *init, void **out,
     }
     /* The checkpoint restored is at least the first one that held every
      * chunk finished: it completed, so the gate is open now. */
-    if (e->all_ckpt && init->restored_checkpoint_id >= e->all_ckpt)
+    if (e->all_ckpt && init->restored_checkpoint_id >= e->all_ckpt &&
+        all_finished(e))
       e->gate_open = true;
   }
   *out = e;
+  return SL_OK;
+}
+
+/* No snapshot (startup latest or gtid): an empty chunk list per table
+ * stands for "nothing to read"; the gate is open. */
+static int empty_lists(menum_t *e) {
+  const msrc_t *s = e->src;
+  if ((e->t = sl_calloc(s->n_tables + 1, sizeof(etab_t))) == NULL)
+    return SL_ENOMEM;
+  for (uint32_t t = 0; t < s->n_tables; t++) {
+    e->t[t].cl = sl_calloc(1, sizeof(sl__cdc_chunks_t));
+    if (e->t[t].cl == NULL ||
+        (e->t[t].cl->db = sl_strdup(s->tables[t]->db)) == NULL ||
+        (e->t[t].cl->table = sl_strdup(s->tables[t]->name)) == NULL)
+      return SL_ENOMEM;
+  }
+  e->planned = e->binlog_only = e->gate_open = true;
   return SL_OK;
 }
 
@@ -484,18 +527,8 @@ static int enum_plan(menum_t *e, sl_error_t **out_err) {
     }
     e->binlog_state = b.data;
     e->binlog_len = b.len;
-    e->t = sl_calloc(s->n_tables + 1, sizeof(etab_t));
-    if (e->t == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
-    for (uint32_t t = 0; t < s->n_tables; t++) {
-      /* No snapshot: an empty chunk list stands for "nothing to read". */
-      e->t[t].cl = sl_calloc(1, sizeof(sl__cdc_chunks_t));
-      if (e->t[t].cl == NULL ||
-          (e->t[t].cl->db = sl_strdup(s->tables[t]->db)) == NULL ||
-          (e->t[t].cl->table = sl_strdup(s->tables[t]->name)) == NULL)
-        return sl_error_set(out_err, SL_ENOMEM, "out of memory");
-    }
-    e->planned = true;
-    e->gate_open = true;
+    if (empty_lists(e) != SL_OK)
+      return sl_error_set(out_err, SL_ENOMEM, "out of memory");
     return SL_OK;
   }
   if (e->c == NULL) {
@@ -542,6 +575,21 @@ static int binlog_start_state(menum_t *e, sl_error_t **out_err) {
     sl_bytes_close(&cb);
     for (uint32_t i = 0; rc == SL_OK && i < et->cl->n; i++) {
       const sl__cdc_pos_t *h = et->ch[i].high;
+      if (et->ch[i].status != CH_FINISHED || h == NULL) {
+        rc = sl_error_set(out_err, SL_ESTATE, "mariadb-cdc: the binlog phase "
+                          "would start while chunk %s.%s#%u is unfinished",
+                          et->cl->db, et->cl->table, i);
+        break;
+      }
+      /* The earliest file and offset, for a server without GTIDs. */
+      if (!first && (strlen(h->file) < strlen(bp.file) ||
+                     (strlen(h->file) == strlen(bp.file) &&
+                      (strcmp(h->file, bp.file) < 0 ||
+                       (strcmp(h->file, bp.file) == 0 &&
+                        h->offset < bp.offset))))) {
+        snprintf(bp.file, sizeof(bp.file), "%s", h->file);
+        bp.offset = h->offset;
+      }
       rc = put_str(&filt, h->gtid);
       sl_binlog_gtid_state_t st;
       if (rc == SL_OK) rc = gtid_parse(h->gtid, &st, out_err);
@@ -761,8 +809,14 @@ static int enum_back(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
       *ch->high = high;
       ch->status = CH_FINISHED;
       ch->fin_epoch = e->last_snap + 1;
-    } else {
+    } else if (sp[i].state_len >= 1 && sp[i].state[0] == 'U') {
       ch->status = CH_PENDING;
+      /* Not finished any more: the checkpoint that held every chunk
+       * finished no longer opens the gate. */
+      if (!e->gate_open) e->all_ckpt = 0;
+    } else {
+      return sl_error_set(out_err, SL_ECORRUPT, "mariadb-cdc: split '%s' "
+                          "came back with a corrupt state", sp[i].id);
     }
   }
   return enum_serve(e, ec, out_err);
@@ -790,7 +844,8 @@ static int enum_reset_reader(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
 
 static void enum_complete(void *en, uint64_t checkpoint_id) {
   menum_t *e = en;
-  if (e->all_ckpt && checkpoint_id >= e->all_ckpt) e->gate_open = true;
+  if (e->all_ckpt && checkpoint_id >= e->all_ckpt && all_finished(e))
+    e->gate_open = true;
 }
 
 static const sl_enum_vt_t cdc_enum_vt = {
@@ -961,8 +1016,30 @@ static int filter_parse(const msrc_t *s, const uint8_t *p, uint32_t len,
     }
     f[t].active = !(pure && pure[t]);
   }
+  if (c.off != c.len) {
+    ftabs_free(f, nt);
+    return sl_error_set(out_err, SL_ECORRUPT, "mariadb-cdc: the binlog "
+                        "split's filter has %zu bytes after its end",
+                        c.len - c.off);
+  }
   *out = f;
   return SL_OK;
+}
+
+/* The stream reader_close interrupts (a backfill's or the binlog's). */
+static void set_stream(mreader_t *rd, sl__cdc_stream_t *st) {
+  pthread_mutex_lock(&rd->lock);
+  rd->stream = st;
+  bool stop = rd->stop;
+  pthread_mutex_unlock(&rd->lock);
+  if (stop && st) sl__cdc_stream_interrupt(st);
+}
+
+static bool reader_stopping(mreader_t *rd) {
+  pthread_mutex_lock(&rd->lock);
+  bool stop = rd->stop;
+  pthread_mutex_unlock(&rd->lock);
+  return stop;
 }
 
 /* The I/O thread's SQL connection: made and dropped under the lock, since
@@ -1144,19 +1221,49 @@ static int read_one_chunk(mreader_t *rd, const sl__cdc_chunks_t *cl,
     so.connect_timeout_ms = s->connect_timeout_ms;
     sl__cdc_stream_t *st = NULL;
     rc = sl__cdc_stream_open(&so, &st, out_err);
+    set_stream(rd, st);
     sl__cdc_rows_t keep; /* copies of the window's images */
     sl__cdc_rows_init(&keep, t->schema);
     sl__cdc_change_t *chg = NULL;
     uint32_t n_chg = 0, cap = 0;
     uint32_t *bi = NULL, *ai = NULL; /* image indexes in keep (+1; 0 none) */
+    /* Read until the stream has passed HIGH (every domain of HIGH at or
+     * beyond its sequence): the end of the binlog as the dump sees it may
+     * still be before HIGH, so an early end is read again from where it
+     * stopped, for at most 30 s. */
+    int64_t deadline = sl__clock_monotonic_ns() + 30 * 1000000000LL;
     while (rc == SL_OK) {
       sl__cdc_ev_t ev;
       rc = sl__cdc_stream_next(st, &ev, out_err);
       if (rc == SL_ENOTFOUND) {
-        rc = SL_OK;
-        break;
+        sl_binlog_pos_t at;
+        sl__cdc_stream_pos(st, &at);
+        if (hs.n == 0 || gtid_covers(&at.gtid, &hs)) {
+          rc = SL_OK;
+          break;
+        }
+        if (sl__clock_monotonic_ns() > deadline || reader_stopping(rd)) {
+          rc = sl_error_set(out_err, SL_EIO, "the binlog at %s did not reach "
+                            "the chunk's HIGH (%s) within 30 s", s->server,
+                            high.gtid);
+          break;
+        }
+        set_stream(rd, NULL);
+        sl__cdc_stream_close(st);
+        st = NULL;
+        bp = at;
+        rc = sl__cdc_stream_open(&so, &st, out_err);
+        set_stream(rd, st);
+        continue;
       }
-      if (rc != SL_OK || ev.kind != SL_CDC_EV_ROW) continue;
+      if (rc != SL_OK) break;
+      if (ev.kind == SL_CDC_EV_TXN_END && hs.n > 0) {
+        sl_binlog_pos_t at;
+        sl__cdc_stream_pos(st, &at);
+        if (gtid_covers(&at.gtid, &hs)) break; /* past HIGH */
+        continue;
+      }
+      if (ev.kind != SL_CDC_EV_ROW) continue;
       if (ev.gtid.seq > gtid_seq(&hs, ev.gtid.domain)) continue; /* after */
       if (n_chg == cap) {
         cap = cap ? 2 * cap : 64;
@@ -1180,9 +1287,14 @@ static int read_one_chunk(mreader_t *rd, const sl__cdc_chunks_t *cl,
         rc = sl__cdc_rows_add(&keep, ev.after);
         ai[n_chg] = keep.n;
       }
+      if (rc != SL_OK) {
+        rc = sl_error_set(out_err, rc, "out of memory");
+        break;
+      }
       chg[n_chg].kind = ev.row_kind;
       n_chg++;
     }
+    set_stream(rd, NULL);
     sl__cdc_stream_close(st);
     if (rc == SL_OK && n_chg) {
       sl_row_t *imgs = sl_calloc(keep.n + 1, sizeof(sl_row_t));
