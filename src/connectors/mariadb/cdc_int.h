@@ -390,7 +390,9 @@ static inline void sl__cdc_rows_get(const sl__cdc_rows_t *r, uint32_t i,
  * SNAPSHOT, and LOW is that snapshot's binlog position
  * (Binlog_snapshot_file / Binlog_snapshot_position) with its GTID
  * position (BINLOG_GTID_POS of that file and offset).  HIGH is the
- * current position after the SELECT (see docs/cdc-mariadb.md, "Chunks").
+ * current position after the SELECT: its GTID position, then its file
+ * and offset, so the offset covers the GTIDs (docs/cdc-mariadb.md,
+ * "Chunks").
  * The connection's session is set to time_zone '+00:00' and utf8mb4.
  * Rows go to *out (initialised by the caller with t->schema); on error
  * *out may hold some of them and *out_low may be written (the caller
@@ -401,6 +403,18 @@ int sl__cdc_read_chunk(MYSQL *c, const char *server, const sl__cdc_table_t *t,
                        const sl__cdc_chunks_t *cl, const sl__cdc_chunk_t *ch,
                        sl__cdc_pos_t *out_low, sl__cdc_pos_t *out_high,
                        sl__cdc_rows_t *out, sl_error_t **out_err);
+
+/* sl__cdc_read_chunk with flags.  SL_CDC_READ_NO_LOW_GTID: LOW is the
+ * snapshot's file and offset only, without its GTID position
+ * (BINLOG_GTID_POS reads the binlog file from its start, which costs more
+ * than the chunk on a large file); the source backfills from the file and
+ * offset. */
+#define SL_CDC_READ_NO_LOW_GTID 1u
+int sl__cdc_read_chunk_ex(MYSQL *c, const char *server,
+                          const sl__cdc_table_t *t, const sl__cdc_chunks_t *cl,
+                          const sl__cdc_chunk_t *ch, unsigned flags,
+                          sl__cdc_pos_t *out_low, sl__cdc_pos_t *out_high,
+                          sl__cdc_rows_t *out, sl_error_t **out_err);
 
 /*
  * The backfill seam: one change decoded from the binlog between LOW and

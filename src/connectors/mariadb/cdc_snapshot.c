@@ -28,6 +28,15 @@ static int fail_q(MYSQL *c, const char *server, const char *what,
 int sl__cdc_pos_current(MYSQL *c, const char *server, sl__cdc_pos_t *out,
                         sl_error_t **out_err) {
   memset(out, 0, sizeof(*out));
+  /* The GTID position first, then the file and offset: the offset is then
+   * at or after the end of the last transaction the GTID position names
+   * (a backfill reads up to the offset and keeps what the GTIDs allow). */
+  bool found;
+  unsigned e;
+  if (sl__mariadb_query_text(c, "SELECT @@gtid_binlog_pos", out->gtid,
+                             sizeof(out->gtid), &found, &e) != SL_OK)
+    return fail_q(c, server, "SELECT @@gtid_binlog_pos", out_err);
+  if (!found) out->gtid[0] = '\0';
   if (mysql_query(c, "SHOW MASTER STATUS") != 0)
     return fail_q(c, server, "SHOW MASTER STATUS", out_err);
   MYSQL_RES *r = mysql_store_result(c);
@@ -42,12 +51,6 @@ int sl__cdc_pos_current(MYSQL *c, const char *server, sl__cdc_pos_t *out,
   snprintf(out->file, sizeof(out->file), "%s", row[0]);
   out->offset = strtoull(row[1], NULL, 10);
   mysql_free_result(r);
-  bool found;
-  unsigned e;
-  if (sl__mariadb_query_text(c, "SELECT @@gtid_binlog_pos", out->gtid,
-                             sizeof(out->gtid), &found, &e) != SL_OK)
-    return fail_q(c, server, "SELECT @@gtid_binlog_pos", out_err);
-  if (!found) out->gtid[0] = '\0';
   return SL_OK;
 }
 
@@ -188,7 +191,7 @@ static int run(MYSQL *c, const char *server, const char *sql,
 
 /* The binlog position of the transaction's consistent snapshot. */
 static int snapshot_low(MYSQL *c, const char *server, sl__cdc_pos_t *low,
-                        sl_error_t **out_err) {
+                        bool want_gtid, sl_error_t **out_err) {
   memset(low, 0, sizeof(*low));
   const char *q = "SHOW SESSION STATUS LIKE 'binlog_snapshot_%'";
   if (mysql_query(c, q) != 0) return fail_q(c, server, q, out_err);
@@ -212,6 +215,7 @@ static int snapshot_low(MYSQL *c, const char *server, sl__cdc_pos_t *low,
                         "Binlog_snapshot_file/Binlog_snapshot_position for "
                         "a consistent snapshot (MariaDB with log_bin is "
                         "needed)", server);
+  if (!want_gtid) return SL_OK;
   sl_bytes_t sql;
   sl_bytes_init(&sql);
   int rc = sl_bytes_append_str(&sql, "SELECT BINLOG_GTID_POS(");
@@ -301,6 +305,15 @@ int sl__cdc_read_chunk(MYSQL *c, const char *server, const sl__cdc_table_t *t,
                        const sl__cdc_chunks_t *cl, const sl__cdc_chunk_t *ch,
                        sl__cdc_pos_t *out_low, sl__cdc_pos_t *out_high,
                        sl__cdc_rows_t *out, sl_error_t **out_err) {
+  return sl__cdc_read_chunk_ex(c, server, t, cl, ch, 0, out_low, out_high,
+                               out, out_err);
+}
+
+int sl__cdc_read_chunk_ex(MYSQL *c, const char *server,
+                          const sl__cdc_table_t *t, const sl__cdc_chunks_t *cl,
+                          const sl__cdc_chunk_t *ch, unsigned flags,
+                          sl__cdc_pos_t *out_low, sl__cdc_pos_t *out_high,
+                          sl__cdc_rows_t *out, sl_error_t **out_err) {
   int rc = sl__cdc_session_setup(c, server, out_err);
   if (rc == SL_OK)
     rc = run(c, server,
@@ -312,7 +325,8 @@ int sl__cdc_read_chunk(MYSQL *c, const char *server, const sl__cdc_table_t *t,
   if (rc != SL_OK) return rc;
   sl_bytes_t sql;
   sl_bytes_init(&sql);
-  rc = snapshot_low(c, server, out_low, out_err);
+  rc = snapshot_low(c, server, out_low,
+                    (flags & SL_CDC_READ_NO_LOW_GTID) == 0, out_err);
   if (rc == SL_OK) rc = SL_INJECT("cdc.snapshot.after_low");
   if (rc == SL_OK) rc = chunk_select(t, cl, ch, &sql);
   if (rc == SL_OK) rc = read_rows(c, server, t, &sql, out, out_err);

@@ -214,6 +214,17 @@ static bool gtid_covers(const sl_binlog_gtid_state_t *a,
 static int bounds_encode(const sl__cdc_chunks_t *cl, const sl__cdc_chunk_t *ch,
                          sl_bytes_t *b);
 
+/* Order of two binlog file/offset positions of one server (the files
+ * are named <base>.<number>, the number zero-padded and growing). */
+static int filepos_cmp(const char *fa, uint64_t oa, const char *fb,
+                       uint64_t ob) {
+  size_t la = strlen(fa), lb = strlen(fb);
+  if (la != lb) return la < lb ? -1 : 1;
+  int c = strcmp(fa, fb);
+  if (c != 0) return c < 0 ? -1 : 1;
+  return oa < ob ? -1 : oa > ob;
+}
+
 /* ------------------------------------------------------------------ */
 /* Connections */
 
@@ -582,11 +593,8 @@ static int binlog_start_state(menum_t *e, sl_error_t **out_err) {
         break;
       }
       /* The earliest file and offset, for a server without GTIDs. */
-      if (!first && (strlen(h->file) < strlen(bp.file) ||
-                     (strlen(h->file) == strlen(bp.file) &&
-                      (strcmp(h->file, bp.file) < 0 ||
-                       (strcmp(h->file, bp.file) == 0 &&
-                        h->offset < bp.offset))))) {
+      if (!first &&
+          filepos_cmp(h->file, h->offset, bp.file, bp.offset) < 0) {
         snprintf(bp.file, sizeof(bp.file), "%s", h->file);
         bp.offset = h->offset;
       }
@@ -1183,8 +1191,9 @@ static int read_one_chunk(mreader_t *rd, const sl__cdc_chunks_t *cl,
   if (rc != SL_OK)
     return sl_error_set(out_err, rc, "injected failure at "
                         "cdc.snapshot.before_low (chunk %s)", rc_->id);
-  rc = sl__cdc_read_chunk(rd->c, s->server, t, cl, ch, &low, &high,
-                          &rc_->rows, out_err);
+  rc = sl__cdc_read_chunk_ex(rd->c, s->server, t, cl, ch,
+                             SL_CDC_READ_NO_LOW_GTID, &low, &high, &rc_->rows,
+                             out_err);
   if (rc == SL_OK && (rc = SL_INJECT("cdc.snapshot.after_high")) != SL_OK)
     sl_error_set(out_err, rc, "injected failure at cdc.snapshot.after_high "
                  "(chunk %s)", rc_->id);
@@ -1197,12 +1206,13 @@ static int read_one_chunk(mreader_t *rd, const sl__cdc_chunks_t *cl,
   rc = sl__cdc_pos_cmp(&low, &high, &cmp, out_err);
   if (rc != SL_OK) return rc;
   if (cmp < 0) {
-    /* The backfill: the binlog after LOW, to HIGH, for this table. */
+    /* The backfill: the binlog from LOW's file and offset (the consistent
+     * snapshot's exact point) to HIGH's, for this table; rows of
+     * transactions beyond HIGH's GTID position are left out. */
     sl_binlog_pos_t bp;
     memset(&bp, 0, sizeof(bp));
     sl_binlog_gtid_state_t hs;
-    rc = gtid_parse(low.gtid, &bp.gtid, out_err);
-    if (rc == SL_OK) rc = gtid_parse(high.gtid, &hs, out_err);
+    rc = gtid_parse(high.gtid, &hs, out_err);
     if (rc != SL_OK) return rc;
     snprintf(bp.file, sizeof(bp.file), "%s", low.file);
     bp.offset = low.offset;
@@ -1227,10 +1237,9 @@ static int read_one_chunk(mreader_t *rd, const sl__cdc_chunks_t *cl,
     sl__cdc_change_t *chg = NULL;
     uint32_t n_chg = 0, cap = 0;
     uint32_t *bi = NULL, *ai = NULL; /* image indexes in keep (+1; 0 none) */
-    /* Read until the stream has passed HIGH (every domain of HIGH at or
-     * beyond its sequence): the end of the binlog as the dump sees it may
-     * still be before HIGH, so an early end is read again from where it
-     * stopped, for at most 30 s. */
+    /* Read until the stream has reached HIGH's file and offset: the end of
+     * the binlog as the dump sees it may still be before it, so an early
+     * end is read again from where it stopped, for at most 30 s. */
     int64_t deadline = sl__clock_monotonic_ns() + 30 * 1000000000LL;
     while (rc == SL_OK) {
       sl__cdc_ev_t ev;
@@ -1238,14 +1247,16 @@ static int read_one_chunk(mreader_t *rd, const sl__cdc_chunks_t *cl,
       if (rc == SL_ENOTFOUND) {
         sl_binlog_pos_t at;
         sl__cdc_stream_pos(st, &at);
-        if (hs.n == 0 || gtid_covers(&at.gtid, &hs)) {
+        if (filepos_cmp(at.file, at.offset, high.file, high.offset) >= 0) {
           rc = SL_OK;
           break;
         }
         if (sl__clock_monotonic_ns() > deadline || reader_stopping(rd)) {
           rc = sl_error_set(out_err, SL_EIO, "the binlog at %s did not reach "
-                            "the chunk's HIGH (%s) within 30 s", s->server,
-                            high.gtid);
+                            "the chunk's HIGH (%s:%llu) within 30 s (at "
+                            "%s:%llu)", s->server, high.file,
+                            (unsigned long long)high.offset, at.file,
+                            (unsigned long long)at.offset);
           break;
         }
         set_stream(rd, NULL);
@@ -1257,10 +1268,11 @@ static int read_one_chunk(mreader_t *rd, const sl__cdc_chunks_t *cl,
         continue;
       }
       if (rc != SL_OK) break;
-      if (ev.kind == SL_CDC_EV_TXN_END && hs.n > 0) {
+      if (ev.kind == SL_CDC_EV_TXN_END) {
         sl_binlog_pos_t at;
         sl__cdc_stream_pos(st, &at);
-        if (gtid_covers(&at.gtid, &hs)) break; /* past HIGH */
+        if (filepos_cmp(at.file, at.offset, high.file, high.offset) >= 0)
+          break; /* at HIGH */
         continue;
       }
       if (ev.kind != SL_CDC_EV_ROW) continue;
@@ -1751,8 +1763,10 @@ static int take_binlog(mreader_t *rd, const sl_split_init_t *si,
     if (p == NULL || n != s->n_tables || c.off != c.len)
       return sl_error_set(out_err, SL_ECORRUPT, "mariadb-cdc: the binlog "
                           "split's position is corrupt");
-    memcpy(rd->pure, p, n);
+    for (uint32_t t = 0; t < n; t++) rd->pure[t] = p[t] != 0;
   }
+  /* No filter: every table is past its snapshot. */
+  if (fl == 0) memset(rd->pure, 1, s->n_tables);
   /* The filter must parse (checked here, on the task, with a message). */
   ftab_t *f = NULL;
   rc = filter_parse(s, rd->filter_blob, rd->filter_len, rd->pure, &f, out_err);
