@@ -55,13 +55,13 @@
  *
  * usage: sluice-bench-cdc [--quick] [--what binlog|snapshot|both]
  *          [--rounds R] [--warmup W] [--iterations I] [--changes N]
- *          [--txn-rows R] [--snapshot-rows M] [--chunk-rows C] [--seed S]
- *          [--out DIR] [--sluice PATH]
+ *          [--txn-rows R] [--snapshot-rows M] [--chunk-rows C]
+ *          [--pool-mb MB] [--seed S] [--out DIR] [--sluice PATH]
  *
  * Defaults: 5 rounds, 1 warm-up + 2 measured runs per fork, 1,000,000
  * changes in transactions of 100 rows, a 10,000,000-row snapshot table,
- * chunks of the planner's default size (8096 rows), output in
- * bench/results/cdc/.  --quick: 2 rounds, 0 + 1 runs, 20,000 changes, a
+ * chunks of the planner's default size (8096 rows), an InnoDB buffer pool
+ * of 2048 MB (the table fits), output in bench/results/cdc/.  --quick: 2 rounds, 0 + 1 runs, 20,000 changes, a
  * 50,000-row table: a smoke run, not a figure.
  */
 #include <errno.h>
@@ -93,7 +93,7 @@
 typedef struct opts_s {
   bool do_binlog, do_snapshot, is_quick;
   uint64_t rounds, warmup, iterations;
-  uint64_t changes, txn_rows, snapshot_rows, chunk_rows;
+  uint64_t changes, txn_rows, snapshot_rows, chunk_rows, pool_mb;
   uint64_t seed;
   const char *out_dir;
   char sluice[PATH_MAX];
@@ -254,6 +254,42 @@ static int make_binlog(MYSQL *c, sl_error_t **err) {
   sl_free(pos);
   fprintf(raw, "#binlog-write-s,%.3f\n", s);
   return SL_OK;
+}
+
+/*
+ * The limit reads the same changes: mariadb-binlog's row lines (### INSERT
+ * INTO, ### UPDATE, ### DELETE FROM) counted once, untimed, must be the
+ * N changes by kind.
+ */
+static int check_limit_counts(void) {
+  char cmd[PATH_MAX + 512], out[PATH_MAX], log[PATH_MAX];
+  snprintf(out, sizeof(out), "%s/mbl-count.txt", work);
+  snprintf(log, sizeof(log), "%s/mbl-count.log", work);
+  snprintf(cmd, sizeof(cmd),
+           "mariadb-binlog --no-defaults --read-from-remote-server "
+           "--host=127.0.0.1 --port=%d --user=%s "
+           "--base64-output=decode-rows --verbose --to-last-log %s | "
+           "awk '/^### INSERT INTO/{i++} /^### UPDATE/{u++} "
+           "/^### DELETE FROM/{d++} END{print i+0, u+0, d+0}'",
+           sl_server_port(srv), sl_server_user(srv), first_binlog);
+  char *argv[] = {"sh", "-c", cmd, NULL};
+  unsigned long long i = 0, u = 0, d = 0;
+  int st = sl_bench_spawn_wait(argv, out, log);
+  FILE *f = fopen(out, "r");
+  int k = f ? fscanf(f, "%llu %llu %llu", &i, &u, &d) : 0;
+  if (f) fclose(f);
+  if (st != 0 || k != 3 || i != n_txn * n_ins || u != n_txn * n_upd ||
+      d != n_txn * n_del) {
+    fprintf(stderr,
+            "bench-cdc: mariadb-binlog shows %llu inserts, %llu updates, "
+            "%llu deletes (exit %d); expected %" PRIu64 ", %" PRIu64
+            ", %" PRIu64 "\n",
+            i, u, d, st, n_txn * n_ins, n_txn * n_upd, n_txn * n_del);
+    return -1;
+  }
+  printf("# mariadb-binlog shows the same changes: %llu inserts, %llu "
+         "updates, %llu deletes\n", i, u, d);
+  return 0;
 }
 
 /* The snapshot table, in batches of 1 M rows, not binlogged. */
@@ -719,7 +755,7 @@ static void usage(FILE *f) {
           "usage: sluice-bench-cdc [--quick] [--what binlog|snapshot|both]\n"
           "         [--rounds R] [--warmup W] [--iterations I] [--changes N]\n"
           "         [--txn-rows R] [--snapshot-rows M] [--chunk-rows C]\n"
-          "         [--seed S] [--out DIR] [--sluice PATH]\n");
+          "         [--pool-mb MB] [--seed S] [--out DIR] [--sluice PATH]\n");
 }
 
 static int parse_args(int argc, char **argv) {
@@ -731,6 +767,7 @@ static int parse_args(int argc, char **argv) {
   O.txn_rows = 100;
   O.snapshot_rows = 10000000;
   O.chunk_rows = 0;
+  O.pool_mb = 2048;
   O.seed = 1;
   O.out_dir = "bench/results/cdc";
   for (int i = 1; i < argc; i++)
@@ -741,6 +778,7 @@ static int parse_args(int argc, char **argv) {
       O.iterations = 1;
       O.changes = 20000;
       O.snapshot_rows = 50000;
+      O.pool_mb = 256;
     }
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -778,6 +816,7 @@ static int parse_args(int argc, char **argv) {
     else if (strcmp(a, "--txn-rows") == 0) u = &O.txn_rows, min = 3;
     else if (strcmp(a, "--snapshot-rows") == 0) u = &O.snapshot_rows;
     else if (strcmp(a, "--chunk-rows") == 0) u = &O.chunk_rows, min = 0;
+    else if (strcmp(a, "--pool-mb") == 0) u = &O.pool_mb, min = 16;
     else if (strcmp(a, "--seed") == 0) u = &O.seed, min = 0;
     else {
       fprintf(stderr, "bench-cdc: unknown option %s\n", a);
@@ -822,12 +861,19 @@ static int setup(void) {
   sl_error_t *err = NULL;
   sl_server_opts_t so;
   sl_server_opts_init(&so, SL_SERVER_MARIADB);
-  /* Reads are measured; the load does not need fsync.  The TABLE_MAP
+  /* Reads are measured; the load does not need fsync.  The buffer pool
+   * holds the snapshot table (--pool-mb; the test servers' 64 MB would
+   * make every arm read from the OS's cache), a redo log of 512 MB lets
+   * the load go without constant flushing.  The TABLE_MAP
    * events carry the columns' names, signedness and character sets
    * (binlog_row_metadata=FULL), so the decoder needs no facts from
    * information_schema. */
   so.is_durable = false;
-  static const char *const extra[] = {"binlog-row-metadata=FULL", NULL};
+  char pool[64];
+  snprintf(pool, sizeof(pool), "innodb-buffer-pool-size=%" PRIu64 "M",
+           O.pool_mb);
+  const char *const extra[] = {"binlog-row-metadata=FULL", pool,
+                               "innodb-log-file-size=512M", NULL};
   so.extra_settings = extra;
   so.base_dir = work;
   if (sl_server_start(&so, &srv, &err) != SL_OK)
@@ -839,7 +885,9 @@ static int setup(void) {
     return fail(err, "connect");
   char *ver = NULL, *dir = NULL;
   if (sl_my_query_text(c, "SELECT version()", &ver, &err) == SL_OK) {
-    printf("# server: MariaDB %s\n", ver);
+    printf("# server: MariaDB %s (fsync off, innodb_buffer_pool_size %"
+           PRIu64 "M, innodb_log_file_size 512M, binlog_row_metadata "
+           "FULL)\n", ver, O.pool_mb);
     sl_free(ver);
   }
   sl_error_destroy(err);
@@ -855,6 +903,7 @@ static int setup(void) {
   if (rc == SL_OK && O.do_binlog) rc = make_binlog(c, &err);
   mysql_close(c);
   if (rc != SL_OK) return fail(err, "preparing the tables");
+  if (O.do_binlog && check_limit_counts() != 0) return -1;
   fflush(stdout);
   return 0;
 }

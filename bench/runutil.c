@@ -99,6 +99,11 @@ static double *finite_of(const double *x, size_t n, size_t *out_n) {
   return v;
 }
 
+static int singular_len(const char *noun) {
+  size_t n = strlen(noun);
+  return (int)(n > 1 && noun[n - 1] == 's' ? n - 1 : n);
+}
+
 void sl_bench_print_stat(const char *label, int width, const double *x,
                          size_t n, double scale, const char *unit,
                          const char *noun) {
@@ -124,9 +129,9 @@ void sl_bench_print_stat(const char *label, int width, const double *x,
            width, label, ci.estimate * scale, unit, ci.lo * scale,
            ci.hi * scale, med * scale, s[0] * scale, s[m - 1] * scale, m,
            noun);
-  else
-    printf("  %-*s mean %10.4g %s (1 %s)\n", width, label,
-           sl_bench_mean(v, m) * scale, unit, noun);
+  else /* "(1 fork)": the noun without its plural s */
+    printf("  %-*s mean %10.4g %s (1 %.*s)\n", width, label,
+           sl_bench_mean(v, m) * scale, unit, singular_len(noun), noun);
   free(s);
   free(v);
 }
