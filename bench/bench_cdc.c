@@ -114,6 +114,8 @@ typedef enum kind_e {
   K_BL_SLUICE,
   K_BL_REMOTE,
   K_BL_FILE,
+  K_BL_TRANSPORT,
+  K_BL_DECODE,
   K_SNAP_CHUNKS,
   K_SNAP_RUN,
   K_SNAP_DUMP
@@ -131,6 +133,8 @@ static arm_t arms[] = {
     {.name = "sluice-binlog", .kind = K_BL_SLUICE},
     {.name = "mbl-remote", .kind = K_BL_REMOTE},
     {.name = "mbl-file", .kind = K_BL_FILE},
+    {.name = "sl-transport", .kind = K_BL_TRANSPORT},
+    {.name = "sl-decode", .kind = K_BL_DECODE},
     {.name = "snap-p1", .kind = K_SNAP_CHUNKS, .parallelism = 1},
     {.name = "snap-p2", .kind = K_SNAP_CHUNKS, .parallelism = 2},
     {.name = "run-p1", .kind = K_SNAP_RUN, .parallelism = 1},
@@ -139,7 +143,7 @@ static arm_t arms[] = {
 };
 #define N_ARMS (sizeof(arms) / sizeof(arms[0]))
 
-static bool is_binlog_arm(const arm_t *a) { return a->kind <= K_BL_FILE; }
+static bool is_binlog_arm(const arm_t *a) { return a->kind <= K_BL_DECODE; }
 
 static bool arm_enabled(const arm_t *a) {
   if (is_binlog_arm(a)) return O.do_binlog;
@@ -313,6 +317,9 @@ static int make_snapshot_table(MYSQL *c, sl_error_t **err) {
   }
   double s = (double)(sl_bench_now_ns() - t0) / 1e9;
   int64_t bytes = 0;
+  (void)sl_my_exec(c, "ANALYZE TABLE cdc_snap", NULL, err);
+  sl_error_destroy(*err);
+  *err = NULL;
   (void)sl_my_query_int64(c,
                           "SELECT data_length + index_length FROM "
                           "information_schema.TABLES WHERE table_name = "
@@ -368,7 +375,16 @@ static int mapper_for(mapper_t *m, const sl_binlog_table_t *t,
   return SL_OK;
 }
 
-static int binlog_sluice(int run, double *out_value, sl_error_t **err) {
+/* How far sluice's path goes: the whole path (the arm), or a diagnostic
+ * prefix of it (where its time goes). */
+typedef enum level_e {
+  L_TRANSPORT = 0, /* the raw events only */
+  L_DECODE = 1,    /* + every event and row image decoded */
+  L_MAP = 2        /* + every image a sluice row (the arm) */
+} level_t;
+
+static int binlog_sluice(int run, level_t level, double *out_value,
+                         sl_error_t **err) {
   sl_binlog_reader_opts_t o = {.host = "127.0.0.1",
                                .port = sl_server_port(srv),
                                .user = sl_server_user(srv),
@@ -397,6 +413,12 @@ static int binlog_sluice(int run, double *out_value, sl_error_t **err) {
       break;
     }
     if (rc != SL_OK) break;
+    if (level == L_TRANSPORT) {
+      /* Count the row events' rows by their headers' type only. */
+      uint8_t ty = len > 4 ? p[4] : 0;
+      if (ty == SL_BLE_GTID) n[0]++;
+      continue;
+    }
     sl_binlog_event_t ev;
     if ((rc = sl__binlog_decode(&d, p, len, &ev, err)) != SL_OK) break;
     if (ev.type == SL_BLE_GTID) {
@@ -419,6 +441,10 @@ static int binlog_sluice(int run, double *out_value, sl_error_t **err) {
     uint8_t kind = ev.u.rows.kind;
     while ((rc = sl__binlog_rows_next(&d, &it, m.before, m.after, err)) ==
            SL_OK) {
+      if (level == L_DECODE) {
+        n[kind < 3 ? kind : 2]++;
+        continue;
+      }
       sl_row_t row;
       if (kind == 1) {
         rc = sl__binlog_image_to_row(t, m.before, SL_ROW_UPDATE_BEFORE, &m.b,
@@ -446,6 +472,14 @@ static int binlog_sluice(int run, double *out_value, sl_error_t **err) {
   mapper_close(&m);
   sl_bytes_close(&scratch);
   if (rc != SL_OK) return rc;
+  if (level == L_TRANSPORT) {
+    if (n[0] != n_txn)
+      return sl_error_set(err, SL_EFAILED,
+                          "%" PRIu64 " transactions read, %" PRIu64
+                          " expected", n[0], n_txn);
+    *out_value = (double)O.changes / ((double)(t1 - t0) / 1e9);
+    return SL_OK;
+  }
   uint64_t want[3] = {n_txn * n_ins, n_txn * n_upd, n_txn * n_del};
   if (n[0] != want[0] || n[1] != want[1] || n[2] != want[2] || gs.n != 1 ||
       gs.g[0].seq != n_txn)
@@ -633,10 +667,15 @@ static int run_iter(void *arg, sl_bench_ctx_t *ctx, double *out_value) {
   int64_t t0 = sl_bench_now_ns();
   double n = 0;
   switch (a->kind) {
-  case K_BL_SLUICE: {
+  case K_BL_SLUICE:
+  case K_BL_TRANSPORT:
+  case K_BL_DECODE: {
+    level_t lv = a->kind == K_BL_SLUICE      ? L_MAP
+                 : a->kind == K_BL_DECODE    ? L_DECODE
+                                             : L_TRANSPORT;
     /* A replica id of its own per read (MariaDB drops an older
      * connection of the same id). */
-    if (binlog_sluice((int)(getpid() % 10000) * 100 + ctx->iteration,
+    if (binlog_sluice((int)(getpid() % 10000) * 100 + ctx->iteration, lv,
                       out_value, &err) != SL_OK)
       return fail(err, a->name);
     return 0;
@@ -702,12 +741,24 @@ static void report(void) {
                         "rounds");
     sl_bench_print_stat("mariadb-binlog file", 22, arm_named("mbl-file")->v,
                         O.rounds, 1e-3, "k/s", "rounds");
+    printf(" diagnostic: sluice's path cut short (where its time goes)\n");
+    sl_bench_print_stat("transport only", 22, arm_named("sl-transport")->v,
+                        O.rounds, 1e-3, "k/s", "rounds");
+    sl_bench_print_stat("transport + decode", 22, arm_named("sl-decode")->v,
+                        O.rounds, 1e-3, "k/s", "rounds");
     printf("\n== binlog: ratios of mean changes/s, 95%% intervals ==\n");
     sl_bench_print_ratio("sluice/remote", 22, arm_named("sluice-binlog")->v,
                          arm_named("mbl-remote")->v, O.rounds, O.seed,
                          "rounds");
     sl_bench_print_ratio("sluice/file", 22, arm_named("sluice-binlog")->v,
                          arm_named("mbl-file")->v, O.rounds, O.seed,
+                         "rounds");
+    sl_bench_print_ratio("sluice/transport", 22,
+                         arm_named("sluice-binlog")->v,
+                         arm_named("sl-transport")->v, O.rounds, O.seed,
+                         "rounds");
+    sl_bench_print_ratio("decode/transport", 22, arm_named("sl-decode")->v,
+                         arm_named("sl-transport")->v, O.rounds, O.seed,
                          "rounds");
   }
   if (O.do_snapshot) {
