@@ -193,9 +193,11 @@ static int exec_all(MYSQL *c, const char *const *sql, sl_error_t **err) {
 
 /*
  * The binlog workload: table cdc_bl with the first transaction's rows to
- * update and delete, a procedure that runs n_txn transactions, RESET
- * MASTER, the procedure.  Transaction t inserts ids (t+1)*I+1 .. (t+2)*I,
- * updates ids t*I+1 .. t*I+U and deletes the next D ids.
+ * update and delete, a procedure cdc_gen(t0, nt) that runs transactions
+ * t0 .. t0+nt-1, RESET MASTER, cdc_gen(0, n_txn).  Transaction t inserts
+ * ids (t+1)*I+1 .. (t+2)*I, updates ids t*I+1 .. t*I+U and deletes the
+ * next D ids, so a later call cdc_gen(n_txn, k) continues the same
+ * workload (a backlog for a catch-up measurement).
  */
 static int make_binlog(MYSQL *c, sl_error_t **err) {
   char sql[4096];
@@ -209,9 +211,9 @@ static int make_binlog(MYSQL *c, sl_error_t **err) {
            PRIu64, n_ins);
   if ((rc = sl_my_exec(c, sql, NULL, err)) != SL_OK) return rc;
   snprintf(sql, sizeof(sql),
-           "CREATE PROCEDURE cdc_gen(IN nt BIGINT) BEGIN "
-           "DECLARE t BIGINT DEFAULT 0; DECLARE b, o BIGINT; "
-           "WHILE t < nt DO "
+           "CREATE PROCEDURE cdc_gen(IN t0 BIGINT, IN nt BIGINT) BEGIN "
+           "DECLARE t BIGINT DEFAULT t0; DECLARE b, o BIGINT; "
+           "WHILE t < t0 + nt DO "
            "SET b = t * %" PRIu64 ", o = b + %" PRIu64 "; "
            "START TRANSACTION; "
            "INSERT INTO cdc_bl SELECT " VALUES_OF("(o + seq)")
@@ -225,7 +227,7 @@ static int make_binlog(MYSQL *c, sl_error_t **err) {
            n_ins, n_ins, n_ins, n_upd, n_upd + 1, n_upd + n_del);
   if ((rc = sl_my_exec(c, sql, NULL, err)) != SL_OK) return rc;
   if ((rc = sl_my_exec(c, "RESET MASTER", NULL, err)) != SL_OK) return rc;
-  snprintf(sql, sizeof(sql), "CALL cdc_gen(%" PRIu64 ")", n_txn);
+  snprintf(sql, sizeof(sql), "CALL cdc_gen(0, %" PRIu64 ")", n_txn);
   int64_t t0 = sl_bench_now_ns();
   if ((rc = sl_my_exec(c, sql, NULL, err)) != SL_OK) return rc;
   double s = (double)(sl_bench_now_ns() - t0) / 1e9;
@@ -294,6 +296,41 @@ static int check_limit_counts(void) {
   printf("# mariadb-binlog shows the same changes: %llu inserts, %llu "
          "updates, %llu deletes\n", i, u, d);
   return 0;
+}
+
+/*
+ * A diagnostic of the chunk reader's LOW: MariaDB 10.11 answers
+ * BINLOG_GTID_POS(file, offset) by reading the binlog file from its start
+ * to offset, so every chunk pays for the size of the current binlog file.
+ * The median of 5 calls at the end of the current file, in ms.
+ */
+static void time_gtid_pos(MYSQL *c) {
+  if (mysql_query(c, "SHOW MASTER STATUS") != 0) return;
+  MYSQL_RES *res = mysql_store_result(c);
+  MYSQL_ROW row = res ? mysql_fetch_row(res) : NULL;
+  char sql[512] = "";
+  if (row && row[0] && row[1])
+    snprintf(sql, sizeof(sql), "SELECT BINLOG_GTID_POS('%s', %s)", row[0],
+             row[1]);
+  char file[256] = "";
+  unsigned long long size = row && row[1] ? strtoull(row[1], NULL, 10) : 0;
+  if (row && row[0]) snprintf(file, sizeof(file), "%s", row[0]);
+  if (res) mysql_free_result(res);
+  if (sql[0] == '\0') return;
+  double ms[5];
+  for (int i = 0; i < 5; i++) {
+    int64_t t0 = sl_bench_now_ns();
+    if (mysql_query(c, sql) != 0) return;
+    MYSQL_RES *r = mysql_store_result(c);
+    if (r) mysql_free_result(r);
+    ms[i] = (double)(sl_bench_now_ns() - t0) / 1e6;
+  }
+  sl_bench_sort(ms, 5);
+  printf("# the snapshot's LOW: BINLOG_GTID_POS at the end of %s (%.1f MB) "
+         "takes %.2f ms (median of 5; min %.2f, max %.2f); every chunk "
+         "pays it\n",
+         file, (double)size / 1e6, ms[2], ms[0], ms[4]);
+  fprintf(raw, "#gtid-pos-ms,%llu,%.3f\n", size, ms[2]);
 }
 
 /* The snapshot table, in batches of 1 M rows, not binlogged. */
@@ -952,6 +989,7 @@ static int setup(void) {
   int rc = SL_OK;
   if (O.do_snapshot) rc = make_snapshot_table(c, &err);
   if (rc == SL_OK && O.do_binlog) rc = make_binlog(c, &err);
+  if (rc == SL_OK && O.do_snapshot) time_gtid_pos(c);
   mysql_close(c);
   if (rc != SL_OK) return fail(err, "preparing the tables");
   if (O.do_binlog && check_limit_counts() != 0) return -1;
