@@ -24,6 +24,8 @@
  *                  the first binlog, output to /dev/null (the same
  *                  replication protocol, the rows decoded to text)
  *   mbl-file       the same tool reading the binlog files directly
+ *   sl-transport   diagnostics: sluice's path cut after the transport
+ *   sl-decode      (raw events only) and after the decoder (no mapping)
  *
  * Snapshot.  A table of M rows (the same 12 columns), loaded with INSERT
  * ... SELECT from MariaDB's SEQUENCE engine (seq_A_to_B, batches of
@@ -628,8 +630,11 @@ static void run_pipeline_path(int parallelism, char *path, size_t size) {
 }
 
 /* A mariadb-cdc source in bounded snapshot mode into a null sink.  The
- * source's keys follow docs/cdc-mariadb.md; `sluice validate` decides
- * whether the arms run (probe_run). */
+ * source's keys are those of the coordinator's design (host, port, user,
+ * tables, startup: snapshot, chunk_rows); if the source names them
+ * otherwise, this text is the one place to change.  `sluice validate`
+ * decides whether the arms run (probe_run), and the report says why when
+ * it does not. */
 static int write_run_pipeline(int parallelism) {
   char path[PATH_MAX], y[2048];
   run_pipeline_path(parallelism, path, sizeof(path));
