@@ -346,6 +346,8 @@ static int handle(sl_enum_host_t *h, msg_t *m, sl_error_t **out_err) {
       rc = vt->add_splits_back(h->en, ec, m->subtask, s, n, out_err);
     else if (rc != SL_OK)
       sl_error_set(out_err, rc, "cannot give splits back");
+    if (rc == SL_OK && vt->reset_reader)
+      rc = vt->reset_reader(h->en, ec, m->subtask, m->id, out_err);
     sl_free(s);
     sl__enum_tracker_free_list(a, n);
     return rc;

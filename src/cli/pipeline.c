@@ -22,6 +22,7 @@
 #include <yaml.h>
 
 #include "cli/pipeline.h"
+#include "connectors/mariadb/cdc_source.h"
 
 #define MAX_TRANSFORMS 64
 /* Limits on what is read (docs/pipeline.md): the size of a pipeline file,
@@ -1364,9 +1365,135 @@ out:
   return rc;
 }
 
+static int get_connect_timeout(sl_pipeline_t *pl, int snk, const char *path,
+                               int64_t *out_ms);
+
+/*
+ * source: {type: mariadb-cdc, ...} (docs/pipeline.md, docs/cdc-mariadb.md).
+ * The source connects when the pipeline is built (also by validate): the
+ * output fields are the captured tables' columns, which only the server
+ * knows.  A declared chunk_key that is not the primary key adds the
+ * reconciler keyed by primary key after the source.
+ */
+static int build_cdc_source(build_t *b, int src, const char **uid,
+                            uint32_t *par) {
+  sl_pipeline_t *pl = b->pl;
+  static const char *keys[] = {
+      "type", "uid", "parallelism", "host", "port", "user", "password",
+      "password_env", "tables", "chunk_key", "chunk_rows", "startup", "gtid",
+      "server_id", "heartbeat", "connect_timeout", "metadata", NULL};
+  int rc = check_keys(pl, src, "source", keys);
+  if (rc != SL_OK) return rc;
+  sl_mariadb_cdc_config_t cfg;
+  sl_mariadb_cdc_config_init(&cfg);
+  uint32_t port = 3306;
+  const char *pw_env = NULL;
+  int startup = 0;
+  int64_t hb_ms = 0, connect_ms = 0;
+  static const char *startups[] = {"initial", "snapshot", "latest", "gtid",
+                                   NULL};
+  const char *tables[256];
+  uint32_t n_tables = 0;
+  int tv = map_get(pl, src, "tables", NULL);
+  if (tv == 0)
+    return FAIL(pl, src, "source", "missing required field 'tables' (a list "
+                "of db.table patterns)");
+  if ((rc = str_list(pl, tv, "source.tables", tables, 256, &n_tables)) ||
+      (rc = get_str(pl, src, "source", "uid", false, uid)) ||
+      (rc = get_u32(pl, src, "source", "parallelism", 1,
+                    SL_MAX_PARALLELISM_LIMIT, par)) ||
+      (rc = get_str(pl, src, "source", "host", false, &cfg.host)) ||
+      (rc = get_u32(pl, src, "source", "port", 1, 65535, &port)) ||
+      (rc = get_str(pl, src, "source", "user", true, &cfg.user)) ||
+      (rc = get_str(pl, src, "source", "password", false, &cfg.password)) ||
+      (rc = get_str(pl, src, "source", "password_env", false, &pw_env)) ||
+      (rc = get_str(pl, src, "source", "chunk_key", false, &cfg.chunk_key)) ||
+      (rc = get_u64(pl, src, "source", "chunk_rows", 1u << 30,
+                    &cfg.chunk_rows)) ||
+      (rc = get_enum(pl, src, "source", "startup", startups, &startup)) ||
+      (rc = get_str(pl, src, "source", "gtid", false, &cfg.start_gtid)) ||
+      (rc = get_u32(pl, src, "source", "server_id", 1, UINT32_MAX - 1024,
+                    &cfg.server_id)) ||
+      (rc = get_duration_ms(pl, src, "source", "heartbeat", &hb_ms)) ||
+      (rc = get_connect_timeout(pl, src, "source", &connect_ms)))
+    return rc;
+  int cv = map_get(pl, src, "chunk_rows", NULL);
+  if (cv && cfg.chunk_rows == 0)
+    return FAIL(pl, cv, "source.chunk_rows", "must be at least 1");
+  if (pw_env != NULL) {
+    if (cfg.password != NULL)
+      return FAIL(pl, map_get(pl, src, "password_env", NULL),
+                  "source.password_env",
+                  "give either password or password_env, not both");
+    if ((cfg.password = getenv(pw_env)) == NULL)
+      return FAIL(pl, map_get(pl, src, "password_env", NULL),
+                  "source.password_env", "environment variable %s is not set",
+                  pw_env);
+  }
+  cfg.start = (sl_mariadb_cdc_start_t)(startup < 0 ? 0 : startup);
+  int gv = map_get(pl, src, "gtid", NULL);
+  if (cfg.start == SL_MARIADB_CDC_START_GTID && gv == 0)
+    return FAIL(pl, src, "source", "startup: gtid needs 'gtid' (a GTID "
+                "position such as \"0-1-100\")");
+  if (cfg.start != SL_MARIADB_CDC_START_GTID && gv != 0)
+    return FAIL(pl, gv, "source.gtid", "only with 'startup: gtid'");
+  if (hb_ms > 3600000)
+    return FAIL(pl, map_get(pl, src, "heartbeat", NULL), "source.heartbeat",
+                "must be at most 1h");
+  int mv = map_get(pl, src, "metadata", NULL);
+  if (mv) {
+    const char *m[8];
+    uint32_t n = 0;
+    if ((rc = str_list(pl, mv, "source.metadata", m, 8, &n)) != SL_OK)
+      return rc;
+    for (uint32_t i = 0; i < n; i++) {
+      if (strcmp(m[i], "table") == 0) cfg.with_table = true;
+      else if (strcmp(m[i], "position") == 0) cfg.with_position = true;
+      else if (strcmp(m[i], "op_ts") == 0) cfg.with_op_ts = true;
+      else
+        return FAIL(pl, mv, "source.metadata", "unknown metadata '%s'; "
+                    "expected table, position or op_ts", m[i]);
+    }
+  }
+  cfg.port = (int)port;
+  cfg.tables = tables;
+  cfg.n_tables = n_tables;
+  cfg.heartbeat_ms = (uint32_t)hb_ms;
+  cfg.connect_timeout_ms = (uint32_t)connect_ms;
+  if (cfg.start != SL_MARIADB_CDC_START_SNAPSHOT && !b->has_ckpt_dir &&
+      !b->is_validate)
+    sl_log(SL_LOG_WARN, "mariadb-cdc: the pipeline has no checkpoint dir: a "
+           "restart reads the tables again from the start");
+  const sl_source_vt_t *vt;
+  void *ctx;
+  sl_schema_t *schema = NULL;
+  sl_error_t *err = NULL;
+  int vf = -1;
+  rc = sl_mariadb_cdc_source_create(&cfg, &vt, &ctx, &schema, &vf, &err);
+  if (rc != SL_OK) {
+    FAIL(pl, src, "source", "%s", sl_error_message(err));
+    sl_error_destroy(err);
+    return rc;
+  }
+  b->is_bounded = cfg.start == SL_MARIADB_CDC_START_SNAPSHOT;
+  pl->is_unbounded = !b->is_bounded;
+  b->s = sl_job_source(b->job, *uid, vt, ctx, schema);
+  if (vf >= 0 && b->s) {
+    const uint32_t *pk;
+    uint32_t n_pk;
+    sl__mariadb_cdc_pk(ctx, &pk, &n_pk);
+    char ruid[300];
+    snprintf(ruid, sizeof(ruid), "%s-reconcile", *uid);
+    b->s = sl__cdc_reconcile(b->s, ruid, pk, n_pk);
+  }
+  sl_schema_unref(schema);
+  return SL_OK;
+}
+
 static int build_source(build_t *b, int src) {
   sl_pipeline_t *pl = b->pl;
-  static const char *types[] = {"generator", "file", "kafka", NULL};
+  static const char *types[] = {"generator", "file", "kafka", "mariadb-cdc",
+                                NULL};
   int type = -1;
   int rc = get_enum(pl, src, "source", "type", types, &type);
   if (rc != SL_OK) return rc;
@@ -1448,6 +1575,8 @@ static int build_source(build_t *b, int src) {
     sl_schema_unref(schema);
   } else if (type == 2) {
     if ((rc = build_kafka_source(b, src, &uid, &par)) != SL_OK) return rc;
+  } else if (type == 3) {
+    if ((rc = build_cdc_source(b, src, &uid, &par)) != SL_OK) return rc;
   } else {
     static const char *keys[] = {"type", "uid", "parallelism", "path",
                                  "format", "header", "delimiter", "schema",

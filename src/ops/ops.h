@@ -163,4 +163,15 @@ void sl__xcfg_install(sl_op_cfg_t *cfg, void *xcfg);
 extern const sl_op_vt_t sl__op_xfilter_vt;
 extern const sl_op_vt_t sl__op_xproject_vt;
 
+/* The reconciler of a CDC source with a non-primary-key chunk key
+ * (cdc_reconcile.c, docs/cdc-mariadb.md): appended after `in`, a CDC
+ * source's stream whose last field is `_sl_version` (bytes); keyed by the
+ * primary key fields pk[0..n_pk) (field indexes of in's schema), it keeps
+ * per (table index, key) the version of the last applied row, whether the
+ * row is present, and the row, and emits a changelog without the
+ * `_sl_version` field.  uid names the operator.  NULL (the job's error
+ * set) on bad arguments. */
+sl_stream_t *sl__cdc_reconcile(sl_stream_t *in, const char *uid,
+                               const uint32_t *pk, uint32_t n_pk);
+
 #endif

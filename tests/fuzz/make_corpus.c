@@ -10,6 +10,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "connectors/mariadb/cdc_int.h"
+#include "connectors/mariadb/cdc_source.h"
 #include "fuzz_schema.h"
 
 static const char *root;
@@ -472,7 +473,12 @@ static void cdc_seed(const char *name, uint8_t kind, uint32_t n_chunks,
   sl__cdc_chunks_free(cl);
 }
 
+static void cdc_state_put(const char *name, const void *p, size_t n) {
+  put("cdc_source_state", name, p, n);
+}
+
 static void cdc_chunks_seeds(void) {
+  SL_FUZZ_CHECK(sl__mariadb_cdc_fuzz_seeds(cdc_state_put) == SL_OK);
   static const int64_t ints[] = {-5, 1001, 2001, 9001};
   static const char *const strs[] = {"K00097'\\", "k00194\xc3\xa9", "zz"};
   static const char *const decs[] = {"-1.25", "0.00", "9.75"};

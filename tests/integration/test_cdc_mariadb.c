@@ -10,10 +10,15 @@
  * plan checked by the server itself (each row in exactly one chunk); and
  * the chunk reader, whose rows must equal what the server computes from
  * SELECT * field by field, with LOW <= HIGH, and whose LOW is exact (a
- * change made right after LOW is not in the rows and merges in).
+ * change made right after LOW is not in the rows and merges in); chunk
+ * membership in the key column's collation (every row against the
+ * server's WHERE); the free server-id range; sharded tables that must
+ * agree; and DML at each snapshot phase merged from the real binlog
+ * window into the image at HIGH.
  */
 #include <inttypes.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "connectors/mariadb/binlog_reader.h"
 #include "connectors/mariadb/cdc_int.h"
@@ -296,9 +301,9 @@ SL_TEST(check_keys) {
                                   &err);
   expect_msg(&f, rc, SL_EINVAL, err,
              "mariadb-cdc: table `shop`.`nokey` at %S has no primary key; "
-             "the chunked snapshot needs one, or a declared chunk key "
-             "(chunk-key: <column>, unique and never updated for "
-             "exactly-once)");
+             "change data capture needs one (each chunk's binlog window is "
+             "merged, and updates are applied, by primary key; a declared "
+             "chunk_key only chooses how the snapshot is cut)");
   err = NULL;
   /* A declared chunk key makes it acceptable. */
   SL_ASSERT_OK_E(sl__cdc_table_describe(f.m, f.server, "shop", "nokey", "a",
@@ -862,6 +867,29 @@ SL_TEST(types_zero_date_refused) {
 /* ------------------------------------------------------------------ */
 /* Chunks. */
 
+/* Round trips of the last check_plan's membership checker. */
+static uint64_t last_member_queries;
+
+/* The row's chunk key as text, for messages. */
+static void key_text(const sl__cdc_table_t *t, const sl_row_t *row,
+                     char *out, size_t size) {
+  size_t at = 0;
+  out[0] = '\0';
+  for (uint32_t k = 0; k < t->n_key && at + 1 < size; k++) {
+    uint32_t fi = t->key[k];
+    int w;
+    if (sl_row_is_null(row, fi)) w = snprintf(out + at, size - at, "NULL,");
+    else if (t->cols[fi].conv == SL_CDC_CONV_INT)
+      w = snprintf(out + at, size - at, "%" PRId64 ",", sl_row_get_i64(row, fi));
+    else {
+      sl_slice_t v = sl_row_get_str(row, fi);
+      w = snprintf(out + at, size - at, "'%.*s',", (int)v.len, (const char *)v.ptr);
+    }
+    if (w < 0) break;
+    at += (size_t)w;
+  }
+}
+
 /*
  * Check a plan with the server's own counting: every row of the table
  * lies in exactly one chunk (the sum of the chunks' conditions is 1 for
@@ -913,6 +941,12 @@ static uint32_t check_plan(fx_t *f, const sl__cdc_table_t *t,
   uint64_t n_unsure = 0;
   for (uint32_t k = 0; k < cl->n_key; k++)
     has_str |= cl->key_kind[k] == SL_CDC_KEY_STR;
+  MYSQL *mc = NULL;
+  SL_ASSERT_OK_E(sl_my_connect(f->srv, sl_server_port(f->srv), &mc, &err),
+                 err);
+  SL_ASSERT_OK_E(sl__cdc_session_setup(mc, f->server, &err), err);
+  sl__cdc_member_t *mem = NULL;
+  SL_ASSERT_OK_E(sl__cdc_member_open(mc, f->server, t, cl, &mem, &err), err);
   my_ok(f->m, "CREATE TEMPORARY TABLE shop.seen (k VARBINARY(512) PRIMARY KEY)");
   for (uint32_t i = 0; i < cl->n; i++) {
     sl__cdc_rows_t rows;
@@ -930,6 +964,24 @@ static uint32_t check_plan(fx_t *f, const sl__cdc_table_t *t,
       /* sluice's own membership test agrees with the server's WHERE:
        * the row is in chunk i and in no other (unless a string column
        * had to decide: refused). */
+      /* The membership checker (every key kind, strings in their
+       * collation) agrees too: find gives chunk i, contains says in i
+       * only. */
+      uint32_t found = UINT32_MAX;
+      SL_ASSERT_OK_E(sl__cdc_member_find(mem, &row, &found, &err), err);
+      if (found != i) {
+        char kv[256];
+        key_text(t, &row, kv, sizeof(kv));
+        SL_TEST_FAIL("row %u (key %s) of chunk %u: the checker finds chunk "
+                     "%u", k, kv, i, found);
+      }
+      for (uint32_t j = 0; j < cl->n; j++) {
+        bool is_in = false;
+        SL_ASSERT_OK_E(
+            sl__cdc_member_contains(mem, &cl->chunks[j], &row, &is_in, &err),
+            err);
+        SL_ASSERT_TRUE(is_in == (j == i));
+      }
       for (uint32_t j = 0; j < cl->n; j++) {
         bool is_in = false;
         int rc = sl__cdc_chunk_contains(cl, &cl->chunks[j], t, &row, &is_in,
@@ -967,6 +1019,9 @@ static uint32_t check_plan(fx_t *f, const sl__cdc_table_t *t,
   SL_ASSERT_EQ_INT(seen, n_rows);
   if (!has_str) SL_ASSERT_EQ_INT(n_unsure, 0);
   my_ok(f->m, "DROP TEMPORARY TABLE shop.seen");
+  last_member_queries = sl__cdc_member_queries(mem);
+  sl__cdc_member_close(mem);
+  mysql_close(mc);
   mysql_close(r);
   sl_bytes_close(&sum);
   sl_bytes_close(&q);
@@ -1154,6 +1209,133 @@ SL_TEST(chunks_empty_and_one_row) {
   fx_close(&f);
 }
 
+/*
+ * Chunk membership for string keys in their collation: a non-unique
+ * declared key of each collation whose values differ in case, accents and
+ * trailing spaces (runs the collation calls equal but whose bytes differ),
+ * planned, checked row by row against the server's WHERE, then again with
+ * the upper-case and the space-padded form of every value added (so every
+ * bound has rows equal to it in the collation but not byte for byte).
+ */
+static void member_case(fx_t *f, const char *table, const char *coldef,
+                        const char *values, uint64_t chunk_rows,
+                        bool want_server) {
+  char sql[1024];
+  snprintf(sql, sizeof(sql), "CREATE TABLE shop.%s (id INT AUTO_INCREMENT "
+           "PRIMARY KEY, c %s, KEY (c))", table, coldef);
+  my_ok(f->m, sql);
+  snprintf(sql, sizeof(sql), "INSERT INTO shop.%s (c) %s", table, values);
+  my_ok(f->m, sql);
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = plan(f, table, "c", chunk_rows, false, &t);
+  SL_ASSERT_EQ_INT(t->key_kind[0], SL_CDC_KEY_STR);
+  SL_ASSERT_TRUE(cl->n >= 5);
+  check_plan(f, t, cl, 0);
+  SL_ASSERT_EQ_INT(last_member_queries > 0, want_server);
+  snprintf(sql, sizeof(sql), "INSERT INTO shop.%s (c) SELECT UPPER(c) FROM "
+           "shop.%s", table, table);
+  my_ok(f->m, sql);
+  snprintf(sql, sizeof(sql), "INSERT INTO shop.%s (c) SELECT CONCAT(c, ' ') "
+           "FROM shop.%s WHERE id %% 3 = 0", table, table);
+  my_ok(f->m, sql);
+  check_plan(f, t, cl, 0);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+}
+
+/* Words that collations order differently from their bytes: case,
+ * accents, ligatures and sharp s, trailing spaces and characters below
+ * the space (which PAD SPACE orders before the unpadded string). */
+#define MEMBER_WORDS                                                       \
+  "SELECT CONCAT(ELT(1 + seq % 14, 'a', 'A', '\xc3\xa1', '\xc3\x84', "     \
+  "'ae', '\xc3\xa6', 'ss', '\xc3\x9f', 'b', 'B', 'e', '\xc3\xa9', "        \
+  "'\xc3\x89', 'z'), IF(seq % 5 = 0, '', CHAR(48 + seq DIV 14 % 10)), "    \
+  "ELT(1 + seq DIV 7 % 5, '', ' ', '  ', '\\t', CHAR(1))) FROM "            \
+  "seq_1_to_700"
+
+SL_TEST(member_string_collations) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  member_case(&f, "gci", "VARCHAR(20) CHARACTER SET utf8mb4 COLLATE "
+              "utf8mb4_general_ci", MEMBER_WORDS, 41, true);
+  member_case(&f, "uci", "VARCHAR(20) CHARACTER SET utf8mb4 COLLATE "
+              "utf8mb4_unicode_ci", MEMBER_WORDS, 41, true);
+  member_case(&f, "u3", "VARCHAR(20) CHARACTER SET utf8mb3 COLLATE "
+              "utf8mb3_unicode_ci", MEMBER_WORDS, 41, true);
+  /* latin1 (Windows-1252 in MariaDB: 0x80 is the euro sign), Swedish
+   * order: å, ä, ö after z. */
+  member_case(&f, "lat", "VARCHAR(20) CHARACTER SET latin1 COLLATE "
+              "latin1_swedish_ci",
+              "SELECT CONCAT(ELT(1 + seq % 9, 'a', 'A', '\xc3\xa5', "
+              "'\xc3\xa4', '\xc3\xb6', 'z', 'Z', '\xe2\x82\xac', 'y'), "
+              "CHAR(48 + seq DIV 9 % 10), ELT(1 + seq DIV 3 % 3, '', ' ', "
+              "'\\t')) FROM seq_1_to_500", 31, true);
+  /* Binary collations compare in sluice: PAD SPACE ('a' = 'a ', and
+   * 'a\t' < 'a') and NO PAD ('a' < 'a\t' < 'a '). */
+  member_case(&f, "bin", "VARCHAR(20) CHARACTER SET utf8mb4 COLLATE "
+              "utf8mb4_bin", MEMBER_WORDS, 41, false);
+  member_case(&f, "nopad", "VARCHAR(20) CHARACTER SET utf8mb4 COLLATE "
+              "utf8mb4_nopad_bin", MEMBER_WORDS, 41, false);
+  member_case(&f, "lbin", "VARCHAR(20) CHARACTER SET latin1 COLLATE "
+              "latin1_bin",
+              "SELECT CONCAT(ELT(1 + seq % 5, 'a', '\xc3\xa9', "
+              "'\xe2\x82\xac', 'Z', ''), ELT(1 + seq DIV 5 % 3, '', ' ', "
+              "'\\t'), seq % 7) FROM seq_1_to_300", 23, true);
+  member_case(&f, "chr", "CHAR(12) CHARACTER SET utf8mb4 COLLATE "
+              "utf8mb4_general_ci", MEMBER_WORDS, 41, true);
+  /* NO PAD case-insensitive ('a' < 'a ' there), and UCA 14.0.0. */
+  member_case(&f, "gnp", "VARCHAR(20) CHARACTER SET utf8mb4 COLLATE "
+              "utf8mb4_general_nopad_ci", MEMBER_WORDS, 41, true);
+  member_case(&f, "u14", "VARCHAR(20) CHARACTER SET utf8mb4 COLLATE "
+              "utf8mb4_uca1400_ai_ci", MEMBER_WORDS, 41, true);
+  fx_close(&f);
+}
+
+/* A two-column primary key with a case-insensitive string column: tuples
+ * compare left to right, the string in its collation, and the checker's
+ * queries are few (cached by value, 64 bounds a query). */
+SL_TEST(member_two_column_key) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "CREATE TABLE shop.two (g INT, s VARCHAR(20) COLLATE "
+             "utf8mb4_unicode_ci, v INT, PRIMARY KEY (g, s))");
+  fill(&f, "two", "SELECT seq % 4, CONCAT(ELT(1 + seq % 6, 'a', 'B', "
+                  "'\xc3\xa0', '\xc3\x89', 'c', 'D'), seq, "
+                  "IF(seq % 2, '', '\xc3\x9f')), seq FROM seq_1_to_2000");
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = plan(&f, "two", NULL, 50, false, &t);
+  SL_ASSERT_EQ_INT(cl->n, 40);
+  check_plan(&f, t, cl, 50);
+  /* 2000 distinct keys, each at most ceil(log_65(40)) = 1 query a key. */
+  SL_ASSERT_TRUE(last_member_queries > 0 && last_member_queries <= 2000);
+  /* Rows added after planning: case and accent variants of every key. */
+  my_ok(f.m, "INSERT INTO shop.two SELECT g, CONCAT(s, 'x'), 0 FROM "
+             "shop.two WHERE v % 5 = 0");
+  my_ok(f.m, "INSERT INTO shop.two SELECT g + 1, LOWER(s), 0 FROM "
+             "shop.two WHERE v % 7 = 0 AND g = 3");
+  check_plan(&f, t, cl, 0);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  /* The string first: rows whose strings are equal in the collation (but
+   * not byte for byte) are ordered by the integer, so the server decides
+   * the first column and sluice the second. */
+  my_ok(f.m, "CREATE TABLE shop.sg (s VARCHAR(20) COLLATE "
+             "utf8mb4_general_ci, g INT, v INT, PRIMARY KEY (s, g))");
+  fill(&f, "sg", "SELECT ELT(1 + seq % 8, 'a', 'A', '\xc3\xa1', 'a ', "
+                 "'b', 'B', '\xc3\x9f', 's'), seq, seq FROM seq_1_to_480");
+  cl = plan(&f, "sg", NULL, 30, false, &t);
+  SL_ASSERT_TRUE(cl->n >= 15);
+  check_plan(&f, t, cl, 30);
+  SL_ASSERT_TRUE(last_member_queries > 0);
+  my_ok(f.m, "INSERT INTO shop.sg SELECT UPPER(s), g + 5000, 0 FROM shop.sg");
+  check_plan(&f, t, cl, 0);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
+
 /* ------------------------------------------------------------------ */
 /* The chunk reader: LOW is exact. */
 
@@ -1286,6 +1468,681 @@ SL_TEST(reader_low_is_exact) {
   sl__cdc_rows_close(&now);
   sl__cdc_rows_close(&r.rows);
   mysql_close(r.m);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* The free server-id range. */
+
+static sl_binlog_reader_t *replica(fx_t *f, uint32_t id, const char *host) {
+  sl_binlog_reader_opts_t o = {.host = "127.0.0.1",
+                               .port = sl_server_port(f->srv),
+                               .user = "root",
+                               .server_id = id,
+                               .gtid_start = "",
+                               .report_host = host,
+                               .report_port = 7};
+  sl_binlog_reader_t *r = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__binlog_reader_open(&o, &r, &err), err);
+  /* The dump thread runs (and the registration is listed) once the
+   * first event arrives. */
+  const uint8_t *d;
+  size_t len;
+  SL_ASSERT_OK_E(sl__binlog_reader_next(r, &d, &len, &err), err);
+  return r;
+}
+
+SL_TEST(check_server_ids) {
+  fx_t f;
+  const char *const settings[] = {"server-id=5402", NULL};
+  fx_open_with(&f, settings);
+  sl_error_t *err = NULL;
+  /* The server's own id. */
+  int rc = sl__cdc_check_server_ids(f.m, f.server, 5400, 4, NULL, &err);
+  expect_msg(&f, rc, SL_EINVAL, err,
+             "mariadb-cdc: server id 5402 of the range 5400-5403 (pipeline "
+             "key server_id; one id per reader) is the server id of %S "
+             "itself (@@server_id); MariaDB drops the older of two "
+             "replication connections with one server id: set server_id to "
+             "a range no server or replica uses, e.g. server_id: "
+             "\"5403-5406\"");
+  err = NULL;
+  SL_ASSERT_OK_E(sl__cdc_check_server_ids(f.m, f.server, 5403, 4, NULL, &err),
+                 err);
+  SL_ASSERT_OK_E(sl__cdc_check_server_ids(f.m, f.server, 5398, 4, NULL, &err),
+                 err);
+
+  /* A connected replica (sluice's reader, registered): its id is taken. */
+  sl_binlog_reader_t *r1 = replica(&f, 5405, "sluice shop-capture");
+  rc = sl__cdc_check_server_ids(f.m, f.server, 5403, 4, NULL, &err);
+  expect_msg(&f, rc, SL_EINVAL, err,
+             "mariadb-cdc: server id 5405 of the range 5403-5406 (pipeline "
+             "key server_id; one id per reader) is used by a replica "
+             "connected to %S (SHOW SLAVE HOSTS: host 'sluice shop-capture', "
+             "port 7); MariaDB drops the older of two replication "
+             "connections with one server id: set server_id to a range no "
+             "server or replica uses, e.g. server_id: \"5406-5409\"");
+  err = NULL;
+  /* One id, and the suggestion steps past both used ids. */
+  rc = sl__cdc_check_server_ids(f.m, f.server, 5402, 1, NULL, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EINVAL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err), "the range 5402 (") != NULL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err), "server_id: \"5403\"") != NULL);
+  sl_error_destroy(err);
+  err = NULL;
+  rc = sl__cdc_check_server_ids(f.m, f.server, 5401, 4, NULL, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EINVAL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err), "server id 5402 ") != NULL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err), "\"5406-5409\"") != NULL);
+  sl_error_destroy(err);
+  err = NULL;
+  /* The job's own readers (its report host) do not count. */
+  SL_ASSERT_OK_E(sl__cdc_check_server_ids(f.m, f.server, 5403, 4,
+                                          "sluice shop-capture", &err),
+                 err);
+  SL_ASSERT_OK_E(sl__cdc_check_server_ids(f.m, f.server, 5406, 100, NULL,
+                                          &err),
+                 err);
+
+  /* Bad ranges. */
+  rc = sl__cdc_check_server_ids(f.m, f.server, 0, 4, NULL, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EINVAL);
+  SL_ASSERT_EQ_STR(sl_error_message(err), "mariadb-cdc: server id range of 4 "
+                   "ids from 0 (pipeline key server_id) is not within "
+                   "1-4294967295");
+  sl_error_destroy(err);
+  err = NULL;
+  SL_ASSERT_EQ_INT(sl__cdc_check_server_ids(f.m, f.server, 4294967295u, 2,
+                                            NULL, &err),
+                   SL_EINVAL);
+  sl_error_destroy(err);
+  err = NULL;
+
+  /* Two replication connections with one server id: MariaDB drops the
+   * older one with error 4052 (after the events it had sent), and the
+   * registration stays listed once. */
+  sl_binlog_reader_t *r2 = replica(&f, 5405, "sluice other");
+  my_ok(f.m, "CREATE DATABASE kick");
+  const uint8_t *d;
+  size_t len;
+  while ((rc = sl__binlog_reader_next(r1, &d, &len, &err)) == SL_OK) {
+  }
+  SL_ASSERT_EQ_INT(rc, SL_EIO);
+  SL_ASSERT_EQ_INT(sl__binlog_reader_errno(r1), 4052);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err), "A slave with the same "
+                        "server_uuid/server_id is already connected") != NULL);
+  sl_error_destroy(err);
+  err = NULL;
+  rc = sl__cdc_check_server_ids(f.m, f.server, 5405, 1, NULL, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EINVAL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err), "host 'sluice other'") != NULL);
+  sl_error_destroy(err);
+  err = NULL;
+  sl__binlog_reader_close(r1);
+  sl__binlog_reader_close(r2);
+
+  /* Without REPLICATION MASTER ADMIN, SHOW SLAVE HOSTS is refused: only
+   * @@server_id is checked. */
+  my_ok(f.m, "CREATE USER cdc@'%' IDENTIFIED BY 'pw'");
+  my_ok(f.m, "GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO "
+             "cdc@'%'");
+  MYSQL *u = connect_as(&f, "cdc", "pw");
+  SL_ASSERT_OK_E(sl__cdc_check_server_ids(u, f.server, 5405, 1, NULL, &err),
+                 err);
+  rc = sl__cdc_check_server_ids(u, f.server, 5402, 1, NULL, &err);
+  SL_ASSERT_EQ_INT(rc, SL_EINVAL);
+  sl_error_destroy(err);
+  mysql_close(u);
+  fx_close(&f);
+}
+
+/* A MariaDB replica (a second server replicating from the first) is
+ * listed by SHOW SLAVE HOSTS and its id refused. */
+SL_TEST(check_server_ids_real_replica) {
+  fx_t f;
+  fx_open(&f);
+  const char *const rs[] = {"server-id=5404", NULL};
+  sl_server_opts_t o;
+  sl_server_opts_init(&o, SL_SERVER_MARIADB);
+  o.extra_settings = rs;
+  sl_server_t *rsrv = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_server_start(&o, &rsrv, &err), err);
+  MYSQL *rm = NULL;
+  SL_ASSERT_OK_E(sl_my_connect(rsrv, sl_server_port(rsrv), &rm, &err), err);
+  char sql[256];
+  snprintf(sql, sizeof(sql), "CHANGE MASTER TO MASTER_HOST='127.0.0.1', "
+           "MASTER_PORT=%d, MASTER_USER='root', MASTER_USE_GTID=slave_pos",
+           sl_server_port(f.srv));
+  my_ok(rm, sql);
+  my_ok(rm, "START SLAVE");
+  /* Wait (bounded) until the replica has registered: it does so before
+   * its dump starts. */
+  int64_t n = 0;
+  for (int i = 0; i < 3000 && n == 0; i++) {
+    n = my_int(f.m, "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+                    "WHERE COMMAND = 'Binlog Dump'");
+    if (n == 0) nanosleep(&(struct timespec){0, 10000000}, NULL);
+  }
+  SL_ASSERT_EQ_INT(n, 1);
+  int rc = sl__cdc_check_server_ids(f.m, f.server, 5403, 2, NULL, &err);
+  /* The replica reports its own address. */
+  char want[1024];
+  snprintf(want, sizeof(want),
+           "mariadb-cdc: server id 5404 of the range 5403-5404 (pipeline "
+           "key server_id; one id per reader) is used by a replica "
+           "connected to %%S (SHOW SLAVE HOSTS: host '127.0.0.1', port %d); "
+           "MariaDB drops the older of two replication connections with "
+           "one server id: set server_id to a range no server or replica "
+           "uses, e.g. server_id: \"5405-5406\"", sl_server_port(rsrv));
+  expect_msg(&f, rc, SL_EINVAL, err, want);
+  my_ok(rm, "STOP SLAVE");
+  mysql_close(rm);
+  sl_server_destroy(rsrv);
+  fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* Sharded tables into one output. */
+
+static sl__cdc_table_t *describe_key(fx_t *f, const char *table,
+                                     const char *key) {
+  sl__cdc_table_t *t = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(
+      sl__cdc_table_describe(f->m, f->server, "shop", table, key, &t, &err),
+      err);
+  return t;
+}
+
+static sl__cdc_table_t *describe(fx_t *f, const char *table) {
+  return describe_key(f, table, NULL);
+}
+
+/* shop.o_1 with shop.<other>: agree (want NULL) or the message. */
+static void agree_case(fx_t *f, const char *other, const char *want) {
+  sl__cdc_table_t *t[3] = {describe(f, "o_1"), describe(f, "o_2"),
+                           describe(f, other)};
+  sl_error_t *err = NULL;
+  int rc = sl__cdc_tables_agree(t, 3, f->server, &err);
+  if (want == NULL) SL_ASSERT_OK_E(rc, err);
+  else expect_msg(f, rc, SL_EINVAL, err, want);
+  for (int i = 0; i < 3; i++) sl__cdc_table_destroy(t[i]);
+}
+
+SL_TEST(tables_agree) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE DATABASE shop");
+  const char *cols = "(id BIGINT NOT NULL, region CHAR(2) NOT NULL, "
+                     "amount DECIMAL(10,2), note VARCHAR(40), "
+                     "PRIMARY KEY (id, region))";
+  const char *const same[] = {"o_1", "o_2", "o_same", NULL};
+  char sql[512];
+  for (int i = 0; same[i]; i++) {
+    snprintf(sql, sizeof(sql), "CREATE TABLE shop.%s %s", same[i], cols);
+    my_ok(f.m, sql);
+  }
+  /* Other MariaDB types with the same sluice types agree: int and
+   * bigint are int64, varchar and text are string; a declared chunk key
+   * does not matter. */
+  my_ok(f.m, "CREATE TABLE shop.o_alike (id INT NOT NULL, region "
+             "VARCHAR(5) NOT NULL, amount DECIMAL(10,2), note TEXT, "
+             "PRIMARY KEY (id, region))");
+  my_ok(f.m, "CREATE TABLE shop.o_type (id BIGINT NOT NULL, region CHAR(2) "
+             "NOT NULL, amount DECIMAL(12,2), note VARCHAR(40), "
+             "PRIMARY KEY (id, region))");
+  my_ok(f.m, "CREATE TABLE shop.o_null (id BIGINT NOT NULL, region CHAR(2) "
+             "NOT NULL, amount DECIMAL(10,2) NOT NULL, note VARCHAR(40), "
+             "PRIMARY KEY (id, region))");
+  my_ok(f.m, "CREATE TABLE shop.o_name (id BIGINT NOT NULL, region CHAR(2) "
+             "NOT NULL, total DECIMAL(10,2), note VARCHAR(40), "
+             "PRIMARY KEY (id, region))");
+  my_ok(f.m, "CREATE TABLE shop.o_more (id BIGINT NOT NULL, region CHAR(2) "
+             "NOT NULL, amount DECIMAL(10,2), note VARCHAR(40), x INT, "
+             "PRIMARY KEY (id, region))");
+  my_ok(f.m, "CREATE TABLE shop.o_pk (id BIGINT NOT NULL, region CHAR(2) "
+             "NOT NULL, amount DECIMAL(10,2), note VARCHAR(40), "
+             "PRIMARY KEY (region, id))");
+  my_ok(f.m, "CREATE TABLE shop.o_bin (id BIGINT NOT NULL, region "
+             "BINARY(2) NOT NULL, amount DECIMAL(10,2), note VARCHAR(40), "
+             "PRIMARY KEY (id, region))");
+  agree_case(&f, "o_same", NULL);
+  agree_case(&f, "o_alike", NULL);
+  agree_case(&f, "o_type",
+             "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_type` at %S go "
+             "into one output but differ: column `amount` is decimal(10,2) "
+             "(decimal(10,2), nullable) against decimal(12,2) "
+             "(decimal(12,2), nullable); tables captured into one output "
+             "need the same columns, in the same order, with the same "
+             "types, and the same primary and chunk keys");
+  agree_case(&f, "o_null",
+             "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_null` at %S go "
+             "into one output but differ: column `amount` is decimal(10,2) "
+             "(decimal(10,2), nullable) against decimal(10,2) "
+             "(decimal(10,2), not null); tables captured into one output "
+             "need the same columns, in the same order, with the same "
+             "types, and the same primary and chunk keys");
+  agree_case(&f, "o_name",
+             "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_name` at %S go "
+             "into one output but differ: column 3 is `amount` against "
+             "`total`; tables captured into one output need the same "
+             "columns, in the same order, with the same types, and the same "
+             "primary and chunk keys");
+  agree_case(&f, "o_more",
+             "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_more` at %S go "
+             "into one output but differ: 4 columns against 5; tables "
+             "captured into one output need the same columns, in the same "
+             "order, with the same types, and the same primary and chunk keys");
+  agree_case(&f, "o_pk",
+             "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_pk` at %S go "
+             "into one output but differ: the primary key is (`id`, "
+             "`region`) against (`region`, `id`); tables captured into one "
+             "output need the same columns, in the same order, with the "
+             "same types, and the same primary and chunk keys");
+  agree_case(&f, "o_bin",
+             "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_bin` at %S go "
+             "into one output but differ: column `region` is char(2) "
+             "(string, not null) against binary(2) (bytes, not null); "
+             "tables captured into one output need the same columns, in the "
+             "same order, with the same types, and the same primary and chunk keys");
+  /* The chunk keys must agree too: a declared key adds the version
+   * field to the output. */
+  my_ok(f.m, "ALTER TABLE shop.o_1 ADD KEY (amount), ADD KEY (note)");
+  my_ok(f.m, "ALTER TABLE shop.o_2 ADD KEY (amount), ADD KEY (note)");
+  {
+    sl__cdc_table_t *t[2] = {describe_key(&f, "o_1", "amount"),
+                             describe(&f, "o_2")};
+    sl_error_t *e2 = NULL;
+    int rc = sl__cdc_tables_agree(t, 2, f.server, &e2);
+    expect_msg(&f, rc, SL_EINVAL, e2,
+               "mariadb-cdc: tables `shop`.`o_1` and `shop`.`o_2` at %S go "
+               "into one output but differ: the chunk key is the declared "
+               "chunk key `amount` against the primary key (`id`, `region`); "
+               "tables captured into one output need the same columns, in "
+               "the same order, with the same types, and the same primary "
+               "and chunk keys");
+    e2 = NULL;
+    sl__cdc_table_destroy(t[1]);
+    t[1] = describe_key(&f, "o_2", "note");
+    rc = sl__cdc_tables_agree(t, 2, f.server, &e2);
+    SL_ASSERT_EQ_INT(rc, SL_EINVAL);
+    SL_ASSERT_TRUE(strstr(sl_error_message(e2), "the declared chunk key "
+                          "`amount` against the declared chunk key `note`") !=
+                   NULL);
+    sl_error_destroy(e2);
+    e2 = NULL;
+    sl__cdc_table_destroy(t[1]);
+    t[1] = describe_key(&f, "o_2", "amount");
+    SL_ASSERT_OK_E(sl__cdc_tables_agree(t, 2, f.server, &e2), e2);
+    sl__cdc_table_destroy(t[0]);
+    sl__cdc_table_destroy(t[1]);
+  }
+  /* One table, or none, always agrees. */
+  sl__cdc_table_t *one = describe(&f, "o_pk");
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__cdc_tables_agree(&one, 1, f.server, &err), err);
+  SL_ASSERT_OK_E(sl__cdc_tables_agree(NULL, 0, f.server, &err), err);
+  sl__cdc_table_destroy(one);
+  fx_close(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* DML at each snapshot phase, merged from the binlog window. */
+
+/* The changes of shop.<table> in the binlog window (LOW, HIGH]: read
+ * from LOW's GTID state, the transactions up to HIGH's state, decoded and
+ * mapped to rows of t->schema (images kept in imgs). */
+typedef struct window_s {
+  sl__cdc_rows_t imgs;
+  uint32_t n, cap;
+  struct {
+    sl_row_kind_t kind;
+    int32_t before, after; /* indexes into imgs, -1: none */
+  } *c;
+} window_t;
+
+static void window_add(window_t *w, sl_row_kind_t kind, int32_t before,
+                       int32_t after) {
+  if (w->n == w->cap) {
+    w->cap = w->cap ? 2 * w->cap : 16;
+    w->c = realloc(w->c, w->cap * sizeof(*w->c));
+    SL_ASSERT_TRUE(w->c != NULL);
+  }
+  w->c[w->n].kind = kind;
+  w->c[w->n].before = before;
+  w->c[w->n].after = after;
+  w->n++;
+}
+
+static int32_t window_img(window_t *w, const sl_binlog_table_t *bt,
+                          const sl_binlog_value_t *vals, sl_row_builder_t *b,
+                          sl_bytes_t *scratch) {
+  sl_row_t row;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__binlog_image_to_row(bt, vals, SL_ROW_INSERT, b, scratch,
+                                         &row, &err),
+                 err);
+  SL_ASSERT_OK(sl__cdc_rows_add(&w->imgs, &row));
+  return (int32_t)w->imgs.n - 1;
+}
+
+static void read_window(fx_t *f, const sl__cdc_table_t *t, const char *low,
+                        const char *high, window_t *w) {
+  sl_error_t *err = NULL;
+  sl_binlog_gtid_state_t hs;
+  SL_ASSERT_OK_E(sl__binlog_gtid_state_parse(high, &hs, &err), err);
+  sl_binlog_reader_opts_t o = {.host = "127.0.0.1",
+                               .port = sl_server_port(f->srv),
+                               .user = "root",
+                               .server_id = 78,
+                               .gtid_start = low,
+                               .is_non_blocking = true};
+  sl_binlog_reader_t *r = NULL;
+  SL_ASSERT_OK_E(sl__binlog_reader_open(&o, &r, &err), err);
+  sl_binlog_decoder_t d;
+  sl__binlog_decoder_init(&d, sl__binlog_reader_checksum(r));
+  sl_schema_t *bs = NULL;
+  sl_row_builder_t b;
+  sl_bytes_t scratch;
+  sl_bytes_init(&scratch);
+  bool in_window = false;
+  for (;;) {
+    const uint8_t *data;
+    size_t len;
+    int rc = sl__binlog_reader_next(r, &data, &len, &err);
+    if (rc == SL_ENOTFOUND) break;
+    SL_ASSERT_OK_E(rc, err);
+    sl_binlog_event_t ev;
+    SL_ASSERT_OK_E(sl__binlog_decode(&d, data, len, &ev, &err), err);
+    if (ev.type == SL_BLE_GTID) {
+      uint64_t top = 0;
+      for (uint32_t i = 0; i < hs.n; i++)
+        if (hs.g[i].domain == ev.u.gtid.gtid.domain) top = hs.g[i].seq;
+      in_window = ev.u.gtid.gtid.seq <= top;
+      continue;
+    }
+    if (!in_window || (ev.type != SL_BLE_WRITE_ROWS_V1 &&
+                       ev.type != SL_BLE_UPDATE_ROWS_V1 &&
+                       ev.type != SL_BLE_DELETE_ROWS_V1))
+      continue;
+    const sl_binlog_table_t *bt = ev.u.rows.table;
+    if (bt == NULL || strcmp(bt->schema, t->db) != 0 ||
+        strcmp(bt->table, t->name) != 0)
+      continue;
+    if (bs == NULL) {
+      SL_ASSERT_OK_E(sl__binlog_table_schema(bt, &bs, &err), err);
+      SL_ASSERT_OK(sl_row_builder_init(&b, bs));
+      /* The binlog's rows and the snapshot's share one layout. */
+      SL_ASSERT_EQ_INT(bt->n_cols, t->n_cols);
+      for (uint32_t i = 0; i < t->n_cols; i++) {
+        const sl_field_t *x = sl_schema_field(bs, i);
+        const sl_field_t *y = sl_schema_field(t->schema, i);
+        SL_ASSERT_EQ_INT(x->type.id, y->type.id);
+      }
+    }
+    sl_binlog_rows_iter_t it;
+    sl__binlog_rows_begin(&it, &ev);
+    sl_binlog_value_t before[16], after[16];
+    SL_ASSERT_TRUE(bt->n_cols <= 16);
+    while ((rc = sl__binlog_rows_next(&d, &it, before, after, &err)) ==
+           SL_OK) {
+      if (ev.type == SL_BLE_WRITE_ROWS_V1)
+        window_add(w, SL_ROW_INSERT, -1, window_img(w, bt, after, &b, &scratch));
+      else if (ev.type == SL_BLE_DELETE_ROWS_V1)
+        window_add(w, SL_ROW_DELETE, window_img(w, bt, before, &b, &scratch),
+                   -1);
+      else {
+        int32_t bi = window_img(w, bt, before, &b, &scratch);
+        window_add(w, SL_ROW_UPDATE_AFTER, bi,
+                   window_img(w, bt, after, &b, &scratch));
+      }
+    }
+    SL_ASSERT_EQ_INT(rc, SL_ENOTFOUND);
+    sl_error_destroy(err);
+    err = NULL;
+  }
+  if (bs != NULL) {
+    sl_row_builder_close(&b);
+    sl_schema_unref(bs);
+  }
+  sl_bytes_close(&scratch);
+  sl__binlog_decoder_close(&d);
+  sl__binlog_reader_close(r);
+}
+
+typedef struct in_ctx_s {
+  sl__cdc_member_t *m;
+  const sl__cdc_chunk_t *ch;
+  uint32_t n_calls;
+} in_ctx_t;
+
+static bool in_chunk_member(void *ctx, const sl_row_t *row) {
+  in_ctx_t *c = ctx;
+  bool in = false;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__cdc_member_contains(c->m, c->ch, row, &in, &err), err);
+  c->n_calls++;
+  return in;
+}
+
+/* Whether two row sets hold the same rows (byte for byte), any order. */
+static bool same_rows(const sl__cdc_rows_t *a, const sl__cdc_rows_t *b) {
+  if (a->n != b->n) return false;
+  for (uint32_t i = 0; i < a->n; i++) {
+    bool found = false;
+    for (uint32_t j = 0; j < b->n && !found; j++)
+      found = a->len[i] == b->len[j] &&
+              memcmp(a->data[i], b->data[j], a->len[i]) == 0;
+    if (!found) return false;
+  }
+  return true;
+}
+
+/* Statements of one DML kind; "%W" is replaced by chunk 1's WHERE, "%L"
+ * by its low bound's text (a string key) and "%P" by the phase (0, 1), so
+ * the second phase changes other rows. */
+typedef struct dml_s {
+  const char *name;
+  const char *sql[3];
+} dml_t;
+
+static void run_sql(fx_t *f, const sl__cdc_chunks_t *cl, const char *tmpl,
+                    int phase) {
+  sl_bytes_t w, q;
+  sl_bytes_init(&w);
+  sl_bytes_init(&q);
+  SL_ASSERT_OK(sl__cdc_chunk_where(cl, &cl->chunks[1], &w));
+  for (const char *p = tmpl; *p; p++) {
+    if (p[0] == '%' && p[1] == 'W') {
+      SL_ASSERT_OK(sl_bytes_append(&q, w.data, w.len));
+      p++;
+    } else if (p[0] == '%' && p[1] == 'P') {
+      SL_ASSERT_OK(sl_bytes_printf(&q, "%d", phase));
+      p++;
+    } else if (p[0] == '%' && p[1] == 'L') {
+      const sl__cdc_kv_t *lo = &cl->chunks[1].low[0];
+      SL_ASSERT_OK(sl_bytes_append(&q, lo->p, lo->len));
+      p++;
+    } else {
+      SL_ASSERT_OK(sl_bytes_append(&q, p, 1));
+    }
+  }
+  SL_ASSERT_OK(sl_bytes_append(&q, "", 1));
+  my_ok(f->m, (const char *)q.data);
+  sl_bytes_close(&w);
+  sl_bytes_close(&q);
+}
+
+/*
+ * For each phase (the reader paused at cdc.snapshot.after_low, or at
+ * cdc.snapshot.before_high) and each DML kind: read chunk 1 while the DML
+ * runs at that point, read the binlog window (LOW, HIGH], merge it with
+ * the membership checker as the in-chunk predicate, and the rows equal
+ * the chunk's SELECT at HIGH (nothing is written after HIGH, checked by
+ * @@gtid_binlog_pos), while the rows before the merge do not.
+ */
+static void phases(fx_t *f, const sl__cdc_table_t *t,
+                   const sl__cdc_chunks_t *cl, const dml_t *dml, int n_dml) {
+  static const char *const points[] = {"cdc.snapshot.after_low",
+                                       "cdc.snapshot.before_high"};
+  sl_error_t *err = NULL;
+  MYSQL *mc = NULL;
+  SL_ASSERT_OK_E(sl_my_connect(f->srv, sl_server_port(f->srv), &mc, &err),
+                 err);
+  SL_ASSERT_OK_E(sl__cdc_session_setup(mc, f->server, &err), err);
+  sl__cdc_member_t *mem = NULL;
+  SL_ASSERT_OK_E(sl__cdc_member_open(mc, f->server, t, cl, &mem, &err), err);
+  for (int ph = 0; ph < 2; ph++) {
+    for (int k = 0; k < n_dml; k++) {
+      reader_t r = {.f = f, .t = t, .cl = cl};
+      SL_ASSERT_OK_E(sl_my_connect(f->srv, sl_server_port(f->srv), &r.m, &err),
+                     err);
+      sl__cdc_rows_init(&r.rows, t->schema);
+      SL_ASSERT_OK(sl_inject_arm(points[ph], SL_INJECT_PAUSE, 1, false));
+      pthread_t th;
+      SL_ASSERT_EQ_INT(pthread_create(&th, NULL, reader_main, &r), 0);
+      SL_ASSERT_OK(sl_inject_wait_paused(points[ph], 60000));
+      for (int s = 0; s < 3 && dml[k].sql[s]; s++)
+        run_sql(f, cl, dml[k].sql[s], ph);
+      sl_inject_release(points[ph]);
+      SL_ASSERT_EQ_INT(pthread_join(th, NULL), 0);
+      SL_ASSERT_OK_E(r.rc, r.err);
+      sl_inject_reset();
+      SL_ASSERT_EQ_INT(mysql_query(f->m, "SELECT @@gtid_binlog_pos"), 0);
+      MYSQL_RES *gr = mysql_store_result(f->m);
+      SL_ASSERT_TRUE(gr != NULL);
+      MYSQL_ROW grow = mysql_fetch_row(gr);
+      SL_ASSERT_TRUE(grow != NULL && grow[0] != NULL);
+      SL_ASSERT_EQ_STR(grow[0], r.high.gtid);
+      mysql_free_result(gr);
+
+      window_t w;
+      memset(&w, 0, sizeof(w));
+      sl__cdc_rows_init(&w.imgs, t->schema);
+      read_window(f, t, r.low.gtid, r.high.gtid, &w);
+      SL_ASSERT_TRUE(w.n > 0);
+      sl_row_t *views = calloc(w.imgs.n + 1, sizeof(*views));
+      sl__cdc_change_t *chg = calloc(w.n + 1, sizeof(*chg));
+      SL_ASSERT_TRUE(views && chg);
+      for (uint32_t i = 0; i < w.imgs.n; i++)
+        sl__cdc_rows_get(&w.imgs, i, &views[i]);
+      for (uint32_t i = 0; i < w.n; i++) {
+        chg[i].kind = w.c[i].kind;
+        chg[i].before = w.c[i].before >= 0 ? &views[w.c[i].before] : NULL;
+        chg[i].after = w.c[i].after >= 0 ? &views[w.c[i].after] : NULL;
+      }
+      sl__cdc_rows_t at_high;
+      sl__cdc_rows_init(&at_high, t->schema);
+      sl__cdc_pos_t l2, h2;
+      SL_ASSERT_OK_E(sl__cdc_read_chunk(r.m, f->server, t, cl, &cl->chunks[1],
+                                        &l2, &h2, &at_high, &err),
+                     err);
+      if (same_rows(&r.rows, &at_high))
+        SL_TEST_FAIL("%s at %s: the chunk's rows did not change", dml[k].name,
+                     points[ph]);
+      in_ctx_t ic = {.m = mem, .ch = &cl->chunks[1]};
+      SL_ASSERT_OK_E(sl__cdc_merge(&r.rows, t->pk, t->n_pk, chg, w.n,
+                                   in_chunk_member, &ic, &err),
+                     err);
+      if (!same_rows(&r.rows, &at_high))
+        SL_TEST_FAIL("%s at %s: %u merged rows, %u at HIGH, not the same",
+                     dml[k].name, points[ph], r.rows.n, at_high.n);
+      /* Every after image went through the checker. */
+      uint32_t n_after = 0;
+      for (uint32_t i = 0; i < w.n; i++) n_after += chg[i].after != NULL;
+      SL_ASSERT_EQ_INT(ic.n_calls, n_after);
+      sl__cdc_rows_close(&at_high);
+      free(views);
+      free(chg);
+      free(w.c);
+      sl__cdc_rows_close(&w.imgs);
+      sl__cdc_rows_close(&r.rows);
+      mysql_close(r.m);
+    }
+  }
+  sl__cdc_member_close(mem);
+  mysql_close(mc);
+}
+
+/* Primary-key chunks: a chunk-key change is a primary-key change that
+ * crosses chunks. */
+SL_TEST(phases_pk_chunks) {
+  if (!sl_inject_is_enabled()) return;
+  fx_t f;
+  const char *const settings[] = {"binlog-row-metadata=FULL", NULL};
+  fx_open_with(&f, settings);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "CREATE TABLE shop.pk (id INT PRIMARY KEY, v VARCHAR(20), "
+             "c INT)");
+  fill(&f, "pk", "SELECT seq, CONCAT('v', seq), seq % 10 FROM "
+                 "seq_1_to_299_step_2");
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = plan(&f, "pk", NULL, 50, true, &t);
+  /* (-inf,100) [100,199) [199,298) [298,+inf): the DML below is about
+   * chunk 1. */
+  SL_ASSERT_EQ_INT(cl->n, 4);
+  SL_ASSERT_EQ_INT(cl->chunks[1].low[0].i, 100);
+  SL_ASSERT_EQ_INT(cl->chunks[1].high[0].i, 199);
+  static const dml_t dml[] = {
+      {"insert", {"INSERT INTO shop.pk VALUES (150 + 2 * %P, 'new', 0), "
+                  "(250 + 2 * %P, 'out', 0), (1, 'x', 0) ON DUPLICATE KEY "
+                  "UPDATE v = CONCAT(v, 'dup')", NULL}},
+      {"update", {"UPDATE shop.pk SET v = 'upd', c = c + 1 WHERE id IN "
+                  "(151, 153, 51)", NULL}},
+      {"delete", {"DELETE FROM shop.pk WHERE id IN (161 + 2 * %P, "
+                  "261 + 2 * %P)", NULL}},
+      {"primary key change", {"UPDATE shop.pk SET id = 170 + 4 * %P WHERE "
+                              "id = 171 + 4 * %P", NULL}},
+      {"chunk key change", {"UPDATE shop.pk SET id = 1181 + 2 * %P WHERE "
+                            "id = 181 + 2 * %P",
+                            "UPDATE shop.pk SET id = 190 + 2 * %P WHERE "
+                            "id = 51 + 2 * %P", NULL}},
+  };
+  phases(&f, t, cl, dml, 5);
+  sl__cdc_chunks_free(cl);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}
+
+/* A declared, non-unique chunk key in a case-insensitive collation: the
+ * checker asks the server (a key equal to the chunk's low bound in the
+ * collation, in the other case, lies in the chunk). */
+SL_TEST(phases_declared_string_key) {
+  if (!sl_inject_is_enabled()) return;
+  fx_t f;
+  const char *const settings[] = {"binlog-row-metadata=FULL", NULL};
+  fx_open_with(&f, settings);
+  my_ok(f.m, "CREATE DATABASE shop");
+  my_ok(f.m, "CREATE TABLE shop.ck (id INT PRIMARY KEY, k VARCHAR(20) "
+             "COLLATE utf8mb4_general_ci, v INT, KEY (k))");
+  fill(&f, "ck", "SELECT seq, CONCAT(IF(seq % 2, 'k', 'K'), LPAD(seq, 4, "
+                 "'0')), seq FROM seq_1_to_300");
+  sl__cdc_table_t *t = NULL;
+  sl__cdc_chunks_t *cl = plan(&f, "ck", "k", 100, false, &t);
+  SL_ASSERT_EQ_INT(cl->n, 3);
+  static const dml_t dml[] = {
+      {"insert", {"INSERT INTO shop.ck VALUES (1000 + 10 * %P, UPPER('%L'), "
+                  "1), (1001 + 10 * %P, LOWER('%L'), 2), (1002 + 10 * %P, "
+                  "'zz', 3)", NULL}},
+      {"update", {"UPDATE shop.ck SET v = v + 1000 WHERE %W ORDER BY id "
+                  "LIMIT 3", NULL}},
+      {"delete", {"DELETE FROM shop.ck WHERE %W ORDER BY id DESC LIMIT 2",
+                  NULL}},
+      {"primary key change", {"UPDATE shop.ck SET id = id + 5000 WHERE %W "
+                              "ORDER BY id LIMIT 1", NULL}},
+      {"chunk key change", {"UPDATE shop.ck SET k = 'a' WHERE %W ORDER BY id "
+                            "LIMIT 1",
+                            "UPDATE shop.ck SET k = IF(BINARY LEFT('%L', 1) "
+                            "= 'k', CONCAT('K', SUBSTR('%L', 2)), "
+                            "CONCAT('k', SUBSTR('%L', 2))) WHERE id = "
+                            "7 + 2 * %P",
+                            NULL}},
+  };
+  phases(&f, t, cl, dml, 5);
   sl__cdc_chunks_free(cl);
   sl__cdc_table_destroy(t);
   fx_close(&f);

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <mysql.h>
 #include <mariadb_rpl.h>
@@ -22,6 +23,9 @@ struct sl_binlog_reader_s {
   unsigned last_errno;
   bool is_open; /* the dump command was sent */
   bool is_eof;
+  /* The connection's socket, set before the reader is handed out, read
+   * by sl__binlog_reader_interrupt from another thread. */
+  int fd;
 };
 
 static int fail_mysql(sl_binlog_reader_t *r, const char *what,
@@ -59,8 +63,10 @@ int sl__binlog_reader_open(const sl_binlog_reader_opts_t *o,
     return sl_error_set(out_err, SL_EINVAL,
                         "binlog reader: GTID start '%s' is not a MariaDB "
                         "GTID state (domain-server-seq,...)", o->gtid_start);
+  if (o->out_errno != NULL) *o->out_errno = 0;
   sl_binlog_reader_t *r = sl_calloc(1, sizeof(*r));
   if (r == NULL) return SL_ENOMEM;
+  r->fd = -1;
   snprintf(r->where, sizeof(r->where), "%s:%d", o->host, o->port);
   int rc = SL_OK;
   char sql[1024];
@@ -134,7 +140,12 @@ int sl__binlog_reader_open(const sl_binlog_reader_opts_t *o,
       mariadb_rpl_optionsv(r->rpl, MARIADB_RPL_FILENAME, file,
                            strlen(file)) != 0 ||
       mariadb_rpl_optionsv(r->rpl, MARIADB_RPL_START, pos) != 0 ||
-      mariadb_rpl_optionsv(r->rpl, MARIADB_RPL_FLAGS, flags) != 0) {
+      mariadb_rpl_optionsv(r->rpl, MARIADB_RPL_FLAGS, flags) != 0 ||
+      (o->report_host != NULL &&
+       (mariadb_rpl_optionsv(r->rpl, MARIADB_RPL_HOST, o->report_host,
+                             strlen(o->report_host)) != 0 ||
+        mariadb_rpl_optionsv(r->rpl, MARIADB_RPL_PORT,
+                             (unsigned int)o->report_port) != 0))) {
     rc = sl_error_set(out_err, SL_EINVAL, "binlog reader %s: replication "
                       "options refused: %s", r->where,
                       mariadb_rpl_error(r->rpl));
@@ -145,9 +156,11 @@ int sl__binlog_reader_open(const sl_binlog_reader_opts_t *o,
     goto fail;
   }
   r->is_open = true;
+  r->fd = (int)mysql_get_socket(r->mysql);
   *out_r = r;
   return SL_OK;
 fail:
+  if (o->out_errno != NULL) *o->out_errno = r->last_errno;
   sl__binlog_reader_close(r);
   return rc;
 }
@@ -197,6 +210,13 @@ sl_binlog_checksum_t sl__binlog_reader_checksum(const sl_binlog_reader_t *r) {
 
 unsigned sl__binlog_reader_errno(const sl_binlog_reader_t *r) {
   return r->last_errno;
+}
+
+void sl__binlog_reader_interrupt(sl_binlog_reader_t *r) {
+  /* shutdown() wakes a thread blocked in recv() on the socket (it reads
+   * the end of the stream); close() would not, and could free the
+   * descriptor under it. */
+  if (r != NULL && r->fd >= 0) (void)shutdown(r->fd, SHUT_RDWR);
 }
 
 void sl__binlog_reader_close(sl_binlog_reader_t *r) {

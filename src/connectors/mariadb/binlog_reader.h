@@ -48,6 +48,15 @@ typedef struct sl_binlog_reader_opts_s {
   uint32_t heartbeat_ms;      /* 0: none; else @master_heartbeat_period */
   uint32_t read_timeout_s;    /* 0: 30 s; must exceed the heartbeat */
   uint32_t connect_timeout_s; /* 0: 10 s */
+  /* May be NULL: receives the error number of a failed open (the
+   * client's 2002/2003/2013 ... or the server's), 0 when open succeeds or
+   * fails for another reason. */
+  unsigned *out_errno;
+  /* Not NULL: register as a replica (COM_REGISTER_SLAVE) under this host
+   * name and report_port, so SHOW SLAVE HOSTS lists server_id while the
+   * connection lasts (sl__cdc_check_server_ids reads it). */
+  const char *report_host;
+  uint32_t report_port;
 } sl_binlog_reader_opts_t;
 
 typedef struct sl_binlog_reader_s sl_binlog_reader_t;
@@ -74,6 +83,14 @@ int sl__binlog_reader_next(sl_binlog_reader_t *r, const uint8_t **out_data,
 sl_binlog_checksum_t sl__binlog_reader_checksum(const sl_binlog_reader_t *r);
 /** @brief The error number of the last failure (0: none). */
 unsigned sl__binlog_reader_errno(const sl_binlog_reader_t *r);
+/**
+ * @brief Make a read that blocks in sl__binlog_reader_next return soon
+ * with an error (shutdown() of the connection's socket; the reader is
+ * unusable after it).
+ * @thread any, while another thread may be reading; not concurrently
+ * with sl__binlog_reader_close (the caller orders the two).
+ */
+void sl__binlog_reader_interrupt(sl_binlog_reader_t *r);
 /** @brief Close the connection and free.  NULL does nothing. */
 void sl__binlog_reader_close(sl_binlog_reader_t *r);
 

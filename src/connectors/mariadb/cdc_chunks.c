@@ -486,8 +486,7 @@ static int parse_unscaled(const uint8_t *p, uint32_t len, unsigned scale,
   return SL_OK;
 }
 
-/* Compare key column k of row with bound value v: *out_cmp < 0, 0, > 0. */
-static int cmp_key(const sl__cdc_chunks_t *cl, const sl__cdc_table_t *t,
+int sl__cdc_key_cmp(const sl__cdc_chunks_t *cl, const sl__cdc_table_t *t,
                    uint32_t k, const sl_row_t *row, const sl__cdc_kv_t *v,
                    int *out_cmp, sl_error_t **out_err) {
   const sl__cdc_col_t *col = &t->cols[t->key[k]];
@@ -538,7 +537,7 @@ static int cmp_bound(const sl__cdc_chunks_t *cl, const sl__cdc_table_t *t,
                      int *out_cmp, sl_error_t **out_err) {
   for (uint32_t k = 0; k < cl->n_key; k++) {
     int c = 0;
-    int rc = cmp_key(cl, t, k, row, &b[k], &c, out_err);
+    int rc = sl__cdc_key_cmp(cl, t, k, row, &b[k], &c, out_err);
     if (rc != SL_OK) return rc;
     if (c != 0) {
       *out_cmp = c;

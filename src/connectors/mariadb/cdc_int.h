@@ -5,9 +5,11 @@
  * checks and the table patterns, cdc_types.c the column type mapping and
  * the table description, cdc_chunks.c the chunk planning and the chunk
  * list codec (enumerator state), cdc_snapshot.c the chunk reader (LOW,
- * SELECT, HIGH) and the backfill merge seam.  The binlog decoder and the
- * replication transport live in binlog_decode.{c,h} and are not used here
- * yet.  Every function that talks to a server takes `server`, the
+ * SELECT, HIGH) and the backfill merge seam, cdc_member.c chunk
+ * membership in the key column's collation, cdc_server_ids.c the free
+ * server-id range, cdc_agree.c the check that tables sharing one output
+ * agree.  The binlog decoder and the replication transport live in
+ * binlog_decode.{c,h} and are not used here yet.  Every function that talks to a server takes `server`, the
  * "host:port" text its messages name.  See docs/cdc-mariadb.md.
  *
  * @thread any: each function works on the caller's thread with the
@@ -80,6 +82,24 @@ int sl__cdc_check_select(MYSQL *c, const char *server, const char *user,
                          const char *db, const char *table,
                          sl_error_t **out_err);
 
+/*
+ * The free server-id range (cdc_server_ids.c): the source's replication
+ * connections use the server ids [base, base + n) (pipeline key
+ * server_id).  Refused (SL_EINVAL, a message naming the id, who uses it,
+ * the pipeline key and a free range) when the range holds the server's
+ * own @@server_id or the id of a replica listed by SHOW SLAVE HOSTS
+ * (every MariaDB/MySQL replica, and sluice's binlog readers that register
+ * with report_host).  Replicas whose Host is own_host (may be NULL) are
+ * this job's own readers of an earlier run and do not count: the server
+ * keeps a dump thread, and its registration, until it next writes to it.
+ * Without the privilege for SHOW SLAVE HOSTS (REPLICATION MASTER ADMIN,
+ * MariaDB 10.5.2+), only @@server_id is checked and a warning is logged.
+ * An empty range, id 0 or a range past 2^32-1 is SL_EINVAL.
+ */
+int sl__cdc_check_server_ids(MYSQL *c, const char *server, uint32_t base,
+                             uint32_t n, const char *own_host,
+                             sl_error_t **out_err);
+
 /* ------------------------------------------------------------------ */
 /* cdc_types.c: column types and the table description.                */
 
@@ -112,6 +132,8 @@ typedef struct sl__cdc_col_s {
   char column_type[128];  /* COLUMN_TYPE, e.g. "int(10) unsigned" */
   sl_type_t type;         /* the sluice type (nullable from IS_NULLABLE) */
   uint8_t conv;           /* sl__cdc_conv_t */
+  char charset[32];       /* CHARACTER_SET_NAME ("" when none) */
+  char collation[64];     /* COLLATION_NAME ("" when none) */
 } sl__cdc_col_t;
 
 typedef struct sl__cdc_table_s {
@@ -151,6 +173,18 @@ int sl__cdc_table_describe(MYSQL *c, const char *server, const char *db,
                            const char *table, const char *chunk_key,
                            sl__cdc_table_t **out, sl_error_t **out_err);
 void sl__cdc_table_destroy(sl__cdc_table_t *t);
+
+/*
+ * Sharded tables into one output (cdc_agree.c): t[0..n) must have the
+ * same columns (names, sluice types with nullability, order) and the
+ * same primary key (the same columns, in order) and the same chunk key
+ * (the primary key, or the same declared column: a declared key adds the
+ * version field to the output).  Else SL_EINVAL naming t[0] and the first
+ * table that differs from it, and how (column count, a column's name, a
+ * column's type, the primary key or the chunk key).
+ */
+int sl__cdc_tables_agree(sl__cdc_table_t *const *t, uint32_t n,
+                         const char *server, sl_error_t **out_err);
 
 /* Set the session as planning and reading need it: utf8mb4 (values and
  * string bounds are UTF-8) and time_zone '+00:00' (timestamp values and
@@ -258,6 +292,48 @@ int sl__cdc_chunk_contains(const sl__cdc_chunks_t *cl,
                            const sl__cdc_chunk_t *ch, const sl__cdc_table_t *t,
                            const sl_row_t *row, bool *out_is_in,
                            sl_error_t **out_err);
+
+/*
+ * Compare key column k (of cl's key, t->key[k] in the row) of row with
+ * the bound value v as sl__cdc_chunk_contains does: *out_cmp < 0, 0, > 0.
+ * The row's key value must not be NULL.  char/varchar: SL_ENOTSUP.
+ */
+int sl__cdc_key_cmp(const sl__cdc_chunks_t *cl, const sl__cdc_table_t *t,
+                    uint32_t k, const sl_row_t *row, const sl__cdc_kv_t *v,
+                    int *out_cmp, sl_error_t **out_err);
+
+/* ------------------------------------------------------------------ */
+/* cdc_member.c: chunk membership for every key kind.                   */
+
+typedef struct sl__cdc_member_s sl__cdc_member_t;
+
+/*
+ * A membership checker for the chunk list cl of table t (t and cl must
+ * outlive it).  char/varchar key columns compare in the column's
+ * collation (t->cols[].collation): the binary collations of UTF-8 and
+ * ascii (utf8mb4_bin, utf8mb3_bin, ascii_bin: PAD SPACE; their _nopad_bin
+ * forms: NO PAD) compare here byte by byte; any other collation is asked
+ * of the server over c, whose session sl__cdc_session_setup has set (c
+ * is only used when such a column has to decide; NULL is allowed when
+ * no key column needs the server).  Answers are cached by key value.
+ * @ownership *out is freed with sl__cdc_member_close (c stays the
+ * caller's).
+ */
+int sl__cdc_member_open(MYSQL *c, const char *server, const sl__cdc_table_t *t,
+                        const sl__cdc_chunks_t *cl, sl__cdc_member_t **out,
+                        sl_error_t **out_err);
+/* Whether row's chunk key lies in chunk ch (of cl), as the chunk's WHERE
+ * decides on the server.  A NULL key lies in the first chunk. */
+int sl__cdc_member_contains(sl__cdc_member_t *m, const sl__cdc_chunk_t *ch,
+                            const sl_row_t *row, bool *out_in,
+                            sl_error_t **out_err);
+/* The id of the chunk that holds row (binary search over the bounds;
+ * server comparisons batched, up to 64 bounds a query). */
+int sl__cdc_member_find(sl__cdc_member_t *m, const sl_row_t *row,
+                        uint32_t *out_chunk, sl_error_t **out_err);
+/* Round trips made so far (for tests and metrics). */
+uint64_t sl__cdc_member_queries(const sl__cdc_member_t *m);
+void sl__cdc_member_close(sl__cdc_member_t *m);
 
 /* ------------------------------------------------------------------ */
 /* cdc_snapshot.c: positions, the chunk reader and the merge seam.      */

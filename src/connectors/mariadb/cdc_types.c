@@ -171,7 +171,8 @@ static int describe_columns(MYSQL *c, const char *server, sl__cdc_table_t *t,
   sl_bytes_clear(sql);
   int rc = sl_bytes_append_str(
       sql, "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, NUMERIC_PRECISION, "
-           "NUMERIC_SCALE, IS_NULLABLE, CHARACTER_SET_NAME FROM "
+           "NUMERIC_SCALE, IS_NULLABLE, CHARACTER_SET_NAME, COLLATION_NAME "
+           "FROM "
            "information_schema.COLUMNS "
            "WHERE TABLE_SCHEMA = ");
   if (rc == SL_OK) rc = append_quoted(c, sql, t->db);
@@ -218,6 +219,9 @@ static int describe_columns(MYSQL *c, const char *server, sl__cdc_table_t *t,
              row[1] ? row[1] : "");
     snprintf(col->column_type, sizeof(col->column_type), "%s",
              row[2] ? row[2] : "");
+    snprintf(col->charset, sizeof(col->charset), "%s", row[6] ? row[6] : "");
+    snprintf(col->collation, sizeof(col->collation), "%s",
+             row[7] ? row[7] : "");
     for (char *p = col->data_type; *p; p++)
       if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
     char what[512];
@@ -402,9 +406,10 @@ int sl__cdc_table_describe(MYSQL *c, const char *server, const char *db,
   } else {
     rc = sl_error_set(out_err, SL_EINVAL,
                       "mariadb-cdc: table `%s`.`%s` at %s has no primary "
-                      "key; the chunked snapshot needs one, or a declared "
-                      "chunk key (chunk-key: <column>, unique and never "
-                      "updated for exactly-once)",
+                      "key; change data capture needs one (each chunk's "
+                      "binlog window is merged, and updates are applied, by "
+                      "primary key; a declared chunk_key only chooses how "
+                      "the snapshot is cut)",
                       db, table, server);
     goto fail;
   }
