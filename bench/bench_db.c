@@ -73,6 +73,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "runutil.h"
 #include "sl_servers.h"
 #include "sluice/sluice.h"
 
@@ -152,53 +153,6 @@ static int fail(sl_error_t *err, const char *what) {
   return -1;
 }
 
-static int write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  if (f == NULL) {
-    fprintf(stderr, "bench-db: cannot write %s: %s\n", path, strerror(errno));
-    return -1;
-  }
-  fputs(text, f);
-  return fclose(f) == 0 ? 0 : -1;
-}
-
-/* Run argv with stdout and stderr appended to log; the exit status, or -1
- * when it could not run or was killed. */
-static int spawn_wait(char *const argv[], const char *log) {
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-    }
-    int nul = open("/dev/null", O_RDONLY);
-    if (nul >= 0) dup2(nul, 0);
-    execvp(argv[0], argv);
-    _exit(127);
-  }
-  int st;
-  while (waitpid(pid, &st, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void rm_rf(const char *path) {
-  char *argv[] = {"rm", "-rf", (char *)path, NULL};
-  (void)spawn_wait(argv, "/dev/null");
-}
-
-static double loadavg1(void) {
-  double l = -1;
-  FILE *f = fopen("/proc/loadavg", "r");
-  if (f) {
-    if (fscanf(f, "%lf", &l) != 1) l = -1;
-    fclose(f);
-  }
-  return l;
-}
-
 /* ------------------------------------------------------------------ */
 /* Pipelines.                                                           */
 
@@ -253,7 +207,7 @@ static int write_pipeline(db_t db, kind_t kind, char *path, size_t size) {
              sl_server_port(my_srv), sl_server_user(my_srv),
              sl_server_dbname(my_srv), delivery);
   snprintf(all, sizeof(all), "%s%s", head, sink);
-  return write_file(path, all);
+  return sl_bench_write_file(path, all);
 }
 
 /*
@@ -272,11 +226,11 @@ static int make_data(void) {
            "  changelog: true\n",
            head, cl);
   snprintf(yaml, sizeof(yaml), "%s/gen.yaml", work);
-  if (write_file(yaml, all) != 0) return -1;
+  if (sl_bench_write_file(yaml, all) != 0) return -1;
   char log[PATH_MAX];
   snprintf(log, sizeof(log), "%s/gen.log", O.out_dir);
   char *argv[] = {O.sluice, "run", yaml, "--quiet", NULL};
-  if (spawn_wait(argv, log) != 0) {
+  if (sl_bench_spawn_wait(argv, NULL, log) != 0) {
     fprintf(stderr, "bench-db: `%s run %s` failed; see %s\n", O.sluice, yaml,
             log);
     return -1;
@@ -327,7 +281,7 @@ static int make_data(void) {
             n_after, O.records);
     rc = -1;
   }
-  rm_rf(ck);
+  sl_bench_rm_rf(ck);
   unlink(cl);
   return rc;
 }
@@ -561,7 +515,7 @@ static int run_iter(void *arg, sl_bench_ctx_t *ctx, double *out_value) {
   if (rc != SL_OK) return fail(err, a->name);
   char ck[600], log[PATH_MAX + 64], yaml[600];
   snprintf(ck, sizeof(ck), "%s/ckpt", work);
-  rm_rf(ck);
+  sl_bench_rm_rf(ck);
   snprintf(log, sizeof(log), "%s/%s.log", O.out_dir, a->name);
   char sql[PATH_MAX + 256], port[16];
   char *argv[16];
@@ -589,7 +543,7 @@ static int run_iter(void *arg, sl_bench_ctx_t *ctx, double *out_value) {
   }
   bool is_sluice = a->kind == K_EO || a->kind == K_ALO;
   int64_t t0 = sl_bench_now_ns();
-  int st = spawn_wait(argv, log);
+  int st = sl_bench_spawn_wait(argv, NULL, log);
   int64_t t1 = sl_bench_now_ns();
   if (st != 0) {
     fprintf(stderr, "bench-db: %s: `%s` exited with %d; see %s\n", a->name,
@@ -904,65 +858,14 @@ static arm_t *arm_named(const char *name) {
 
 static void print_stat(const char *label, const double *x, size_t n,
                        double scale, const char *unit) {
-  if (n == 0) {
-    printf("  %-22s no successful fork\n", label);
-    return;
-  }
-  double *s = malloc(n * sizeof(double));
-  memcpy(s, x, n * sizeof(double));
-  sl_bench_sort(s, n);
-  double med = sl_bench_quantile_sorted(s, n, 0.5);
-  sl_bench_interval_t ci;
-  if (n >= 2 && sl_bench_t_interval(x, n, 0.95, &ci) == SL_OK)
-    printf("  %-22s mean %10.4g %s  95%% CI [%.4g, %.4g]  median %.4g  "
-           "min %.4g  max %.4g  (%zu forks)\n",
-           label, ci.estimate * scale, unit, ci.lo * scale, ci.hi * scale,
-           med * scale, s[0] * scale, s[n - 1] * scale, n);
-  else
-    printf("  %-22s mean %10.4g %s (%zu fork)\n", label,
-           sl_bench_mean(x, n) * scale, unit, n);
-  free(s);
+  sl_bench_print_stat(label, 22, x, n, scale, unit, "forks");
 }
 
+/* cand / base: unpaired over fork means, and paired by round. */
 static void print_ratio(const char *label, const arm_t *cand,
                         const arm_t *base) {
-  if (cand->n < 2 || base->n < 2) {
-    printf("  %-22s too few forks\n", label);
-    return;
-  }
-  sl_bench_boot_opts_t bo;
-  sl_bench_boot_opts_init(&bo);
-  bo.seed = O.seed;
-  sl_bench_interval_t boot, fie;
-  int rb = sl_bench_ratio_bootstrap(base->means, base->n, cand->means,
-                                    cand->n, &bo, &boot);
-  int rf = sl_bench_ratio_fieller(base->means, base->n, cand->means, cand->n,
-                                  0.95, &fie);
-  printf("  %-22s %.4f", label,
-         sl_bench_mean(cand->means, cand->n) /
-             sl_bench_mean(base->means, base->n));
-  if (rb == SL_OK)
-    printf("  bootstrap [%.4f, %.4f]", boot.lo, boot.hi);
-  if (rf == SL_OK && fie.is_bounded)
-    printf("  Fieller [%.4f, %.4f]", fie.lo, fie.hi);
-  else if (rf == SL_OK)
-    printf("  Fieller unbounded");
-  /* Paired by round: the geometric mean of the per-round ratios with a
-   * Student-t interval on their logarithms.  The arms of a round ran
-   * within a few minutes of each other, so this removes the load that
-   * changes between rounds (a supplement to the harness's unpaired
-   * intervals above, which treat the arms as independent samples). */
-  double lr[256];
-  size_t m = 0;
-  for (size_t r = 0; r < 256; r++)
-    if (!isnan(cand->by_round[r]) && !isnan(base->by_round[r]) &&
-        cand->by_round[r] > 0 && base->by_round[r] > 0)
-      lr[m++] = log(cand->by_round[r] / base->by_round[r]);
-  sl_bench_interval_t pc;
-  if (m >= 2 && sl_bench_t_interval(lr, m, 0.95, &pc) == SL_OK)
-    printf("  paired %.4f [%.4f, %.4f] (%zu rounds)", exp(pc.estimate),
-           exp(pc.lo), exp(pc.hi), m);
-  printf("\n");
+  sl_bench_print_ratio(label, 22, cand->by_round, base->by_round, 256,
+                       O.seed, "forks");
 }
 
 static void print_hist(const char *label, const sl_bench_hist_t *h) {
@@ -1142,16 +1045,10 @@ static int parse_args(int argc, char **argv) {
   if (O.report_only) return 0;
   if (O.sluice[0] == '\0') {
     /* The sluice command next to this program (both in the build's bin/). */
-    char self[PATH_MAX - 16];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0) {
+    if (sl_bench_sibling("sluice", O.sluice, sizeof(O.sluice)) != 0) {
       fprintf(stderr, "bench-db: cannot find myself; give --sluice\n");
       return -1;
     }
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash) *slash = '\0';
-    snprintf(O.sluice, sizeof(O.sluice), "%s/sluice", self);
   }
   if (access(O.sluice, X_OK) != 0) {
     fprintf(stderr, "bench-db: %s is not an executable (give --sluice)\n",
@@ -1261,7 +1158,7 @@ int main(int argc, char **argv) {
   int rc = 1;
   printf("# sluice-bench-db: %" PRIu64 " rounds; durable servers: %s; "
          "sluice %s; load average %.2f at start\n",
-         O.rounds, O.is_durable ? "yes" : "no", O.sluice, loadavg1());
+         O.rounds, O.is_durable ? "yes" : "no", O.sluice, sl_bench_loadavg1());
   if (start_servers() != 0) goto out;
   print_versions();
   if (make_data() != 0) goto out;
@@ -1277,13 +1174,8 @@ int main(int argc, char **argv) {
     size_t n = 0;
     for (size_t i = 0; i < N_ARMS; i++)
       if (arm_enabled(&arms[i])) order[n++] = i;
-    for (size_t i = n; i > 1; i--) { /* Fisher-Yates, seeded */
-      size_t j = (size_t)sl_bench_rng_below(&rng, i);
-      size_t t = order[i - 1];
-      order[i - 1] = order[j];
-      order[j] = t;
-    }
-    fprintf(stderr, "round %" PRIu64 " (load %.2f):", r, loadavg1());
+    sl_bench_shuffle(order, n, &rng);
+    fprintf(stderr, "round %" PRIu64 " (load %.2f):", r, sl_bench_loadavg1());
     for (size_t k = 0; k < n; k++) {
       arm_t *a = &arms[order[k]];
       fprintf(stderr, " %s", a->name);
@@ -1325,7 +1217,7 @@ int main(int argc, char **argv) {
   raw = NULL;
   if (analyse(rawp) != 0) goto out;
   report();
-  printf("# load average %.2f at the end\n", loadavg1());
+  printf("# load average %.2f at the end\n", sl_bench_loadavg1());
   rc = 0;
   for (size_t i = 0; i < N_ARMS; i++)
     if (arms[i].n_failed) rc = 1;
@@ -1338,6 +1230,6 @@ out:
     free(arms[i].h_commit);
     free(arms[i].h_epoch);
   }
-  if (!getenv("SL_TEST_KEEP")) rm_rf(work);
+  if (!getenv("SL_TEST_KEEP")) sl_bench_rm_rf(work);
   return rc;
 }

@@ -95,6 +95,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "harness.h"
+#include "runutil.h"
 #include "sl_kafka.h"
 #include "sluice/sluice.h"
 
@@ -184,61 +185,6 @@ static int64_t now_real_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static double loadavg1(void) {
-  double l = -1;
-  FILE *f = fopen("/proc/loadavg", "r");
-  if (f) {
-    if (fscanf(f, "%lf", &l) != 1) l = -1;
-    fclose(f);
-  }
-  return l;
-}
-
-static int write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  if (f == NULL) {
-    fprintf(stderr, "bench-kafka: cannot write %s: %s\n", path,
-            strerror(errno));
-    return -1;
-  }
-  fputs(text, f);
-  return fclose(f) == 0 ? 0 : -1;
-}
-
-/* Start argv with stdout to out (NULL: the log) and stderr appended to
- * log; the pid, or -1. */
-static pid_t spawn(char *const argv[], const char *out, const char *log) {
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    int fo = out ? open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
-                 : fd;
-    if (fo >= 0) dup2(fo, 1);
-    if (fd >= 0) dup2(fd, 2);
-    int nul = open("/dev/null", O_RDONLY);
-    if (nul >= 0) dup2(nul, 0);
-    execvp(argv[0], argv);
-    _exit(127);
-  }
-  return pid;
-}
-
-/* The exit status, 128 + signal when killed, -1 when it could not wait. */
-static int wait_status(pid_t pid) {
-  int st;
-  while (waitpid(pid, &st, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(st) ? WEXITSTATUS(st)
-         : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
-}
-
-static void rm_rf(const char *path) {
-  char *argv[] = {"rm", "-rf", (char *)path, NULL};
-  pid_t p = spawn(argv, NULL, "/dev/null");
-  if (p > 0) (void)wait_status(p);
 }
 
 static void log_quiet(const rd_kafka_t *rk, int level, const char *fac,
@@ -612,7 +558,7 @@ static int write_pipeline(bool is_eo, bool is_bounded, const char *in,
            is_bounded ? "true" : "false", boot, out,
            is_eo ? "exactly-once" : "at-least-once",
            is_eo && O.txn_timeout_ms ? txn : "");
-  return write_file(path, y);
+  return sl_bench_write_file(path, y);
 }
 
 /* ------------------------------------------------------------------ */
@@ -627,14 +573,14 @@ static int run_sluice(arm_t *a, int round, const char *in_topic,
   snprintf(ck, sizeof(ck), "%s/ckpt", work);
   snprintf(log, sizeof(log), "%s/%s.log", O.out_dir,
            a ? a->name : "shape");
-  rm_rf(ck);
+  sl_bench_rm_rf(ck);
   if (create_topic(out) != 0 ||
       write_pipeline(is_eo, true, in_topic, out, yaml) != 0)
     return -1;
   char *argv[] = {O.sluice, "run", yaml, "--quiet", NULL};
   int64_t t0 = sl_bench_now_ns();
-  pid_t pid = spawn(argv, NULL, log);
-  int st = pid > 0 ? wait_status(pid) : -1;
+  pid_t pid = sl_bench_spawn(argv, NULL, log);
+  int st = pid > 0 ? sl_bench_wait(pid) : -1;
   int64_t t1 = sl_bench_now_ns();
   if (st != 0) {
     fprintf(stderr, "bench-kafka: %s: `%s run` exited with %d; see %s\n",
@@ -697,9 +643,9 @@ static int run_producer_tool(arm_t *a, int round) {
   char *args[] = {"--topic", topic, "--num-records", nrec, "--throughput",
                   "-1", "--payload-file", payload_path, "--producer-props",
                   bs, is_txn ? "--transaction-duration-ms" : NULL, txn, NULL};
-  pid_t pid = spawn(java_argv("org.apache.kafka.tools.ProducerPerformance",
+  pid_t pid = sl_bench_spawn(java_argv("org.apache.kafka.tools.ProducerPerformance",
                               args), out, log);
-  int st = pid > 0 ? wait_status(pid) : -1;
+  int st = pid > 0 ? sl_bench_wait(pid) : -1;
   /* The summary: "N records sent, X records/sec (Y MB/sec), ..." */
   FILE *f = fopen(out, "r");
   char line[1024];
@@ -747,13 +693,13 @@ static int run_consumer_tool(arm_t *a, int round) {
   snprintf(cfg, sizeof(cfg), "%s/consumer.properties", work);
   snprintf(out, sizeof(out), "%s/%s-%d.out", O.out_dir, a->name, round);
   snprintf(log, sizeof(log), "%s/%s.log", O.out_dir, a->name);
-  if (write_file(cfg, "isolation.level=read_committed\n") != 0) return -1;
+  if (sl_bench_write_file(cfg, "isolation.level=read_committed\n") != 0) return -1;
   char *args[] = {"--bootstrap-server", (char *)boot, "--topic", "bids",
                   "--messages", nrec, "--group", group, "--consumer.config",
                   cfg, "--timeout", "60000", NULL};
-  pid_t pid = spawn(java_argv("org.apache.kafka.tools.ConsumerPerformance",
+  pid_t pid = sl_bench_spawn(java_argv("org.apache.kafka.tools.ConsumerPerformance",
                               args), out, log);
-  int st = pid > 0 ? wait_status(pid) : -1;
+  int st = pid > 0 ? sl_bench_wait(pid) : -1;
   /* start.time, end.time, data.consumed.in.MB, MB.sec,
    * data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, fetch.time.ms,
    * fetch.MB.sec, fetch.nMsg.sec */
@@ -794,7 +740,7 @@ static int run_latency(arm_t *a, int round) {
   snprintf(yaml, sizeof(yaml), "%s/%s.yaml", work, out);
   snprintf(ck, sizeof(ck), "%s/ckpt", work);
   snprintf(log, sizeof(log), "%s/%s.log", O.out_dir, a->name);
-  rm_rf(ck);
+  sl_bench_rm_rf(ck);
   if (create_topic(in) != 0 ||
       (is_job && (create_topic(out) != 0 ||
                   write_pipeline(is_eo, false, in, out, yaml) != 0)))
@@ -811,7 +757,7 @@ static int run_latency(arm_t *a, int round) {
   r.h = h;
   int rc = -1;
   char *argv[] = {O.sluice, "run", yaml, "--quiet", NULL};
-  pid_t pid = is_job ? spawn(argv, NULL, log) : 0;
+  pid_t pid = is_job ? sl_bench_spawn(argv, NULL, log) : 0;
   pthread_t th;
   bool has_thread = false;
   producer_t p;
@@ -876,7 +822,7 @@ out:
   if (has_thread) pthread_join(th, NULL);
   if (pid > 0) {
     kill(pid, SIGTERM);
-    int s = wait_status(pid);
+    int s = sl_bench_wait(pid);
     if (s != 143 && s != 0 && rc == 0) {
       fprintf(stderr, "bench-kafka: %s round %d: the job exited with %d "
               "on SIGTERM; see %s\n", a->name, round, s, log);
@@ -907,67 +853,15 @@ out:
 /* ------------------------------------------------------------------ */
 /* Reporting.                                                           */
 
-static size_t collect(const double *x, double *out) {
-  size_t n = 0;
-  for (uint64_t r = 0; r < O.rounds; r++)
-    if (!isnan(x[r])) out[n++] = x[r];
-  return n;
-}
-
 static void print_stat(const char *label, const double *x, double scale,
                        const char *unit) {
-  double v[MAX_ROUNDS];
-  size_t n = collect(x, v);
-  if (n == 0) {
-    printf("  %-24s no successful run\n", label);
-    return;
-  }
-  double s[MAX_ROUNDS];
-  memcpy(s, v, n * sizeof(double));
-  sl_bench_sort(s, n);
-  double med = sl_bench_quantile_sorted(s, n, 0.5);
-  sl_bench_interval_t ci;
-  if (n >= 2 && sl_bench_t_interval(v, n, 0.95, &ci) == SL_OK)
-    printf("  %-24s mean %10.4g %s  95%% CI [%.4g, %.4g]  median %.4g  "
-           "min %.4g  max %.4g  (%zu runs)\n",
-           label, ci.estimate * scale, unit, ci.lo * scale, ci.hi * scale,
-           med * scale, s[0] * scale, s[n - 1] * scale, n);
-  else
-    printf("  %-24s mean %10.4g %s (%zu run)\n", label,
-           sl_bench_mean(v, n) * scale, unit, n);
+  sl_bench_print_stat(label, 24, x, O.rounds, scale, unit, "runs");
 }
 
 /* cand / base: unpaired (bootstrap, Fieller) and paired by round. */
 static void print_ratio(const char *label, const double *cand,
                         const double *base) {
-  double c[MAX_ROUNDS], b[MAX_ROUNDS];
-  size_t nc = collect(cand, c), nb = collect(base, b);
-  if (nc < 2 || nb < 2) {
-    printf("  %-24s too few runs\n", label);
-    return;
-  }
-  sl_bench_boot_opts_t bo;
-  sl_bench_boot_opts_init(&bo);
-  bo.seed = O.seed;
-  sl_bench_interval_t bi, fie;
-  int rb = sl_bench_ratio_bootstrap(b, nb, c, nc, &bo, &bi);
-  int rf = sl_bench_ratio_fieller(b, nb, c, nc, 0.95, &fie);
-  printf("  %-24s %.4f", label, sl_bench_mean(c, nc) / sl_bench_mean(b, nb));
-  if (rb == SL_OK) printf("  bootstrap [%.4f, %.4f]", bi.lo, bi.hi);
-  if (rf == SL_OK && fie.is_bounded)
-    printf("  Fieller [%.4f, %.4f]", fie.lo, fie.hi);
-  else if (rf == SL_OK)
-    printf("  Fieller unbounded");
-  double lr[MAX_ROUNDS];
-  size_t m = 0;
-  for (uint64_t r = 0; r < O.rounds; r++)
-    if (!isnan(cand[r]) && !isnan(base[r]) && cand[r] > 0 && base[r] > 0)
-      lr[m++] = log(cand[r] / base[r]);
-  sl_bench_interval_t pc;
-  if (m >= 2 && sl_bench_t_interval(lr, m, 0.95, &pc) == SL_OK)
-    printf("  paired %.4f [%.4f, %.4f] (%zu rounds)", exp(pc.estimate),
-           exp(pc.lo), exp(pc.hi), m);
-  printf("\n");
+  sl_bench_print_ratio(label, 24, cand, base, O.rounds, O.seed, "runs");
 }
 
 static void report(void) {
@@ -1132,16 +1026,10 @@ static int parse_args(int argc, char **argv) {
     return -1;
   }
   if (O.sluice[0] == '\0') {
-    char self[PATH_MAX - 16];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0) {
+    if (sl_bench_sibling("sluice", O.sluice, sizeof(O.sluice)) != 0) {
       fprintf(stderr, "bench-kafka: cannot find myself; give --sluice\n");
       return -1;
     }
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash) *slash = '\0';
-    snprintf(O.sluice, sizeof(O.sluice), "%s/sluice", self);
   }
   if (access(O.sluice, X_OK) != 0) {
     fprintf(stderr, "bench-kafka: %s is not an executable (give --sluice)\n",
@@ -1253,7 +1141,7 @@ int main(int argc, char **argv) {
   printf("# sluice-bench-kafka%s: %" PRIu64 " rounds; sluice %s; jars %s; "
          "tools %s; load average %.2f at start\n",
          O.is_quick ? " --quick (a smoke run, not a figure)" : "", O.rounds,
-         O.sluice, O.jars, O.tools_jar, loadavg1());
+         O.sluice, O.jars, O.tools_jar, sl_bench_loadavg1());
   fflush(stdout);
   sl_kafka_opts_t ko;
   sl_kafka_opts_init(&ko);
@@ -1309,13 +1197,8 @@ int main(int argc, char **argv) {
     size_t n = 0;
     for (size_t i = 0; i < N_ARMS; i++)
       if (arm_enabled(&arms[i])) order[n++] = i;
-    for (size_t i = n; i > 1; i--) {
-      size_t j = (size_t)sl_bench_rng_below(&rng, i);
-      size_t t = order[i - 1];
-      order[i - 1] = order[j];
-      order[j] = t;
-    }
-    fprintf(stderr, "round %" PRIu64 " (load %.2f):", r, loadavg1());
+    sl_bench_shuffle(order, n, &rng);
+    fprintf(stderr, "round %" PRIu64 " (load %.2f):", r, sl_bench_loadavg1());
     for (size_t k = 0; k < n; k++) {
       arm_t *a = &arms[order[k]];
       fprintf(stderr, " %s", a->name);
@@ -1345,7 +1228,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "\n");
   }
   report();
-  printf("# load average %.2f at the end\n", loadavg1());
+  printf("# load average %.2f at the end\n", sl_bench_loadavg1());
   rc = 0;
   for (size_t i = 0; i < N_ARMS; i++)
     if (arms[i].n_failed) rc = 1;
@@ -1353,6 +1236,6 @@ out:
   sl_kafka_destroy(K);
   if (raw) fclose(raw);
   for (size_t i = 0; i < N_ARMS; i++) free(arms[i].h);
-  if (!getenv("SL_TEST_KEEP")) rm_rf(work);
+  if (!getenv("SL_TEST_KEEP")) sl_bench_rm_rf(work);
   return rc;
 }
