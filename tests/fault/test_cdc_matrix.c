@@ -451,9 +451,7 @@ static void assert_running(env_t *e, const char *when);
 
 /* The newest completed checkpoint (a chk-N with its _metadata: the
  * rename of _metadata is the commit point), 0 when none. */
-static uint64_t newest_completed(void) {
-  char d[4400];
-  snprintf(d, sizeof(d), "%s/ckpt/matrix", sl_test_dir());
+static uint64_t newest_completed_in(const char *d) {
   DIR *dd = opendir(d);
   if (dd == NULL) return 0;
   uint64_t best = 0;
@@ -468,6 +466,12 @@ static uint64_t newest_completed(void) {
   }
   closedir(dd);
   return best;
+}
+
+static uint64_t newest_completed(void) {
+  char d[4400];
+  snprintf(d, sizeof(d), "%s/ckpt/matrix", sl_test_dir());
+  return newest_completed_in(d);
 }
 
 /* Wait (bounded) until the current run's stderr has `n` of needle; fails
@@ -733,3 +737,161 @@ SL_TEST(binlog_fail_p1) { cell(true, false, 1); }
 SL_TEST(binlog_fail_p4) { cell(true, false, 4); }
 SL_TEST(binlog_kill_p1) { cell(true, true, 1); }
 SL_TEST(binlog_kill_p4) { cell(true, true, 4); }
+
+/* ------------------------------------------------------------------ */
+/* The example pipeline */
+
+/* Rows of a query as "a|b|...\n" text, "\N" for NULL. */
+static char *my_text(MYSQL *m, const char *sql) {
+  if (mysql_query(m, sql) != 0) SL_TEST_FAIL("%s: %s", sql, mysql_error(m));
+  MYSQL_RES *r = mysql_store_result(m);
+  if (r == NULL) SL_TEST_FAIL("%s: %s", sql, mysql_error(m));
+  unsigned nf = mysql_num_fields(r);
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  MYSQL_ROW row;
+  while ((row = mysql_fetch_row(r)) != NULL)
+    for (unsigned i = 0; i < nf; i++)
+      SL_ASSERT_OK(sl_bytes_printf(&b, "%s%s", row[i] ? row[i] : "\\N",
+                                   i + 1 < nf ? "|" : "\n"));
+  mysql_free_result(r);
+  SL_ASSERT_OK(sl_bytes_append(&b, "", 1));
+  return (char *)b.data;
+}
+
+static char *pg_text(PGconn *p, const char *sql) {
+  PGresult *r = PQexec(p, sql);
+  if (PQresultStatus(r) != PGRES_TUPLES_OK)
+    SL_TEST_FAIL("%s: %s", sql, PQerrorMessage(p));
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  int nf = PQnfields(r);
+  for (int i = 0; i < PQntuples(r); i++)
+    for (int k = 0; k < nf; k++)
+      SL_ASSERT_OK(sl_bytes_printf(
+          &b, "%s%s", PQgetisnull(r, i, k) ? "\\N" : PQgetvalue(r, i, k),
+          k + 1 < nf ? "|" : "\n"));
+  PQclear(r);
+  SL_ASSERT_OK(sl_bytes_append(&b, "", 1));
+  return (char *)b.data;
+}
+
+#define ORDERS_MY                                                          \
+  "SELECT id, customer, amount, status, DATE_FORMAT(created, "            \
+  "'%Y-%m-%d %H:%i:%s.%f') FROM shop.orders ORDER BY id"
+#define ORDERS_PG                                                          \
+  "SELECT id, customer, amount, status, to_char(created, "                \
+  "'YYYY-MM-DD HH24:MI:SS.US') FROM orders ORDER BY id"
+
+static void orders_wait_equal(env_t *e, double timeout_s) {
+  char *want = my_text(e->m, ORDERS_MY), *got = NULL;
+  double t0 = now_s();
+  for (;;) {
+    free(got);
+    got = pg_text(e->p, ORDERS_PG);
+    if (strcmp(want, got) == 0) break;
+    assert_running(e, "waiting for orders to agree");
+    if (now_s() - t0 > timeout_s) {
+      char d[400];
+      first_diff(want, got, d, sizeof(d));
+      SL_TEST_FAIL("orders never agreed within %.0f s: %s", timeout_s, d);
+    }
+    nap_ms(100);
+  }
+  free(want);
+  free(got);
+}
+
+/*
+ * examples/pipelines/mariadb-cdc-to-postgres.yaml against the test
+ * servers (--set for the ports, the user and the checkpoint dir): a
+ * MariaDB database's orders captured into PostgreSQL exactly once.  DML
+ * during the snapshot and the binlog phase (inserts, updates, a primary
+ * key change, deletes, a transaction); run 1 held with a batch of binlog
+ * rows until checkpoints complete and SIGKILLed there, more DML while it
+ * is dead, run 2 with --resume; PostgreSQL's orders equal shop.orders
+ * field by field (decimals and microsecond timestamps included) before
+ * and after SIGTERM.
+ */
+SL_TEST(example_pipeline) {
+  env_t e;
+  env_open(&e, "example", 1);
+  my_ok(e.m, "CREATE TABLE shop.orders (id BIGINT PRIMARY KEY, customer "
+             "BIGINT NOT NULL, amount DECIMAL(12,2) NOT NULL, status "
+             "VARCHAR(16) NOT NULL, created DATETIME(6) NOT NULL) "
+             "ENGINE=InnoDB");
+  my_ok(e.m, "INSERT INTO shop.orders SELECT seq, seq % 37, seq * 1.25, "
+             "'new', TIMESTAMP '2026-12-01 00:00:00' + INTERVAL seq SECOND "
+             "+ INTERVAL seq MICROSECOND FROM seq_1_to_20000");
+  pg_ok(e.p, "CREATE TABLE orders (id bigint PRIMARY KEY, customer bigint "
+             "NOT NULL, amount numeric(12,2) NOT NULL, status varchar(16) "
+             "NOT NULL, created timestamp NOT NULL)");
+  char example[4400], port[64], ck[4400], ci[600];
+  snprintf(example, sizeof(example),
+           "%s/examples/pipelines/mariadb-cdc-to-postgres.yaml",
+           sl_test_src_dir());
+  snprintf(port, sizeof(port), "source.port=%d", sl_server_port(e.my));
+  snprintf(ck, sizeof(ck), "checkpoint.dir=%s/ckpt", sl_test_dir());
+  snprintf(ci, sizeof(ci), "sink.conninfo='%s'", sl_server_conninfo(e.pg));
+  SL_ASSERT_EQ_INT(setenv("SLUICE_MARIADB_PASSWORD", "", 1), 0);
+  char errp[4400];
+  const char *a1[] = {e.bin, "run", example, "--quiet", "--set", port,
+                      "--set", "source.user=root", "--set", ck, "--set", ci,
+                      "--set", "checkpoint.interval_ms=200", "--set",
+                      "source.chunk_rows=1000", NULL};
+  const char *a2[] = {e.bin, "run", example, "--resume", "--quiet", "--set",
+                      port, "--set", "source.user=root", "--set", ck,
+                      "--set", ci, "--set", "checkpoint.interval_ms=200",
+                      "--set", "source.chunk_rows=1000", NULL};
+  /* The job's checkpoints are in <dir>/shop-orders-cdc. */
+  snprintf(errp, sizeof(errp), "%s/stderr-1.txt", sl_test_dir());
+  e.run = 1;
+  g_child = sl_test_spawn(a1, "cdc.binlog.before_push=pause:3", errp,
+                          SL_TEST_SPAWN_NO_STDOUT);
+  my_ok(e.m, "UPDATE shop.orders SET status = 'paid' WHERE id % 5 = 0");
+  my_ok(e.m, "DELETE FROM shop.orders WHERE id % 7 = 0");
+  wait_log(&e, "the binlog phase starts", 1);
+  my_ok(e.m, "INSERT INTO shop.orders VALUES (30001, 1, 99.99, 'new', "
+             "'2026-12-03 10:11:12.131415')");
+  my_ok(e.m, "UPDATE shop.orders SET id = 30002 WHERE id = 1");
+  my_ok(e.m, "BEGIN");
+  my_ok(e.m, "UPDATE shop.orders SET amount = amount + 0.01 WHERE id < 300");
+  my_ok(e.m, "DELETE FROM shop.orders WHERE id BETWEEN 300 AND 350");
+  my_ok(e.m, "COMMIT");
+  my_ok(e.m, "UPDATE shop.orders SET status = 'shipped' WHERE id % 5 = 0 "
+             "AND id < 5000");
+  wait_log(&e, "injection point cdc.binlog.before_push: paused", 1);
+  uint64_t n0 = 0;
+  char jd[4400];
+  snprintf(jd, sizeof(jd), "%s/ckpt/shop-orders-cdc", sl_test_dir());
+  for (int i = 0; i < 2; i++) {
+    double t0 = now_s();
+    uint64_t n;
+    while ((n = newest_completed_in(jd)) <= n0) {
+      assert_running(&e, "waiting for a checkpoint while held");
+      if (now_s() - t0 > 240) SL_TEST_FAIL("no checkpoint completed");
+      nap_ms(20);
+    }
+    n0 = n;
+  }
+  SL_ASSERT_EQ_INT(kill(g_child, SIGKILL), 0);
+  (void)wait_child(&e, 60, "SIGKILL");
+  my_ok(e.m, "UPDATE shop.orders SET status = 'late' WHERE id BETWEEN 10000 "
+             "AND 10100");
+  my_ok(e.m, "DELETE FROM shop.orders WHERE id = 30001");
+  snprintf(errp, sizeof(errp), "%s/stderr-2.txt", sl_test_dir());
+  e.run = 2;
+  g_child = sl_test_spawn(a2, NULL, errp, SL_TEST_SPAWN_NO_STDOUT);
+  assert_resumed(&e, n0);
+  orders_wait_equal(&e, 120);
+  SL_ASSERT_EQ_INT(kill(g_child, SIGTERM), 0);
+  int st = wait_child(&e, 120, "SIGTERM");
+  SL_ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 143);
+  char *want = my_text(e.m, ORDERS_MY), *got = pg_text(e.p, ORDERS_PG);
+  SL_ASSERT_TRUE(strcmp(want, got) == 0);
+  SL_ASSERT_TRUE(strstr(got, "30002|1|1.25|new|2026-12-01 00:00:01.000001"));
+  SL_ASSERT_TRUE(strstr(got, "30001|") == NULL);
+  free(want);
+  free(got);
+  env_close(&e);
+}
