@@ -1362,6 +1362,9 @@ static void *io_main(void *arg) {
       set_err(rd, err);
       break;
     }
+    /* A stream stopped by reader_close answers SL_OK, but its
+     * "cancelled" error was made: not a failure, freed. */
+    sl_error_destroy(err);
     if (rd->waker) sl_source_waker_wake(rd->waker);
   }
   if (rd->c) {
