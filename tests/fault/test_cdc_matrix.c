@@ -895,3 +895,188 @@ SL_TEST(example_pipeline) {
   free(got);
   env_close(&e);
 }
+
+/* ------------------------------------------------------------------ */
+/* Routes */
+
+/* Run `sluice validate` on text; its exit status and stderr. */
+static int validate_text(env_t *e, const char *text, char **out_err) {
+  char p[4400], errp[4400];
+  snprintf(p, sizeof(p), "%s/bad.yaml", sl_test_dir());
+  snprintf(errp, sizeof(errp), "%s/validate.txt", sl_test_dir());
+  sl_test_write_file(p, text);
+  const char *argv[] = {e->bin, "validate", p, NULL};
+  int st = sl_test_wait(sl_test_spawn(argv, NULL, errp,
+                                      SL_TEST_SPAWN_NO_STDOUT));
+  *out_err = sl_test_read_file(errp, NULL);
+  return st;
+}
+
+/*
+ * routes: two MariaDB tables of different shapes (shop.t and
+ * shop.customers) into two PostgreSQL tables (t and clients) from one
+ * pipeline file, one job: DML on both during the snapshot and the binlog
+ * phase, a run held with a binlog batch until checkpoints complete and
+ * SIGKILLed there, --resume; both tables equal their sources field by
+ * field.  And the routes' bad inputs, by `sluice validate`.
+ */
+SL_TEST(routes) {
+  env_t e;
+  env_open(&e, "routes", 7);
+  my_ok(e.m, "CREATE TABLE shop.customers (cid INT PRIMARY KEY, name "
+             "VARCHAR(40) NOT NULL, city VARCHAR(40) NULL) ENGINE=InnoDB");
+  my_ok(e.m, "INSERT INTO shop.customers SELECT seq, CONCAT('c', seq), "
+             "IF(seq % 3 = 0, NULL, 'Oslo') FROM seq_1_to_500");
+  pg_ok(e.p, "CREATE TABLE clients (cid bigint PRIMARY KEY, name text NOT "
+             "NULL, city text)");
+  char text[8192], tail[2048];
+  snprintf(tail, sizeof(tail),
+           "source:\n"
+           "  type: mariadb-cdc\n"
+           "  uid: shop\n"
+           "  port: %d\n"
+           "  user: root\n"
+           "  chunk_rows: 100\n"
+           "  parallelism: 2\n"
+           "routes:\n"
+           "  - tables: [shop.t]\n"
+           "    table: t\n"
+           "  - tables: [shop.customers]\n"
+           "    table: clients\n"
+           "    key: [cid]\n"
+           "    uid: clients\n"
+           "sink:\n"
+           "  type: postgres\n"
+           "  uid: pg\n"
+           "  conninfo: \"%s\"\n"
+           "  mode: upsert\n"
+           "  key: [id]\n",
+           sl_server_port(e.my), sl_server_conninfo(e.pg));
+  snprintf(text, sizeof(text),
+           "name: routes\ncheckpoint: {dir: %s/ckpt, interval_ms: 200}\n%s",
+           sl_test_dir(), tail);
+  sl_test_write_file(e.pipeline, text);
+  writer_start(&e);
+  char errp[4400];
+  snprintf(errp, sizeof(errp), "%s/stderr-1.txt", sl_test_dir());
+  const char *a1[] = {e.bin, "run", e.pipeline, "--quiet", NULL};
+  const char *a2[] = {e.bin, "run", e.pipeline, "--resume", "--quiet", NULL};
+  e.run = 1;
+  g_child = sl_test_spawn(a1, "cdc.binlog.before_push=pause:20", errp,
+                          SL_TEST_SPAWN_NO_STDOUT);
+  my_ok(e.m, "UPDATE shop.customers SET city = 'Bergen' WHERE cid % 4 = 0");
+  my_ok(e.m, "DELETE FROM shop.customers WHERE cid % 9 = 0");
+  /* Both routes' binlog phases start (one source each). */
+  wait_log(&e, "the binlog phase starts", 2);
+  my_ok(e.m, "UPDATE shop.customers SET cid = cid + 1000 WHERE cid < 20");
+  my_ok(e.m, "INSERT INTO shop.customers VALUES (2000, 'new', NULL)");
+  wait_log(&e, "injection point cdc.binlog.before_push: paused", 1);
+  char jd[4400];
+  snprintf(jd, sizeof(jd), "%s/ckpt/routes", sl_test_dir());
+  uint64_t n0 = 0;
+  for (int i = 0; i < 2; i++) {
+    double t0 = now_s();
+    uint64_t n;
+    while ((n = newest_completed_in(jd)) <= n0) {
+      assert_running(&e, "waiting for a checkpoint while held");
+      if (now_s() - t0 > 240) SL_TEST_FAIL("no checkpoint completed");
+      nap_ms(20);
+    }
+    n0 = n;
+  }
+  SL_ASSERT_EQ_INT(kill(g_child, SIGKILL), 0);
+  (void)wait_child(&e, 60, "SIGKILL");
+  my_ok(e.m, "UPDATE shop.customers SET name = 'while dead' WHERE cid "
+             "BETWEEN 100 AND 120");
+  snprintf(errp, sizeof(errp), "%s/stderr-2.txt", sl_test_dir());
+  e.run = 2;
+  g_child = sl_test_spawn(a2, NULL, errp, SL_TEST_SPAWN_NO_STDOUT);
+  assert_resumed(&e, n0);
+  uint64_t base = atomic_load(&e.ops);
+  while (atomic_load(&e.ops) < base + 100) nap_ms(10);
+  writer_stop(&e);
+  wait_equal(&e, 120);
+  const char *cq_my = "SELECT cid, name, city FROM shop.customers ORDER BY "
+                      "cid";
+  const char *cq_pg = "SELECT cid, name, city FROM clients ORDER BY cid";
+  char *want = my_text(e.m, cq_my), *got = NULL;
+  double t0 = now_s();
+  for (;;) {
+    free(got);
+    got = pg_text(e.p, cq_pg);
+    if (strcmp(want, got) == 0) break;
+    assert_running(&e, "waiting for clients to agree");
+    if (now_s() - t0 > 120) {
+      char d[400];
+      first_diff(want, got, d, sizeof(d));
+      SL_TEST_FAIL("clients never agreed: %s", d);
+    }
+    nap_ms(100);
+  }
+  free(got);
+  SL_ASSERT_EQ_INT(kill(g_child, SIGTERM), 0);
+  int st = wait_child(&e, 120, "SIGTERM");
+  SL_ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 143);
+  got = pg_text(e.p, cq_pg);
+  SL_ASSERT_EQ_STR(got, want);
+  SL_ASSERT_TRUE(strstr(got, "1001|c1|Oslo\n") && strstr(got, "2000|new|\\N"));
+  free(got);
+  free(want);
+  char *a = my_table(e.m), *b = pg_table(e.p);
+  SL_ASSERT_EQ_STR(b, a);
+  free(a);
+  free(b);
+
+  /* Bad inputs. */
+  struct {
+    const char *routes, *sink_extra, *source_extra, *want, *src_type,
+        *snk_type;
+  } bad[] = {
+      {"routes: {tables: [shop.t]}\n", "", "",
+       "routes: expected a list of routes such as '{tables: [shop.orders], "
+       "table: orders}', got a mapping"},
+      {"routes: []\n", "", "", "routes: needs at least one route"},
+      {"routes: [{table: t}]\n", "", "",
+       "routes[1]: missing required field 'tables'"},
+      {"routes: [{tables: [shop.t]}]\n", "", "",
+       "routes[1]: missing required field 'table'"},
+      {"routes: [{tables: [shop.t], table: t, into: x}]\n", "", "",
+       "routes[1].into: unknown field; expected one of: tables, table, "
+       "key, uid"},
+      {"routes: [{tables: [shop.t], table: t}]\n", "  table: t\n", "",
+       "sink.table: with 'routes', each route names its sink table "
+       "(routes[N].table), not the sink"},
+      {"routes: [{tables: [shop.t], table: t}]\n", "", "  tables: [shop.t]\n",
+       "source.tables: with 'routes', each route lists its tables "
+       "(routes[N].tables), not the source"},
+      {"routes: [{tables: [shop.t], table: t}, {tables: [shop.t], table: "
+       "t}]\n", "", "",
+       "routes[2].uid: 't' is the uid of routes[1] too; give each route a "
+       "uid of its own (the default is its table)"},
+      {"routes: [{tables: [shop.t], table: t}]\n", "", "",
+       "source.type: 'routes' need a mariadb-cdc source", "generator", NULL},
+      {"routes: [{tables: [shop.t], table: t}]\n", "", "",
+       "sink: 'routes' need a postgres or mariadb sink (each route names its "
+       "table)", NULL, "stdout"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    snprintf(text, sizeof(text),
+             "name: routes\ncheckpoint: {dir: %s/ckpt2}\n%s"
+             "source:\n  type: %s\n  port: %d\n  user: root\n%s"
+             "sink:\n  type: %s\n  conninfo: \"%s\"\n  mode: upsert\n"
+             "  key: [id]\n%s",
+             sl_test_dir(), bad[i].routes,
+             bad[i].src_type ? bad[i].src_type : "mariadb-cdc",
+             sl_server_port(e.my), bad[i].source_extra,
+             bad[i].snk_type ? bad[i].snk_type : "postgres",
+             sl_server_conninfo(e.pg), bad[i].sink_extra);
+    char *msg = NULL;
+    st = validate_text(&e, text, &msg);
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 2 && msg &&
+          strstr(msg, bad[i].want)))
+      SL_TEST_FAIL("bad route %zu: status 0x%x, want '%s', got:\n%s", i, st,
+                   bad[i].want, msg ? msg : "");
+    free(msg);
+  }
+  env_close(&e);
+}
