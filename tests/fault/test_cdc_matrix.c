@@ -55,8 +55,10 @@
  *     PostgreSQL (the pipeline is live); the writer runs 150 more
  *     operations and stops; the test polls, bounded, until PostgreSQL's
  *     t equals `SELECT *` of shop.t, field by field (NULLs included);
- *     SIGTERM cancels sluice (exit 143, docs/cli.md) and the tables are
- *     compared again.
+ *     the server has exactly one binlog dump connection (one binlog
+ *     reader: a binlog split streamed twice would not show in an upsert
+ *     table); SIGTERM cancels sluice (exit 143, docs/cli.md) and the
+ *     tables are compared again.
  *
  * Each cell prints "matrix: <cell>: pass in S s" for the closing note.
  */
@@ -173,6 +175,41 @@ static char *pg_table(PGconn *p) {
       f[k] = PQgetisnull(r, i, k) ? "\\N" : PQgetvalue(r, i, k);
     SL_ASSERT_OK(sl_bytes_printf(&b, "%s|%s|%s\n", f[0], f[1], f[2]));
   }
+  PQclear(r);
+  SL_ASSERT_OK(sl_bytes_append(&b, "", 1));
+  return (char *)b.data;
+}
+
+/* Rows of a query as "a|b|...\n" text, "\N" for NULL. */
+static char *my_text(MYSQL *m, const char *sql) {
+  if (mysql_query(m, sql) != 0) SL_TEST_FAIL("%s: %s", sql, mysql_error(m));
+  MYSQL_RES *r = mysql_store_result(m);
+  if (r == NULL) SL_TEST_FAIL("%s: %s", sql, mysql_error(m));
+  unsigned nf = mysql_num_fields(r);
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  MYSQL_ROW row;
+  while ((row = mysql_fetch_row(r)) != NULL)
+    for (unsigned i = 0; i < nf; i++)
+      SL_ASSERT_OK(sl_bytes_printf(&b, "%s%s", row[i] ? row[i] : "\\N",
+                                   i + 1 < nf ? "|" : "\n"));
+  mysql_free_result(r);
+  SL_ASSERT_OK(sl_bytes_append(&b, "", 1));
+  return (char *)b.data;
+}
+
+static char *pg_text(PGconn *p, const char *sql) {
+  PGresult *r = PQexec(p, sql);
+  if (PQresultStatus(r) != PGRES_TUPLES_OK)
+    SL_TEST_FAIL("%s: %s", sql, PQerrorMessage(p));
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  int nf = PQnfields(r);
+  for (int i = 0; i < PQntuples(r); i++)
+    for (int k = 0; k < nf; k++)
+      SL_ASSERT_OK(sl_bytes_printf(
+          &b, "%s%s", PQgetisnull(r, i, k) ? "\\N" : PQgetvalue(r, i, k),
+          k + 1 < nf ? "|" : "\n"));
   PQclear(r);
   SL_ASSERT_OK(sl_bytes_append(&b, "", 1));
   return (char *)b.data;
@@ -590,6 +627,33 @@ static bool pg_has(env_t *e, long long id) {
 }
 
 /*
+ * Wait (bounded) until the server has exactly n binlog dump connections:
+ * one binlog reader per source (a binlog split handed to two readers
+ * would stream every change twice, which the upsert table could not
+ * show).  A dump of a killed run ends when the server next writes to its
+ * closed socket (the writer's changes, heartbeats).
+ */
+static void wait_dumps(env_t *e, int n) {
+  double t0 = now_s();
+  for (;;) {
+    int64_t k = -1;
+    sl_error_t *err = NULL;
+    SL_ASSERT_OK_E(sl_my_query_int64(e->m, "SELECT COUNT(*) FROM "
+                                     "information_schema.PROCESSLIST WHERE "
+                                     "COMMAND LIKE 'Binlog Dump%'", &k, &err),
+                   err);
+    if (k == n) return;
+    if (now_s() - t0 > 60) {
+      char *t = my_text(e->m, "SELECT ID, USER, COMMAND, TIME, STATE FROM "
+                        "information_schema.PROCESSLIST");
+      SL_TEST_FAIL("%lld binlog dump connections, not %d:\n%s",
+                   (long long)k, n, t);
+    }
+    nap_ms(50);
+  }
+}
+
+/*
  * The end of every cell: a sentinel row reaches PostgreSQL, the writer
  * runs 150 more operations and stops, the tables agree; SIGTERM; they
  * still agree.
@@ -610,6 +674,7 @@ static void finish(env_t *e) {
   while (atomic_load(&e->ops) < base + 150) nap_ms(10);
   writer_stop(e);
   wait_equal(e, 120);
+  wait_dumps(e, 1);
   SL_ASSERT_EQ_INT(kill(g_child, SIGTERM), 0);
   int st = wait_child(e, 120, "SIGTERM");
   char *t = run_err(e, e->run);
@@ -741,41 +806,6 @@ SL_TEST(binlog_kill_p4) { cell(true, true, 4); }
 /* ------------------------------------------------------------------ */
 /* The example pipeline */
 
-/* Rows of a query as "a|b|...\n" text, "\N" for NULL. */
-static char *my_text(MYSQL *m, const char *sql) {
-  if (mysql_query(m, sql) != 0) SL_TEST_FAIL("%s: %s", sql, mysql_error(m));
-  MYSQL_RES *r = mysql_store_result(m);
-  if (r == NULL) SL_TEST_FAIL("%s: %s", sql, mysql_error(m));
-  unsigned nf = mysql_num_fields(r);
-  sl_bytes_t b;
-  sl_bytes_init(&b);
-  MYSQL_ROW row;
-  while ((row = mysql_fetch_row(r)) != NULL)
-    for (unsigned i = 0; i < nf; i++)
-      SL_ASSERT_OK(sl_bytes_printf(&b, "%s%s", row[i] ? row[i] : "\\N",
-                                   i + 1 < nf ? "|" : "\n"));
-  mysql_free_result(r);
-  SL_ASSERT_OK(sl_bytes_append(&b, "", 1));
-  return (char *)b.data;
-}
-
-static char *pg_text(PGconn *p, const char *sql) {
-  PGresult *r = PQexec(p, sql);
-  if (PQresultStatus(r) != PGRES_TUPLES_OK)
-    SL_TEST_FAIL("%s: %s", sql, PQerrorMessage(p));
-  sl_bytes_t b;
-  sl_bytes_init(&b);
-  int nf = PQnfields(r);
-  for (int i = 0; i < PQntuples(r); i++)
-    for (int k = 0; k < nf; k++)
-      SL_ASSERT_OK(sl_bytes_printf(
-          &b, "%s%s", PQgetisnull(r, i, k) ? "\\N" : PQgetvalue(r, i, k),
-          k + 1 < nf ? "|" : "\n"));
-  PQclear(r);
-  SL_ASSERT_OK(sl_bytes_append(&b, "", 1));
-  return (char *)b.data;
-}
-
 #define ORDERS_MY                                                          \
   "SELECT id, customer, amount, status, DATE_FORMAT(created, "            \
   "'%Y-%m-%d %H:%i:%s.%f') FROM shop.orders ORDER BY id"
@@ -884,6 +914,7 @@ SL_TEST(example_pipeline) {
   g_child = sl_test_spawn(a2, NULL, errp, SL_TEST_SPAWN_NO_STDOUT);
   assert_resumed(&e, n0);
   orders_wait_equal(&e, 120);
+  wait_dumps(&e, 1);
   SL_ASSERT_EQ_INT(kill(g_child, SIGTERM), 0);
   int st = wait_child(&e, 120, "SIGTERM");
   SL_ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 143);
@@ -996,6 +1027,7 @@ SL_TEST(routes) {
   while (atomic_load(&e.ops) < base + 100) nap_ms(10);
   writer_stop(&e);
   wait_equal(&e, 120);
+  wait_dumps(&e, 2); /* one binlog reader per route */
   const char *cq_my = "SELECT cid, name, city FROM shop.customers ORDER BY "
                       "cid";
   const char *cq_pg = "SELECT cid, name, city FROM clients ORDER BY cid";
