@@ -35,7 +35,9 @@
  *                        run 4 (--resume) lives;
  *       binlog x fail    one run, cdc.binlog.before_push (a batch of
  *                        binlog rows held before the task emits it) fails
- *                        at its 100th hit;
+ *                        at its 200th hit, which the writer (held at 150
+ *                        statements until two checkpoints of the binlog
+ *                        phase completed) makes come after them;
  *       binlog x kill    run 1 held at its 60th cdc.binlog.before_push
  *                        until a checkpoint of the binlog phase completes,
  *                        then SIGKILLed; run 2 (--resume, restored there)
@@ -45,10 +47,12 @@
  *     the writer makes a non-empty binlog batch per transaction).  A held
  *     run is killed only after two checkpoints complete while it is held,
  *     so its restore point is certainly inside the phase: a chunk
- *     unfinished, or a binlog position.  The task failures come at hit
- *     counts, so where the newest completed checkpoint lies when they come
- *     is not fixed (the early snapshot failure usually restarts from no
- *     checkpoint, the later ones from one inside the snapshot);
+ *     unfinished, or a binlog position; so is the binlog task failure's.
+ *     The snapshot's task failures come at hit counts of chunk reads,
+ *     which nothing outside holds, so where the newest completed
+ *     checkpoint lies when they come is not fixed (the early one usually
+ *     restarts from no checkpoint, the later ones from one inside the
+ *     snapshot);
  *   - then: the faults are over (the killed runs have exited, or the
  *     restarts are in the log and, for the snapshot rows, the binlog phase
  *     has started after them); a sentinel row written now reaches
@@ -132,6 +136,9 @@ typedef struct env_s {
   pthread_t wt;
   atomic_bool stop;
   atomic_uint_fast64_t ops;
+  /* Statements written; while cap is not 0 the writer waits before an
+   * operation once stmts reaches cap. */
+  atomic_uint_fast64_t stmts, cap;
   uint64_t seed;
 } env_t;
 
@@ -290,6 +297,8 @@ static uint64_t rnd(uint64_t *s) {
  */
 #define HOT 10
 
+static struct env_s *e_of_writer;
+
 typedef struct wstate_s {
   uint64_t s;      /* RNG */
   uint64_t k;      /* next position in the permutation */
@@ -353,6 +362,7 @@ static void write_one(MYSQL *m, wstate_t *w, uint64_t n) {
   sl_error_t *err = NULL;
   if (sl_my_exec(m, sql, NULL, &err) != SL_OK)
     SL_TEST_FAIL("writer: %s: %s", sql, sl_error_message(err));
+  atomic_fetch_add(&e_of_writer->stmts, 1);
 }
 
 static void *writer_main(void *arg) {
@@ -363,6 +373,10 @@ static void *writer_main(void *arg) {
   SL_ASSERT_OK_E(sl_my_connect(e->my, sl_server_port(e->my), &m, &err), err);
   wstate_t w = {e->seed ? e->seed : 1, 0, FIRST_ID + N_ROWS};
   for (uint64_t n = 0; !atomic_load(&e->stop); n++) {
+    uint64_t cap;
+    while ((cap = atomic_load(&e->cap)) != 0 &&
+           atomic_load(&e->stmts) >= cap && !atomic_load(&e->stop))
+      nap_ms(5);
     if (rnd(&w.s) % 10 == 0) {
       /* A transaction of several statements (a position inside it is a
        * GTID state plus events and rows to skip). */
@@ -382,6 +396,7 @@ static void *writer_main(void *arg) {
 }
 
 static void writer_start(env_t *e) {
+  e_of_writer = e;
   atomic_store(&e->stop, false);
   SL_ASSERT_EQ_INT(pthread_create(&e->wt, NULL, writer_main, e), 0);
 }
@@ -764,7 +779,28 @@ static void cell(bool binlog, bool kill_, uint32_t par) {
      * passes the gate itself. */
     wait_log(&e, "the binlog phase starts", 1);
   } else if (!kill_) {
-    spawn_run(&e, 1, "cdc.binlog.before_push=fail:100");
+    /* A non-empty binlog batch ends at a statement's rows at the latest,
+     * so there are at most as many hits as statements written: the
+     * writer stops at 150 statements (a transaction may take it to 156)
+     * until the binlog phase runs and two checkpoints of it have
+     * completed; the 200th hit, the failure, comes after them. */
+    atomic_store(&e.cap, 150);
+    spawn_run(&e, 1, "cdc.binlog.before_push=fail:200");
+    wait_log(&e, "the binlog phase starts", 1);
+    uint64_t now = newest_completed();
+    for (int i = 0; i < 2; i++) {
+      uint64_t before = now;
+      double w0 = now_s();
+      while ((now = newest_completed()) <= before) {
+        assert_running(&e, "waiting for a checkpoint of the binlog phase");
+        if (now_s() - w0 > 240) SL_TEST_FAIL("no checkpoint completed");
+        nap_ms(20);
+      }
+    }
+    char *t = run_err(&e, 1);
+    SL_ASSERT_TRUE(strstr(t, "' failed (") == NULL);
+    free(t);
+    atomic_store(&e.cap, 0);
     wait_log(&e, "restart 1 from", 1);
   } else {
     /* Run 1 held with a batch of binlog rows until a checkpoint in the
