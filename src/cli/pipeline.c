@@ -1044,6 +1044,18 @@ typedef struct build_s {
   const char *keyed[64];
   uint32_t n_keyed;
   uint32_t keyed_par;
+  /* The route being built (routes:, docs/pipeline.md "Routes"), or
+   * route_uid NULL: its source tables, sink table and key, the uid suffix
+   * of its source and sink, its index (for the server ids). */
+  const char *route_uid;
+  const char *route_tables[256];
+  uint32_t n_route_tables;
+  const char *route_table;
+  const char *route_key[32];
+  uint32_t n_route_key;
+  int route_key_node;
+  uint32_t route_index;
+  char route_src_uid[300], route_snk_uid[300];
 } build_t;
 
 /* Schema of a file source: a list of {name, type, nullable}. */
@@ -1395,11 +1407,20 @@ static int build_cdc_source(build_t *b, int src, const char **uid,
   const char *tables[256];
   uint32_t n_tables = 0;
   int tv = map_get(pl, src, "tables", NULL);
-  if (tv == 0)
+  if (b->route_uid) {
+    if (tv)
+      return FAIL(pl, tv, "source.tables", "with 'routes', each route lists "
+                  "its tables (routes[N].tables), not the source");
+    memcpy(tables, b->route_tables, b->n_route_tables * sizeof(tables[0]));
+    n_tables = b->n_route_tables;
+  } else if (tv == 0) {
     return FAIL(pl, src, "source", "missing required field 'tables' (a list "
                 "of db.table patterns)");
-  if ((rc = str_list(pl, tv, "source.tables", tables, 256, &n_tables)) ||
-      (rc = get_str(pl, src, "source", "uid", false, uid)) ||
+  } else if ((rc = str_list(pl, tv, "source.tables", tables, 256,
+                            &n_tables)) != SL_OK) {
+    return rc;
+  }
+  if ((rc = get_str(pl, src, "source", "uid", false, uid)) ||
       (rc = get_u32(pl, src, "source", "parallelism", 1,
                     SL_MAX_PARALLELISM_LIMIT, par)) ||
       (rc = get_str(pl, src, "source", "host", false, &cfg.host)) ||
@@ -1455,6 +1476,21 @@ static int build_cdc_source(build_t *b, int src, const char **uid,
                     "expected table, position or op_ts", m[i]);
     }
   }
+  if (b->route_uid) {
+    /* Each route's source has its own replication connections: route n
+     * (from 0) takes the server ids server_id + 1024 n onward. */
+    uint64_t base = cfg.server_id ? cfg.server_id : 5400;
+    base += 1024ull * b->route_index;
+    if (base > UINT32_MAX - 1024)
+      return FAIL(pl, src, "source", "route %u: server ids from %llu are "
+                  "beyond the range of server ids; give a smaller "
+                  "'server_id'", b->route_index + 1,
+                  (unsigned long long)base);
+    cfg.server_id = (uint32_t)base;
+    snprintf(b->route_src_uid, sizeof(b->route_src_uid), "%s-%s", *uid,
+             b->route_uid);
+    *uid = b->route_src_uid;
+  }
   cfg.port = (int)port;
   cfg.tables = tables;
   cfg.n_tables = n_tables;
@@ -1498,6 +1534,10 @@ static int build_source(build_t *b, int src) {
   int rc = get_enum(pl, src, "source", "type", types, &type);
   if (rc != SL_OK) return rc;
   if (type < 0) return FAIL(pl, src, "source", "missing required field 'type'");
+  if (b->route_uid && type != 3)
+    return FAIL(pl, map_get(pl, src, "type", NULL), "source.type", "'routes' "
+                "need a mariadb-cdc source (a route sends captured tables to "
+                "a sink table)");
   const char *uid = "source";
   uint32_t par = 0;
   sl_error_t *err = NULL;
@@ -2154,6 +2194,34 @@ static int get_connect_timeout(sl_pipeline_t *pl, int snk, const char *path,
  * The password comes from the file (password) or, better, from an
  * environment variable (password_env).
  */
+/*
+ * A route's sink (routes:): the route's table and key (when it has one)
+ * instead of the sink mapping's, and the uid "<sink uid>-<route uid>".
+ * The sink mapping must not name a table of its own.
+ */
+static int route_sink(build_t *b, int snk, const char *path,
+                      const char **uid, const char **table, const char **key,
+                      uint32_t *n_key, int *key_node) {
+  if (b->route_uid == NULL) return SL_OK;
+  int tv = map_get(b->pl, snk, "table", NULL);
+  if (tv) {
+    char f[300];
+    join_path(f, sizeof(f), path, "table");
+    return FAIL(b->pl, tv, f, "with 'routes', each route names its sink "
+                "table (routes[N].table), not the sink");
+  }
+  *table = b->route_table;
+  if (b->n_route_key) {
+    memcpy(key, b->route_key, b->n_route_key * sizeof(key[0]));
+    *n_key = b->n_route_key;
+    *key_node = b->route_key_node;
+  }
+  snprintf(b->route_snk_uid, sizeof(b->route_snk_uid), "%s-%s", *uid,
+           b->route_uid);
+  *uid = b->route_snk_uid;
+  return SL_OK;
+}
+
 static int build_mariadb_sink(build_t *b, int snk, const char *path,
                               const char *uid, sl_stream_t *in) {
   sl_pipeline_t *pl = b->pl;
@@ -2182,7 +2250,8 @@ static int build_mariadb_sink(build_t *b, int snk, const char *path,
       (rc = get_str(pl, snk, path, "password", false, &cfg.password)) ||
       (rc = get_str(pl, snk, path, "password_env", false, &pw_env)) ||
       (rc = get_str(pl, snk, path, "database", true, &cfg.database)) ||
-      (rc = get_str(pl, snk, path, "table", true, &cfg.table)) ||
+      (rc = get_str(pl, snk, path, "table", b->route_uid == NULL,
+                    &cfg.table)) ||
       (rc = get_enum(pl, snk, path, "mode", modes, &mode)) ||
       (rc = get_enum(pl, snk, path, "delivery", deliveries, &delivery)) ||
       (rc = get_u32(pl, snk, path, "batch_size", 1, 100000,
@@ -2217,6 +2286,9 @@ static int build_mariadb_sink(build_t *b, int snk, const char *path,
     join_path(f, sizeof(f), path, "key");
     if ((rc = str_list(pl, kv, f, key, 32, &n_key)) != SL_OK) return rc;
   }
+  if ((rc = route_sink(b, snk, path, &uid, &cfg.table, key, &n_key, &kv)) !=
+      SL_OK)
+    return rc;
   cfg.port = (int)port;
   cfg.key = key;
   cfg.n_key = n_key;
@@ -2389,7 +2461,7 @@ static int build_pg_sink(build_t *b, int snk, const char *path,
       (rc = get_u32(pl, snk, path, "parallelism", 1, SL_MAX_PARALLELISM_LIMIT,
                     &par)) ||
       (rc = get_str(pl, snk, path, "conninfo", false, &conninfo)) ||
-      (rc = get_str(pl, snk, path, "table", true, &table)) ||
+      (rc = get_str(pl, snk, path, "table", b->route_uid == NULL, &table)) ||
       (rc = get_enum(pl, snk, path, "mode", modes, &mode)) ||
       (rc = get_enum(pl, snk, path, "delivery", deliveries, &delivery)) ||
       (rc = get_u32(pl, snk, path, "batch_size", 1, 1000000,
@@ -2412,6 +2484,9 @@ static int build_pg_sink(build_t *b, int snk, const char *path,
       return rc;
   int kv = map_get(pl, snk, "key", NULL);
   if (kv && (rc = str_list(pl, kv, "sink.key", key_list, 32, &n_key)))
+    return rc;
+  if ((rc = route_sink(b, snk, path, &uid, &table, key_list, &n_key, &kv)) !=
+      SL_OK)
     return rc;
   join_path(f, sizeof(f), path, "conninfo");
   bool has_parts = false;
@@ -2662,6 +2737,9 @@ static int build_sink(build_t *b, int snk, const char *path, const char *uid,
   int rc = get_enum(pl, snk, path, "type", types, &type);
   if (rc != SL_OK) return rc;
   if (type < 0) return FAIL(pl, snk, path, "missing required field 'type'");
+  if (b->route_uid && type != 3 && type != 4)
+    return FAIL(pl, map_get(pl, snk, "type", NULL), path, "'routes' need a "
+                "postgres or mariadb sink (each route names its table)");
   if (type == 3) return build_pg_sink(b, snk, path, uid, in);
   if (type == 4) return build_mariadb_sink(b, snk, path, uid, in);
   if (type == 5) return build_kafka_sink(b, snk, path, uid, in);
@@ -2786,6 +2864,82 @@ static bool is_job_name(const char *name) {
   return true;
 }
 
+/*
+ * routes: [{tables: [PATTERNS], table: NAME, key: [COLUMNS], uid: NAME}]
+ * (docs/pipeline.md "Routes"): one chain per route in one job, each the
+ * mariadb-cdc `source` mapping with the route's tables and the `sink`
+ * mapping with the route's table (and key), uids "<uid>-<route uid>".
+ * The chains share the job's checkpoints, so one checkpoint commits every
+ * route's output of its epoch.
+ */
+static int build_routes(build_t *b, int rv, int src, int snk, int tv) {
+  sl_pipeline_t *pl = b->pl;
+  yaml_node_t *rn = node(pl, rv);
+  if (rn->type != YAML_SEQUENCE_NODE)
+    return FAIL(pl, rv, "routes", "expected a list of routes such as "
+                "'{tables: [shop.orders], table: orders}', got %s",
+                type_word(pl, rv));
+  size_t count = (size_t)(rn->data.sequence.items.top -
+                          rn->data.sequence.items.start);
+  if (count == 0) return FAIL(pl, rv, "routes", "needs at least one route");
+  if (count > 64) return FAIL(pl, rv, "routes", "at most 64 routes");
+  if (tv)
+    return FAIL(pl, tv, "transforms", "transforms are not supported with "
+                "'routes' yet (each route goes from its tables to its sink "
+                "table as captured)");
+  static const char *keys[] = {"tables", "table", "key", "uid", NULL};
+  const char *uids[64];
+  for (size_t i = 0; i < count; i++) {
+    int r = rn->data.sequence.items.start[i];
+    char p[64], f[96];
+    snprintf(p, sizeof(p), "routes[%zu]", i + 1);
+    if (node(pl, r)->type != YAML_MAPPING_NODE)
+      return FAIL(pl, r, p, "expected a mapping such as '{tables: "
+                  "[shop.orders], table: orders}', got %s", type_word(pl, r));
+    int rc = check_keys(pl, r, p, keys);
+    if (rc != SL_OK) return rc;
+    int rt = map_get(pl, r, "tables", NULL);
+    if (rt == 0)
+      return FAIL(pl, r, p, "missing required field 'tables' (the captured "
+                  "tables of this route, db.table patterns)");
+    snprintf(f, sizeof(f), "%s.tables", p);
+    if ((rc = str_list(pl, rt, f, b->route_tables, 256,
+                       &b->n_route_tables)) != SL_OK)
+      return rc;
+    if ((rc = get_str(pl, r, p, "table", true, &b->route_table)) != SL_OK)
+      return rc;
+    b->n_route_key = 0;
+    b->route_key_node = map_get(pl, r, "key", NULL);
+    snprintf(f, sizeof(f), "%s.key", p);
+    if (b->route_key_node &&
+        (rc = str_list(pl, b->route_key_node, f, b->route_key, 32,
+                       &b->n_route_key)) != SL_OK)
+      return rc;
+    b->route_uid = b->route_table;
+    if ((rc = get_str(pl, r, p, "uid", false, &b->route_uid)) != SL_OK)
+      return rc;
+    uids[i] = b->route_uid;
+    for (size_t k = 0; k < i; k++)
+      if (strcmp(uids[k], b->route_uid) == 0) {
+        int uv = map_get(pl, r, "uid", NULL);
+        snprintf(f, sizeof(f), "%s.uid", p);
+        return FAIL(pl, uv ? uv : r, f, "'%s' is the uid of routes[%zu] "
+                    "too; give each route a uid of its own (the default "
+                    "is its table)", b->route_uid, k + 1);
+      }
+    b->route_index = (uint32_t)i;
+    /* A chain of its own: nothing of the previous route's stream. */
+    b->s = NULL;
+    b->schema = NULL;
+    b->n_keyed = 0;
+    b->keyed_par = 0;
+    if ((rc = build_source(b, src)) != SL_OK) return rc;
+    if ((rc = build_sink(b, snk, "sink", "sink", b->s)) != SL_OK) return rc;
+  }
+  b->route_uid = NULL;
+  return SL_OK;
+}
+
 int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
                       sl_job_t **out_job, char **out_msg) {
   *out_msg = NULL;
@@ -2794,7 +2948,7 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
   static const char *keys[] = {"name", "parallelism", "max_parallelism",
                                "buffer_size", "channel_buffers", "checkpoint",
                                "restart", "source", "transforms", "sink",
-                               NULL};
+                               "routes", NULL};
   build_t b = {pl, NULL, NULL, NULL, false};
   b.is_connect = run != NULL && run->is_validate && run->is_connect;
   b.is_validate = run != NULL && run->is_validate;
@@ -2865,6 +3019,12 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
     if (rc != SL_OK) FAIL(pl, root, "", "%s", sl_error_message(err));
     sl_error_destroy(err);
   }
+  int rv = map_get(pl, root, "routes", NULL);
+  if (rc == SL_OK && rv) {
+    rc = build_routes(&b, rv, src, snk, map_get(pl, root, "transforms",
+                                                NULL));
+    goto built;
+  }
   if (rc == SL_OK) rc = build_source(&b, src);
   int tv = map_get(pl, root, "transforms", NULL);
   if (rc == SL_OK && tv) {
@@ -2885,6 +3045,7 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
     }
   }
   if (rc == SL_OK) rc = build_sink(&b, snk, "sink", "sink", b.s);
+built:
   if (rc != SL_OK) {
     sl_job_destroy(b.job);
     *out_msg = pl->msg ? pl->msg : sl_strdup(sl_strerror(rc));

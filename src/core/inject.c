@@ -112,6 +112,10 @@ int sl__inject(const char *name) {
     kill(getpid(), SIGKILL);
     for (;;) pause();
   case SL_INJECT_PAUSE: {
+    /* Said on stderr, so that a test holding a sluice process here
+     * (SL_INJECT "point=pause:N") knows when, and can kill it there. */
+    fprintf(stderr, "sluice: injection point %s: paused\n", name);
+    fflush(stderr);
     uint64_t gen = p->release_gen;
     p->n_paused++;
     pthread_cond_broadcast(&cond);

@@ -107,13 +107,13 @@ SL_TEST(unknown_top_level_field) {
                  "3:1: paralelism: unknown field; expected one of: name, "
                  "parallelism, max_parallelism, buffer_size, "
                  "channel_buffers, checkpoint, restart, source, transforms, "
-                 "sink");
+                 "sink, routes");
 }
 
 SL_TEST(unknown_source_type) {
   expect_invalid("source:\n  type: kinesis\n" SINK, NULL,
                  "2:9: source.type: expected one of generator, file, kafka, "
-                 "got 'kinesis'");
+                 "mariadb-cdc, got 'kinesis'");
 }
 
 SL_TEST(kafka_source_without_topic) {

@@ -657,12 +657,12 @@ static int enum_serve(menum_t *e, sl_enum_ctx_t *ec, sl_error_t **out_err) {
       int rc = binlog_start_state(e, out_err);
       if (rc != SL_OK) return rc;
     }
-    uint32_t r = 0;
-    for (uint32_t i = 0; i < e->par; i++)
-      if (e->waiting[i]) {
-        r = i;
-        break;
-      }
+    /* To a reader that asked (one being reset asks again when it opens;
+     * handing the split to it before would only bring it back). */
+    uint32_t r = UINT32_MAX;
+    for (uint32_t i = 0; i < e->par && r == UINT32_MAX; i++)
+      if (e->waiting[i]) r = i;
+    if (r == UINT32_MAX) goto chunks;
     sl_split_t sp = {BINLOG_ID, e->binlog_state, e->binlog_len};
     int rc = sl_enum_assign(ec, r, &sp);
     if (rc != SL_OK)
@@ -673,6 +673,7 @@ static int enum_serve(menum_t *e, sl_enum_ctx_t *ec, sl_error_t **out_err) {
     sl_log(SL_LOG_INFO, "mariadb-cdc: the binlog phase starts on reader %u",
            r);
   }
+chunks:
   /* Pending chunks to waiting readers, one each. */
   for (uint32_t r = 0; r < e->par; r++) {
     if (!e->waiting[r]) continue;
@@ -1610,6 +1611,8 @@ static void *io_main(void *arg) {
       set_err(rd, err);
       break;
     }
+    /* A stream stopped by reader_close answers SL_OK, but its
+     * "cancelled" error was made: not a failure, freed. */
     sl_error_destroy(err);
     if (rd->waker) sl_source_waker_wake(rd->waker);
   }
