@@ -1149,3 +1149,59 @@ SL_TEST(file_offset_fallback) {
   sl__cdc_table_destroy(t);
   fx_close(&f);
 }
+
+/*
+ * Events between transactions move the file position.  Some time after a
+ * rotation MariaDB writes a BINLOG_CHECKPOINT into the new file; a stream
+ * read to the end of that file must stand at its end (the source's
+ * backfill stops at HIGH's file and offset, which can lie just after that
+ * event, and waited there for 30 s before this was fixed).
+ */
+SL_TEST(file_position_passes_events_between_transactions) {
+  fx_t f;
+  fx_open(&f);
+  my_ok(f.m, "CREATE TABLE t (id INT PRIMARY KEY)");
+  sl__cdc_table_t *t = describe(&f, "t");
+  sl__cdc_table_t *tabs[] = {t};
+  my_ok(f.m, "FLUSH BINARY LOGS");
+  /* Bounded wait for the server to write the checkpoint event. */
+  for (int i = 0;; i++) {
+    SL_ASSERT_EQ_INT(mysql_query(f.m, "SHOW BINLOG EVENTS IN 'binlog.000002'"),
+                     0);
+    MYSQL_RES *res = mysql_store_result(f.m);
+    SL_ASSERT_TRUE(res != NULL);
+    bool has = false;
+    MYSQL_ROW row;
+    while ((row = mysql_fetch_row(res)) != NULL)
+      if (row[2] && strcmp(row[2], "Binlog_checkpoint") == 0) has = true;
+    mysql_free_result(res);
+    if (has) break;
+    if (i > 10000) SL_TEST_FAIL("no Binlog_checkpoint in binlog.000002");
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  SL_ASSERT_EQ_INT(mysql_query(f.m, "SHOW MASTER STATUS"), 0);
+  MYSQL_RES *res = mysql_store_result(f.m);
+  MYSQL_ROW row = res ? mysql_fetch_row(res) : NULL;
+  SL_ASSERT_TRUE(row != NULL && row[0] != NULL && row[1] != NULL);
+  char end_file[64];
+  snprintf(end_file, sizeof(end_file), "%s", row[0]);
+  uint64_t end_off = strtoull(row[1], NULL, 10);
+  mysql_free_result(res);
+  SL_ASSERT_EQ_STR(end_file, "binlog.000002");
+  sl_binlog_pos_t start;
+  memset(&start, 0, sizeof(start));
+  snprintf(start.file, sizeof(start.file), "binlog.000002");
+  start.offset = 4;
+  sl__cdc_stream_t *s = open_at(&f, tabs, 1, &start, NULL);
+  recs_t all = {0};
+  read_all(s, &all);
+  sl_binlog_pos_t at;
+  sl__cdc_stream_pos(s, &at);
+  sl__cdc_stream_close(s);
+  SL_ASSERT_EQ_STR(at.file, "binlog.000002");
+  SL_ASSERT_EQ_INT(at.offset, end_off);
+  recs_free(&all);
+  sl__cdc_table_destroy(t);
+  fx_close(&f);
+}

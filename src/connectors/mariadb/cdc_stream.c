@@ -985,6 +985,19 @@ static int dispatch(sl__cdc_stream_t *s, sl__cdc_ev_t *ev, bool *out_has,
   const sl_binlog_event_t *e = &s->rev;
   *out_has = false;
   if (is_outside(e->type)) {
+    /* A real event between transactions (GTID_LIST, BINLOG_CHECKPOINT, a
+     * file's FORMAT_DESCRIPTION) moves the file position past it: MariaDB
+     * writes a BINLOG_CHECKPOINT into a new file some time after a
+     * rotation, and a backfill that stops at a HIGH just after it must
+     * reach it.  ROTATE and HEARTBEAT name other places; artificial
+     * events (next_pos 0) none. */
+    if (!s->in_txn && e->next_pos != 0 && e->type != SL_BLE_ROTATE &&
+        e->type != SL_BLE_HEARTBEAT &&
+        e->type != SL_BLE_MYSQL_HEARTBEAT_V2) {
+      snprintf(s->file, sizeof(s->file), "%s",
+               sl__binlog_decoder_file(&s->dec));
+      s->offset = e->next_pos;
+    }
     if (e->type == SL_BLE_HEARTBEAT && s->heartbeat_ms > 0) {
       heartbeat(s, ev);
       *out_has = true;
