@@ -573,8 +573,10 @@ static void *snap_worker(void *arg) {
     sl__cdc_rows_t rows;
     sl__cdc_rows_init(&rows, s->t->schema);
     sl__cdc_pos_t low, high;
-    rc = sl__cdc_read_chunk(c, server_name, s->t, s->cl, &s->cl->chunks[i],
-                            &low, &high, &rows, &err);
+    /* LOW as the source takes it: file and offset, no BINLOG_GTID_POS. */
+    rc = sl__cdc_read_chunk_ex(c, server_name, s->t, s->cl,
+                               &s->cl->chunks[i], SL_CDC_READ_NO_LOW_GTID,
+                               &low, &high, &rows, &err);
     if (rc == SL_OK) atomic_fetch_add(&s->rows, rows.n);
     sl__cdc_rows_close(&rows);
   }
