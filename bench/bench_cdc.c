@@ -46,6 +46,24 @@
  *   dump           the limit: `mariadb-dump --single-transaction --quick`
  *                  of the table to /dev/null
  *
+ * Crash to caught up (--what catchup, or all).  The binlog workload
+ * above, then FLUSH BINARY LOGS (the binlog arms read the first file).
+ * Arm:
+ *
+ *   catchup        `sluice run` of a mariadb-cdc source (startup: latest,
+ *                  metadata: [position]) into a file sink (changelog), a
+ *                  checkpoint every 200 ms; in its binlog phase with two
+ *                  checkpoints completed, SIGKILL; a backlog of B changes
+ *                  (cdc_gen, continuing the workload); G = the server's
+ *                  GTID position; writes continue at CATCHUP_TPS
+ *                  transactions per second; the seconds from the exec of
+ *                  `sluice run --resume` until the file has the last row of
+ *                  G's transaction (checked: its _position is in G, and
+ *                  the run resumed from a checkpoint)
+ *
+ * Its limit is B over the sluice-binlog arm's rate in the same round (the
+ * time sluice's binlog path alone needs to read B changes).
+ *
  * Every arm's value is rows (or changes) per second over the whole
  * operation (connect to the last row).  Method as bench_db.c and
  * bench_kafka.c (bench/README.md): one harness fork per arm and round (W
@@ -55,16 +73,19 @@
  * bootstrap, Fieller) and one paired by round.  Raw values in
  * DIR/cdc-raw.csv.
  *
- * usage: sluice-bench-cdc [--quick] [--what binlog|snapshot|both]
+ * usage: sluice-bench-cdc [--quick] [--what binlog|snapshot|both|catchup|all]
  *          [--rounds R] [--warmup W] [--iterations I] [--changes N]
+ *          [--backlog B]
  *          [--txn-rows R] [--snapshot-rows M] [--chunk-rows C]
  *          [--pool-mb MB] [--seed S] [--out DIR] [--sluice PATH]
  *
  * Defaults: 5 rounds, 1 warm-up + 2 measured runs per fork, 1,000,000
  * changes in transactions of 100 rows, a 10,000,000-row snapshot table,
  * chunks of the planner's default size (8096 rows), an InnoDB buffer pool
- * of 2048 MB (the table fits), output in bench/results/cdc/.  --quick: 2 rounds, 0 + 1 runs, 20,000 changes, a
- * 50,000-row table: a smoke run, not a figure.
+ * of 2048 MB (the table fits), a backlog B of --changes, --what both (the
+ * catch-up writes to the binlog, so it runs only when asked), output in
+ * bench/results/cdc/.  --quick: 2 rounds, 0 + 1 runs, 20,000 changes (and
+ * backlog), a 50,000-row table: a smoke run, not a figure.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -1415,8 +1436,10 @@ int main(int argc, char **argv) {
       }
       sl_bench_fork_t *fk = &res->forks[0];
       for (size_t v = 0; v < fk->n_values; v++)
-        fprintf(raw, "%s,%" PRIu64 ",%zu,%s,%.1f\n", a->name, r, v,
-                v < O.warmup ? "warmup" : "run", fk->values[v]);
+        fprintf(raw, a->kind == K_CATCHUP ? "%s,%" PRIu64 ",%zu,%s,%.4f\n"
+                                          : "%s,%" PRIu64 ",%zu,%s,%.1f\n",
+                a->name, r, v, v < O.warmup ? "warmup" : "run",
+                fk->values[v]);
       if (fk->is_ok && fk->n_values == O.warmup + O.iterations) {
         a->v[r] = sl_bench_mean(fk->values + O.warmup, O.iterations);
       } else {
