@@ -838,7 +838,7 @@ static uint64_t newest_checkpoint(const char *dir) {
 
 /* The job must still run; fails with its log otherwise. */
 static int alive(pid_t *pid, const char *log, sl_error_t **err) {
-  if (waitpid(*pid, NULL, WNOHANG) == 0) return SL_OK;
+  if (*pid > 0 && waitpid(*pid, NULL, WNOHANG) == 0) return SL_OK;
   *pid = -1;
   return sl_error_set(err, SL_EFAILED, "sluice exited early; see %s", log);
 }
