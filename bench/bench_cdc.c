@@ -364,6 +364,41 @@ static void time_gtid_pos(MYSQL *c) {
   fprintf(raw, "#gtid-pos-ms,%llu,%.3f\n", size, ms[2]);
 }
 
+/*
+ * After a rotation MariaDB writes a BINLOG_CHECKPOINT event naming the new
+ * file into it once the older files' transactions are durable, a while
+ * later.  A snapshot chunk whose LOW is before that event and HIGH after
+ * it, with nothing after it, fails its backfill ("did not reach the
+ * chunk's HIGH"; the stream's position stays before the event), so the
+ * arms start after it.  Waits at most 60 s.
+ */
+static void wait_binlog_checkpoint(MYSQL *c) {
+  char file[256] = "", sql[320];
+  if (mysql_query(c, "SHOW MASTER STATUS") != 0) return;
+  MYSQL_RES *res = mysql_store_result(c);
+  MYSQL_ROW row = res ? mysql_fetch_row(res) : NULL;
+  if (row && row[0]) snprintf(file, sizeof(file), "%s", row[0]);
+  if (res) mysql_free_result(res);
+  snprintf(sql, sizeof(sql), "SHOW BINLOG EVENTS IN '%s'", file);
+  int64_t t0 = sl_bench_now_ns();
+  while (sl_bench_now_ns() - t0 < 60 * (int64_t)1000000000) {
+    bool found = false;
+    if (mysql_query(c, sql) != 0) return;
+    res = mysql_store_result(c);
+    while (res && !found && (row = mysql_fetch_row(res)) != NULL)
+      found = row[2] && row[5] && strcmp(row[2], "Binlog_checkpoint") == 0 &&
+              strcmp(row[5], file) == 0;
+    if (res) mysql_free_result(res);
+    if (found) {
+      printf("# %s has its binlog checkpoint after %.2f s\n", file,
+             (double)(sl_bench_now_ns() - t0) / 1e9);
+      return;
+    }
+    nanosleep(&(struct timespec){0, 50000000}, NULL);
+  }
+  printf("# WARNING: no binlog checkpoint in %s within 60 s\n", file);
+}
+
 /* The snapshot table, in batches of 1 M rows, not binlogged. */
 static int make_snapshot_table(MYSQL *c, sl_error_t **err) {
   const char *pre[] = {"SET SESSION sql_log_bin = 0",
@@ -1355,8 +1390,10 @@ static int setup(void) {
   if (rc == SL_OK && O.do_snapshot) time_gtid_pos(c);
   /* The catch-up's writes go to the next binlog files; the binlog arms
    * read the first one. */
-  if (rc == SL_OK && O.do_catchup)
+  if (rc == SL_OK && O.do_catchup) {
     rc = sl_my_exec(c, "FLUSH BINARY LOGS", NULL, &err);
+    if (rc == SL_OK) wait_binlog_checkpoint(c);
+  }
   mysql_close(c);
   if (rc != SL_OK) return fail(err, "preparing the tables");
   if (O.do_binlog && check_limit_counts() != 0) return -1;
