@@ -20,8 +20,8 @@
  *                  per transaction.  Every run is checked: exactly the N
  *                  changes, by kind.
  *   mbl-remote     the limit: `mariadb-binlog --read-from-remote-server
- *                  --base64-output=decode-rows --verbose --to-last-log` from
- *                  the first binlog, output to /dev/null (the same
+ *                  --base64-output=decode-rows --verbose` of the first
+ *                  binlog file, output to /dev/null (the same
  *                  replication protocol, the rows decoded to text)
  *   mbl-file       the same tool reading the binlog files directly
  *   sl-transport   diagnostics: sluice's path cut after the transport
@@ -46,6 +46,24 @@
  *   dump           the limit: `mariadb-dump --single-transaction --quick`
  *                  of the table to /dev/null
  *
+ * Crash to caught up (--what catchup, or all).  The binlog workload
+ * above, then FLUSH BINARY LOGS (the binlog arms read the first file).
+ * Arm:
+ *
+ *   catchup        `sluice run` of a mariadb-cdc source (startup: latest,
+ *                  metadata: [position]) into a file sink (changelog), a
+ *                  checkpoint every 200 ms; in its binlog phase with two
+ *                  checkpoints completed, SIGKILL; a backlog of B changes
+ *                  (cdc_gen, continuing the workload); G = the server's
+ *                  GTID position; writes continue at CATCHUP_TPS
+ *                  transactions per second; the seconds from the exec of
+ *                  `sluice run --resume` until the file has the last row of
+ *                  G's transaction (checked: its _position is in G, and
+ *                  the run resumed from a checkpoint)
+ *
+ * Its limit is B over the sluice-binlog arm's rate in the same round (the
+ * time sluice's binlog path alone needs to read B changes).
+ *
  * Every arm's value is rows (or changes) per second over the whole
  * operation (connect to the last row).  Method as bench_db.c and
  * bench_kafka.c (bench/README.md): one harness fork per arm and round (W
@@ -55,17 +73,21 @@
  * bootstrap, Fieller) and one paired by round.  Raw values in
  * DIR/cdc-raw.csv.
  *
- * usage: sluice-bench-cdc [--quick] [--what binlog|snapshot|both]
+ * usage: sluice-bench-cdc [--quick] [--what binlog|snapshot|both|catchup|all]
  *          [--rounds R] [--warmup W] [--iterations I] [--changes N]
+ *          [--backlog B]
  *          [--txn-rows R] [--snapshot-rows M] [--chunk-rows C]
  *          [--pool-mb MB] [--seed S] [--out DIR] [--sluice PATH]
  *
  * Defaults: 5 rounds, 1 warm-up + 2 measured runs per fork, 1,000,000
  * changes in transactions of 100 rows, a 10,000,000-row snapshot table,
  * chunks of the planner's default size (8096 rows), an InnoDB buffer pool
- * of 2048 MB (the table fits), output in bench/results/cdc/.  --quick: 2 rounds, 0 + 1 runs, 20,000 changes, a
- * 50,000-row table: a smoke run, not a figure.
+ * of 2048 MB (the table fits), a backlog B of --changes, --what both (the
+ * catch-up writes to the binlog, so it runs only when asked), output in
+ * bench/results/cdc/.  --quick: 2 rounds, 0 + 1 runs, 20,000 changes (and
+ * backlog), a 50,000-row table: a smoke run, not a figure.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -77,6 +99,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "connectors/mariadb/binlog_decode.h"
@@ -93,9 +117,9 @@
 #define MAX_ROUNDS 64
 
 typedef struct opts_s {
-  bool do_binlog, do_snapshot, is_quick;
+  bool do_binlog, do_snapshot, do_catchup, is_quick;
   uint64_t rounds, warmup, iterations;
-  uint64_t changes, txn_rows, snapshot_rows, chunk_rows, pool_mb;
+  uint64_t changes, txn_rows, snapshot_rows, chunk_rows, pool_mb, backlog;
   uint64_t seed;
   const char *out_dir;
   char sluice[PATH_MAX];
@@ -120,7 +144,8 @@ typedef enum kind_e {
   K_BL_DECODE,
   K_SNAP_CHUNKS,
   K_SNAP_RUN,
-  K_SNAP_DUMP
+  K_SNAP_DUMP,
+  K_CATCHUP
 } kind_t;
 
 typedef struct arm_s {
@@ -142,12 +167,16 @@ static arm_t arms[] = {
     {.name = "run-p1", .kind = K_SNAP_RUN, .parallelism = 1},
     {.name = "run-p2", .kind = K_SNAP_RUN, .parallelism = 2},
     {.name = "dump", .kind = K_SNAP_DUMP},
+    {.name = "catchup", .kind = K_CATCHUP},
 };
 #define N_ARMS (sizeof(arms) / sizeof(arms[0]))
 
 static bool is_binlog_arm(const arm_t *a) { return a->kind <= K_BL_DECODE; }
 
 static bool arm_enabled(const arm_t *a) {
+  /* sluice-binlog is also the catch-up's limit (its rate, same round). */
+  if (a->kind == K_BL_SLUICE) return O.do_binlog || O.do_catchup;
+  if (a->kind == K_CATCHUP) return O.do_catchup;
   if (is_binlog_arm(a)) return O.do_binlog;
   if (a->kind == K_SNAP_RUN) return O.do_snapshot && run_enabled;
   return O.do_snapshot;
@@ -276,7 +305,7 @@ static int check_limit_counts(void) {
   snprintf(cmd, sizeof(cmd),
            "mariadb-binlog --no-defaults --read-from-remote-server "
            "--host=127.0.0.1 --port=%d --user=%s "
-           "--base64-output=decode-rows --verbose --to-last-log %s | "
+           "--base64-output=decode-rows --verbose %s | "
            "awk '/^### INSERT INTO/{i++} /^### UPDATE/{u++} "
            "/^### DELETE FROM/{d++} END{print i+0, u+0, d+0}'",
            sl_server_port(srv), sl_server_user(srv), first_binlog);
@@ -333,6 +362,41 @@ static void time_gtid_pos(MYSQL *c) {
          "pays it\n",
          file, (double)size / 1e6, ms[2], ms[0], ms[4]);
   fprintf(raw, "#gtid-pos-ms,%llu,%.3f\n", size, ms[2]);
+}
+
+/*
+ * After a rotation MariaDB writes a BINLOG_CHECKPOINT event naming the new
+ * file into it once the older files' transactions are durable, a while
+ * later.  A snapshot chunk whose LOW is before that event and HIGH after
+ * it, with nothing after it, fails its backfill ("did not reach the
+ * chunk's HIGH"; the stream's position stays before the event), so the
+ * arms start after it.  Waits at most 60 s.
+ */
+static void wait_binlog_checkpoint(MYSQL *c) {
+  char file[256] = "", sql[320];
+  if (mysql_query(c, "SHOW MASTER STATUS") != 0) return;
+  MYSQL_RES *res = mysql_store_result(c);
+  MYSQL_ROW row = res ? mysql_fetch_row(res) : NULL;
+  if (row && row[0]) snprintf(file, sizeof(file), "%s", row[0]);
+  if (res) mysql_free_result(res);
+  snprintf(sql, sizeof(sql), "SHOW BINLOG EVENTS IN '%s'", file);
+  int64_t t0 = sl_bench_now_ns();
+  while (sl_bench_now_ns() - t0 < 60 * (int64_t)1000000000) {
+    bool found = false;
+    if (mysql_query(c, sql) != 0) return;
+    res = mysql_store_result(c);
+    while (res && !found && (row = mysql_fetch_row(res)) != NULL)
+      found = row[2] && row[5] && strcmp(row[2], "Binlog_checkpoint") == 0 &&
+              strcmp(row[5], file) == 0;
+    if (res) mysql_free_result(res);
+    if (found) {
+      printf("# %s has its binlog checkpoint after %.2f s\n", file,
+             (double)(sl_bench_now_ns() - t0) / 1e9);
+      return;
+    }
+    nanosleep(&(struct timespec){0, 50000000}, NULL);
+  }
+  printf("# WARNING: no binlog checkpoint in %s within 60 s\n", file);
 }
 
 /* The snapshot table, in batches of 1 M rows, not binlogged. */
@@ -452,6 +516,12 @@ static int binlog_sluice(int run, level_t level, double *out_value,
       break;
     }
     if (rc != SL_OK) break;
+    /* The first binlog file only: it holds exactly the workload (the
+     * catch-up arm writes to the next ones).  Its closing ROTATE is not
+     * artificial, unlike the one the server sends first. */
+    if (len > 18 && p[4] == SL_BLE_ROTATE &&
+        (p[17] & SL_BLF_ARTIFICIAL) == 0)
+      break;
     if (level == L_TRANSPORT) {
       /* Count the row events' rows by their headers' type only. */
       uint8_t ty = len > 4 ? p[4] : 0;
@@ -730,6 +800,237 @@ static void probe_run(void) {
 }
 
 /* ------------------------------------------------------------------ */
+/* The time from a crash to caught up.                                  */
+
+#define CATCHUP_TPS 10 /* the writer's transactions per second */
+#define CATCHUP_JOB "cdc-catchup"
+
+/* The next transaction number t of the workload (cdc_gen(t, n)): the
+ * last one inserted ids up to (t+1) * inserts. */
+static int next_txn(MYSQL *c, int64_t *t, sl_error_t **err) {
+  char sql[128];
+  snprintf(sql, sizeof(sql), "SELECT MAX(id) DIV %" PRIu64 " - 1 FROM cdc_bl",
+           n_ins);
+  return sl_my_query_int64(c, sql, t, err);
+}
+
+/* Writes continuing at a fixed rate while the job catches up. */
+typedef struct cwriter_s {
+  int64_t t;
+  atomic_bool stop;
+  int rc;
+  char msg[512];
+} cwriter_t;
+
+static void *cwriter_main(void *arg) {
+  cwriter_t *w = arg;
+  mysql_thread_init();
+  MYSQL *c = NULL;
+  sl_error_t *err = NULL;
+  w->rc = sl_my_connect(srv, sl_server_port(srv), &c, &err);
+  int64_t next = sl_bench_now_ns();
+  while (w->rc == SL_OK && !atomic_load(&w->stop)) {
+    char sql[96];
+    snprintf(sql, sizeof(sql), "CALL cdc_gen(%" PRId64 ", 1)", w->t++);
+    w->rc = sl_my_exec(c, sql, NULL, &err);
+    next += 1000000000 / CATCHUP_TPS;
+    int64_t d = next - sl_bench_now_ns();
+    if (d > 0) nanosleep(&(struct timespec){d / 1000000000, d % 1000000000},
+                         NULL);
+  }
+  if (w->rc != SL_OK)
+    snprintf(w->msg, sizeof(w->msg), "%s", sl_error_message(err));
+  sl_error_destroy(err);
+  if (c) mysql_close(c);
+  mysql_thread_end();
+  return NULL;
+}
+
+static bool file_has(const char *path, const char *needle) {
+  FILE *f = fopen(path, "r");
+  char line[1024];
+  bool has = false;
+  while (f && !has && fgets(line, sizeof(line), f)) has = strstr(line, needle);
+  if (f) fclose(f);
+  return has;
+}
+
+/* The newest completed checkpoint of dir (chk-N with its _metadata). */
+static uint64_t newest_checkpoint(const char *dir) {
+  uint64_t best = 0;
+  DIR *d = opendir(dir);
+  struct dirent *de;
+  while (d && (de = readdir(d)) != NULL) {
+    unsigned long long id;
+    char tail, m[PATH_MAX + 300];
+    if (sscanf(de->d_name, "chk-%llu%c", &id, &tail) != 1) continue;
+    snprintf(m, sizeof(m), "%s/%s/_metadata", dir, de->d_name);
+    if (id > best && access(m, F_OK) == 0) best = id;
+  }
+  if (d) closedir(d);
+  return best;
+}
+
+/* The job must still run; fails with its log otherwise. */
+static int alive(pid_t *pid, const char *log, sl_error_t **err) {
+  if (*pid > 0 && waitpid(*pid, NULL, WNOHANG) == 0) return SL_OK;
+  *pid = -1;
+  return sl_error_set(err, SL_EFAILED, "sluice exited early; see %s", log);
+}
+
+/* Poll out until a line starting with needle is there (the bytes after
+ * *off, a line start); the line in *line (malloc'd). */
+static bool out_has_line(const char *out, off_t *off, const char *needle,
+                         char **line) {
+  FILE *f = fopen(out, "r");
+  if (f == NULL) return false;
+  bool found = false;
+  char *buf = NULL;
+  size_t cap = 0;
+  ssize_t n;
+  if (fseeko(f, *off, SEEK_SET) == 0)
+    while (!found && (n = getline(&buf, &cap, f)) > 0) {
+      if (buf[n - 1] != '\n') break; /* a row still being written */
+      *off += n;
+      if (strncmp(buf, needle, strlen(needle)) == 0) {
+        *line = strdup(buf);
+        found = true;
+      }
+    }
+  free(buf);
+  fclose(f);
+  return found;
+}
+
+/*
+ * One crash and catch-up: the job (startup: latest, metadata: [position],
+ * a file sink, a checkpoint every 200 ms) runs until it is in its binlog
+ * phase and two checkpoints completed; SIGKILL; a backlog of B changes
+ * (cdc_gen); G = the server's GTID position; writes continue at
+ * CATCHUP_TPS transactions per second; `sluice run --resume`; the time
+ * from its exec until the file has the last row of G's transaction (the
+ * -D of its last deleted id, whose _position must be in G).
+ */
+static int catchup(int iter, double *out_value, sl_error_t **err) {
+  char dir[PATH_MAX], yaml[PATH_MAX + 16], out[PATH_MAX + 16],
+      ck[PATH_MAX + 32], log1[PATH_MAX + 16], log2[PATH_MAX + 16], y[2 * PATH_MAX + 1024];
+  snprintf(dir, sizeof(dir), "%s/catchup-%d-%d", work, (int)getpid(), iter);
+  snprintf(yaml, sizeof(yaml), "%s/job.yaml", dir);
+  snprintf(out, sizeof(out), "%s/out.csv", dir);
+  snprintf(ck, sizeof(ck), "%s/ck/" CATCHUP_JOB, dir);
+  snprintf(log1, sizeof(log1), "%s/run1.log", dir);
+  snprintf(log2, sizeof(log2), "%s/run2.log", dir);
+  if (mkdir(dir, 0755) != 0)
+    return sl_error_set(err, SL_EIO, "mkdir %s: %s", dir, strerror(errno));
+  snprintf(y, sizeof(y),
+           "name: " CATCHUP_JOB "\n"
+           "checkpoint: {dir: %s/ck, interval_ms: 200}\n"
+           "source:\n"
+           "  type: mariadb-cdc\n"
+           "  uid: cdc\n"
+           "  host: 127.0.0.1\n"
+           "  port: %d\n"
+           "  user: %s\n"
+           "  tables: [%s.cdc_bl]\n"
+           "  startup: latest\n"
+           "  heartbeat: 1s\n"
+           "  metadata: [position]\n"
+           "sink: {type: file, path: %s, changelog: true}\n",
+           dir, sl_server_port(srv), sl_server_user(srv),
+           sl_server_dbname(srv), out);
+  if (sl_bench_write_file(yaml, y) != 0)
+    return sl_error_set(err, SL_EIO, "cannot write %s", yaml);
+  MYSQL *c = NULL;
+  int rc = sl_my_connect(srv, sl_server_port(srv), &c, err);
+  if (rc != SL_OK) return rc;
+  cwriter_t w = {.rc = SL_OK};
+  atomic_init(&w.stop, false);
+  bool has_writer = false;
+  char *a1[] = {O.sluice, "run", yaml, "--quiet", NULL};
+  char *a2[] = {O.sluice, "run", yaml, "--resume", "--quiet", NULL};
+  pid_t pid = sl_bench_spawn(a1, "/dev/null", log1);
+  const char *log = log1;
+  int64_t t0 = sl_bench_now_ns(), tlim = t0 + 300 * (int64_t)1000000000;
+  /* In the binlog phase, with two checkpoints completed after it (the
+   * second was triggered after the phase started). */
+  uint64_t k = 0;
+  for (int n = -1; rc == SL_OK && n < 2;) { /* -1: not in the phase yet */
+    if ((rc = alive(&pid, log, err)) != SL_OK) break;
+    if (n < 0 && file_has(log1, "the binlog phase starts")) {
+      n = 0;
+      k = newest_checkpoint(ck);
+    } else if (n >= 0 && newest_checkpoint(ck) > k) {
+      n++;
+      k = newest_checkpoint(ck);
+    }
+    if (sl_bench_now_ns() > tlim)
+      rc = sl_error_set(err, SL_EFAILED, "no checkpoint in the binlog "
+                        "phase within 300 s; see %s", log1);
+    nanosleep(&(struct timespec){0, 5000000}, NULL);
+  }
+  if (pid > 0) {
+    kill(pid, SIGKILL);
+    sl_bench_wait(pid);
+    pid = -1;
+  }
+  /* The backlog, G, and the row that shows G written. */
+  int64_t t = 0;
+  char *g = NULL, needle[64], at[96];
+  uint64_t nb = O.backlog / O.txn_rows;
+  if (rc == SL_OK) rc = next_txn(c, &t, err);
+  if (rc == SL_OK) {
+    snprintf(y, sizeof(y), "CALL cdc_gen(%" PRId64 ", %" PRIu64 ")", t, nb);
+    rc = sl_my_exec(c, y, NULL, err);
+  }
+  if (rc == SL_OK)
+    rc = sl_my_query_text(c, "SELECT @@gtid_binlog_pos", &g, err);
+  if (rc == SL_OK) {
+    snprintf(needle, sizeof(needle), "-D,%" PRIu64 ",",
+             (uint64_t)(t + (int64_t)nb - 1) * n_ins + n_upd + n_del);
+    snprintf(at, sizeof(at), ",%s:", g);
+    w.t = t + (int64_t)nb;
+    pthread_t th;
+    has_writer = pthread_create(&th, NULL, cwriter_main, &w) == 0;
+    if (!has_writer) rc = sl_error_set(err, SL_EFAILED, "writer thread");
+    off_t off = 0;
+    char *line = NULL;
+    t0 = sl_bench_now_ns();
+    tlim = t0 + 300 * (int64_t)1000000000;
+    pid = sl_bench_spawn(a2, "/dev/null", log = log2);
+    while (rc == SL_OK && !out_has_line(out, &off, needle, &line)) {
+      if ((rc = alive(&pid, log, err)) != SL_OK) break;
+      if (w.rc != SL_OK)
+        rc = sl_error_set(err, SL_EFAILED, "writer: %s", w.msg);
+      else if (sl_bench_now_ns() > tlim)
+        rc = sl_error_set(err, SL_EFAILED, "%s not written within 300 s "
+                          "(needle '%s'); see %s and %s", g, needle, out,
+                          log2);
+      else
+        nanosleep(&(struct timespec){0, 2000000}, NULL);
+    }
+    int64_t t1 = sl_bench_now_ns();
+    if (rc == SL_OK && strstr(line, at) == NULL)
+      rc = sl_error_set(err, SL_EFAILED, "the row %s has not G's position "
+                        "%s: %s", needle, g, line);
+    if (rc == SL_OK && !file_has(log2, "resuming from checkpoint "))
+      rc = sl_error_set(err, SL_EFAILED, "the run did not resume; see %s",
+                        log2);
+    if (rc == SL_OK) *out_value = (double)(t1 - t0) / 1e9;
+    free(line);
+    atomic_store(&w.stop, true);
+    if (has_writer) pthread_join(th, NULL);
+  }
+  if (pid > 0) {
+    kill(pid, SIGKILL);
+    sl_bench_wait(pid);
+  }
+  sl_free(g);
+  mysql_close(c);
+  if (rc == SL_OK || !getenv("SL_TEST_KEEP")) sl_bench_rm_rf(dir);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ */
 /* One harness iteration = one whole read.                              */
 
 static int run_tool(const arm_t *a, char *const argv[]) {
@@ -764,6 +1065,10 @@ static int run_iter(void *arg, sl_bench_ctx_t *ctx, double *out_value) {
       return fail(err, a->name);
     return 0;
   }
+  case K_CATCHUP:
+    if (catchup(ctx->iteration, out_value, &err) != SL_OK)
+      return fail(err, a->name);
+    return 0;
   case K_SNAP_CHUNKS:
     if (snapshot_chunks(a->parallelism, out_value, &err) != SL_OK)
       return fail(err, a->name);
@@ -773,7 +1078,7 @@ static int run_iter(void *arg, sl_bench_ctx_t *ctx, double *out_value) {
                     "--read-from-remote-server", "--host=127.0.0.1",
                     "--port", port, "--user", (char *)sl_server_user(srv),
                     "--base64-output=decode-rows", "--verbose",
-                    "--to-last-log", first_binlog, NULL};
+                    first_binlog, NULL};
     if (run_tool(a, argv) != 0) return -1;
     n = (double)O.changes;
     break;
@@ -782,8 +1087,7 @@ static int run_iter(void *arg, sl_bench_ctx_t *ctx, double *out_value) {
     char path[PATH_MAX + 300];
     snprintf(path, sizeof(path), "%s/%s", binlog_dir, first_binlog);
     char *argv[] = {"mariadb-binlog", "--no-defaults",
-                    "--base64-output=decode-rows", "--verbose",
-                    "--to-last-log", path, NULL};
+                    "--base64-output=decode-rows", "--verbose", path, NULL};
     if (run_tool(a, argv) != 0) return -1;
     n = (double)O.changes;
     break;
@@ -892,6 +1196,28 @@ static void report(void) {
                            O.rounds, O.seed, "rounds");
     }
   }
+  if (O.do_catchup) {
+    /* The limit: the backlog at the rate sluice's binlog path read the
+     * workload in the same round. */
+    const double *bl = arm_named("sluice-binlog")->v;
+    double lim[MAX_ROUNDS];
+    for (size_t r = 0; r < O.rounds; r++)
+      lim[r] = bl[r] > 0 ? (double)O.backlog / bl[r] : NAN;
+    printf("\n== crash to caught up: a backlog of %" PRIu64 " changes, "
+           "writes continuing at %d changes/s, a checkpoint every 200 ms; "
+           "fork = %" PRIu64 " warm-up + %" PRIu64 " measured; seconds ==\n",
+           O.backlog, CATCHUP_TPS * (int)O.txn_rows, O.warmup, O.iterations);
+    sl_bench_print_stat("crash to caught up", 22, arm_named("catchup")->v,
+                        O.rounds, 1, "s", "rounds");
+    sl_bench_print_stat("limit: backlog/binlog", 22, lim, O.rounds, 1, "s",
+                        "rounds");
+    if (!O.do_binlog)
+      sl_bench_print_stat("sluice-binlog", 22, bl, O.rounds, 1e-3, "k/s",
+                          "rounds");
+    printf("\n== catch-up: ratio of mean seconds, 95%% intervals ==\n");
+    sl_bench_print_ratio("caught up/limit", 22, arm_named("catchup")->v, lim,
+                         O.rounds, O.seed, "rounds");
+  }
   for (size_t i = 0; i < N_ARMS; i++)
     if (arms[i].n_failed)
       printf("WARNING: %s: %zu failed rounds (not counted)\n", arms[i].name,
@@ -902,8 +1228,10 @@ static void report(void) {
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: sluice-bench-cdc [--quick] [--what binlog|snapshot|both]\n"
+          "usage: sluice-bench-cdc [--quick]\n"
+          "         [--what binlog|snapshot|both|catchup|all]\n"
           "         [--rounds R] [--warmup W] [--iterations I] [--changes N]\n"
+          "         [--backlog B]\n"
           "         [--txn-rows R] [--snapshot-rows M] [--chunk-rows C]\n"
           "         [--pool-mb MB] [--seed S] [--out DIR] [--sluice PATH]\n");
 }
@@ -944,12 +1272,13 @@ static int parse_args(int argc, char **argv) {
     const char *v = argv[++i];
     uint64_t *u = NULL, min = 1;
     if (strcmp(a, "--what") == 0) {
-      O.do_binlog = strcmp(v, "binlog") == 0 || strcmp(v, "both") == 0;
-      O.do_snapshot = strcmp(v, "snapshot") == 0 || strcmp(v, "both") == 0;
-      if (!O.do_binlog && !O.do_snapshot) {
-        fprintf(stderr,
-                "bench-cdc: --what is binlog, snapshot or both, not '%s'\n",
-                v);
+      bool all = strcmp(v, "all") == 0, both = all || !strcmp(v, "both");
+      O.do_binlog = both || strcmp(v, "binlog") == 0;
+      O.do_snapshot = both || strcmp(v, "snapshot") == 0;
+      O.do_catchup = all || strcmp(v, "catchup") == 0;
+      if (!O.do_binlog && !O.do_snapshot && !O.do_catchup) {
+        fprintf(stderr, "bench-cdc: --what is binlog, snapshot, both, "
+                "catchup or all, not '%s'\n", v);
         return -1;
       }
       continue;
@@ -963,6 +1292,7 @@ static int parse_args(int argc, char **argv) {
     else if (strcmp(a, "--warmup") == 0) u = &O.warmup, min = 0;
     else if (strcmp(a, "--iterations") == 0) u = &O.iterations;
     else if (strcmp(a, "--changes") == 0) u = &O.changes;
+    else if (strcmp(a, "--backlog") == 0) u = &O.backlog;
     else if (strcmp(a, "--txn-rows") == 0) u = &O.txn_rows, min = 3;
     else if (strcmp(a, "--snapshot-rows") == 0) u = &O.snapshot_rows;
     else if (strcmp(a, "--chunk-rows") == 0) u = &O.chunk_rows, min = 0;
@@ -988,6 +1318,11 @@ static int parse_args(int argc, char **argv) {
   if (O.changes % O.txn_rows != 0 || O.txn_rows > 100000) {
     fprintf(stderr, "bench-cdc: --changes must be a multiple of --txn-rows "
             "(at most 100000)\n");
+    return -1;
+  }
+  if (O.backlog == 0) O.backlog = O.changes;
+  if (O.backlog % O.txn_rows != 0) {
+    fprintf(stderr, "bench-cdc: --backlog must be a multiple of --txn-rows\n");
     return -1;
   }
   n_txn = O.changes / O.txn_rows;
@@ -1050,8 +1385,15 @@ static int setup(void) {
   sl_free(dir);
   int rc = SL_OK;
   if (O.do_snapshot) rc = make_snapshot_table(c, &err);
-  if (rc == SL_OK && O.do_binlog) rc = make_binlog(c, &err);
+  if (rc == SL_OK && (O.do_binlog || O.do_catchup))
+    rc = make_binlog(c, &err);
   if (rc == SL_OK && O.do_snapshot) time_gtid_pos(c);
+  /* The catch-up's writes go to the next binlog files; the binlog arms
+   * read the first one. */
+  if (rc == SL_OK && O.do_catchup) {
+    rc = sl_my_exec(c, "FLUSH BINARY LOGS", NULL, &err);
+    if (rc == SL_OK) wait_binlog_checkpoint(c);
+  }
   mysql_close(c);
   if (rc != SL_OK) return fail(err, "preparing the tables");
   if (O.do_binlog && check_limit_counts() != 0) return -1;
@@ -1117,7 +1459,7 @@ int main(int argc, char **argv) {
       sl_bench_opts_t bo;
       sl_bench_opts_init(&bo);
       bo.name = a->name;
-      bo.unit = "rows/s";
+      bo.unit = a->kind == K_CATCHUP ? "s" : "rows/s";
       bo.n_forks = 1;
       bo.n_warmup = (int)O.warmup;
       bo.n_iterations = (int)O.iterations;
@@ -1131,8 +1473,10 @@ int main(int argc, char **argv) {
       }
       sl_bench_fork_t *fk = &res->forks[0];
       for (size_t v = 0; v < fk->n_values; v++)
-        fprintf(raw, "%s,%" PRIu64 ",%zu,%s,%.1f\n", a->name, r, v,
-                v < O.warmup ? "warmup" : "run", fk->values[v]);
+        fprintf(raw, a->kind == K_CATCHUP ? "%s,%" PRIu64 ",%zu,%s,%.4f\n"
+                                          : "%s,%" PRIu64 ",%zu,%s,%.1f\n",
+                a->name, r, v, v < O.warmup ? "warmup" : "run",
+                fk->values[v]);
       if (fk->is_ok && fk->n_values == O.warmup + O.iterations) {
         a->v[r] = sl_bench_mean(fk->values + O.warmup, O.iterations);
       } else {
