@@ -872,7 +872,7 @@ static const sl_enum_vt_t cdc_enum_vt = {
 /* ------------------------------------------------------------------ */
 /* Reader */
 
-enum { RC_TODO = 0, RC_READING, RC_DONE, RC_EMITTED, RC_ACKING, RC_ACKED };
+enum { RC_QUEUED = 0, RC_READING, RC_DONE, RC_EMITTED, RC_ACKING, RC_ACKED };
 
 typedef struct rchunk_s {
   uint32_t split;
@@ -1578,7 +1578,7 @@ static void *io_main(void *arg) {
     rchunk_t *todo = NULL;
     while (!rd->stop) {
       for (uint32_t i = 0; i < rd->n_ch && todo == NULL; i++)
-        if (rd->ch[i]->state == RC_TODO) todo = rd->ch[i];
+        if (rd->ch[i]->state == RC_QUEUED) todo = rd->ch[i];
       if (todo || (rd->has_binlog && !rd->binlog_started)) break;
       pthread_cond_wait(&rd->cond, &rd->lock);
     }
@@ -1840,7 +1840,7 @@ static int add_splits(mreader_t *rd, const sl_split_init_t *si, uint32_t n,
     ch->table = t;
     ch->chunk = k;
     ch->cl = cl;
-    ch->state = st == 'F' ? RC_EMITTED : RC_TODO;
+    ch->state = st == 'F' ? RC_EMITTED : RC_QUEUED;
     ch->high = high;
     pthread_cond_broadcast(&rd->cond);
     pthread_mutex_unlock(&rd->lock);
@@ -1978,7 +1978,7 @@ static int send_report(mreader_t *rd, sl_source_out_t *out, rchunk_t *ch) {
 static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
   mreader_t *rd = r;
   const msrc_t *s = rd->src;
-  /* Under the lock (the I/O thread moves chunks from TODO to DONE):
+  /* Under the lock (the I/O thread moves chunks from QUEUED to DONE):
    * acknowledged chunks leave the reader's state; finished chunks
    * restored unacknowledged are reported again. */
   pthread_mutex_lock(&rd->lock);
@@ -1994,7 +1994,7 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
     if (ch->state == RC_EMITTED && !ch->reported && rc0 == SL_OK)
       rc0 = send_report(rd, out, ch);
     if (ch->state == RC_DONE && done == NULL) done = ch;
-    busy |= ch->state == RC_TODO || ch->state == RC_READING;
+    busy |= ch->state == RC_QUEUED || ch->state == RC_READING;
     held |= ch->state != RC_ACKED;
   }
   if (rc0 != SL_OK) {
