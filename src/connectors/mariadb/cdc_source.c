@@ -93,6 +93,7 @@ typedef struct msrc_s {
   uint32_t n_cols;
   int f_table, f_pos, f_opts, f_version;
   sl_schema_t *schema;
+  char **qname; /* per table, "db.table" for the _table field */
 } msrc_t;
 
 /* ------------------------------------------------------------------ */
@@ -947,6 +948,7 @@ typedef struct mreader_s {
   bool reports_sent;
   sl_row_builder_t b;
   bool has_b;
+  sl_bytes_t vbuf; /* the version field's bytes (task side) */
 } mreader_t;
 
 static void batch_free(batch_t *b, uint32_t n_tables) {
@@ -1575,29 +1577,29 @@ static void *io_main(void *arg) {
   mysql_thread_init();
   for (;;) {
     pthread_mutex_lock(&rd->lock);
-    rchunk_t *todo = NULL;
+    rchunk_t *next = NULL;
     while (!rd->stop) {
-      for (uint32_t i = 0; i < rd->n_ch && todo == NULL; i++)
-        if (rd->ch[i]->state == RC_QUEUED) todo = rd->ch[i];
-      if (todo || (rd->has_binlog && !rd->binlog_started)) break;
+      for (uint32_t i = 0; i < rd->n_ch && next == NULL; i++)
+        if (rd->ch[i]->state == RC_QUEUED) next = rd->ch[i];
+      if (next || (rd->has_binlog && !rd->binlog_started)) break;
       pthread_cond_wait(&rd->cond, &rd->lock);
     }
     if (rd->stop) {
       pthread_mutex_unlock(&rd->lock);
       break;
     }
-    if (todo) {
-      todo->state = RC_READING;
+    if (next) {
+      next->state = RC_READING;
     } else {
       rd->binlog_started = true;
     }
     pthread_mutex_unlock(&rd->lock);
     sl_error_t *err = NULL;
     int rc = SL_OK;
-    if (todo) {
-      rc = read_one_chunk(rd, todo->cl, todo, &err);
+    if (next) {
+      rc = read_one_chunk(rd, next->cl, next, &err);
       pthread_mutex_lock(&rd->lock);
-      if (rc == SL_OK) todo->state = RC_DONE;
+      if (rc == SL_OK) next->state = RC_DONE;
       pthread_mutex_unlock(&rd->lock);
     } else {
       rc = stream_binlog(rd, &err);
@@ -1733,6 +1735,7 @@ static void reader_close(void *r) {
   sl_free(rd->pure);
   sl_error_destroy(rd->err);
   if (rd->has_b) sl_row_builder_close(&rd->b);
+  sl_bytes_close(&rd->vbuf);
   pthread_mutex_destroy(&rd->lock);
   pthread_cond_destroy(&rd->cond);
   sl_free(rd);
@@ -1910,9 +1913,10 @@ static int version_binlog(sl_bytes_t *v, const brow_t *m) {
 }
 
 /* Emit one row: the table's fields, then the metadata fields. */
+/* snap_ver: a snapshot row's version (made once per chunk), or NULL. */
 static int emit_row(mreader_t *rd, sl_source_out_t *out, uint8_t kind,
                     uint32_t table, const sl_row_t *img, const brow_t *m,
-                    const sl__cdc_pos_t *high, sl_error_t **out_err) {
+                    const sl_bytes_t *snap_ver, sl_error_t **out_err) {
   const msrc_t *s = rd->src;
   sl_row_builder_t *b = &rd->b;
   sl_row_builder_reset(b, (sl_row_kind_t)kind);
@@ -1923,16 +1927,9 @@ static int emit_row(mreader_t *rd, sl_source_out_t *out, uint8_t kind,
     rc = sl_row_builder_set_value(b, i, &v);
   }
   char buf[128];
-  if (rc == SL_OK && s->f_table >= 0) {
-    const sl__cdc_table_t *t = s->tables[table];
-    sl_bytes_t name;
-    sl_bytes_init(&name);
-    rc = sl_bytes_printf(&name, "%s.%s", t->db, t->name);
-    if (rc == SL_OK)
-      rc = sl_row_builder_set_str(b, (uint32_t)s->f_table,
-                                  (const char *)name.data, (uint32_t)name.len);
-    sl_bytes_close(&name);
-  }
+  if (rc == SL_OK && s->f_table >= 0)
+    rc = sl_row_builder_set_str(b, (uint32_t)s->f_table, s->qname[table],
+                                (uint32_t)strlen(s->qname[table]));
   if (rc == SL_OK && s->f_pos >= 0 && m) {
     int n = snprintf(buf, sizeof(buf), "%u-%u-%llu:%u:%u", m->gtid.domain,
                      m->gtid.server_id, (unsigned long long)m->gtid.seq,
@@ -1942,13 +1939,15 @@ static int emit_row(mreader_t *rd, sl_source_out_t *out, uint8_t kind,
   if (rc == SL_OK && s->f_opts >= 0 && m)
     sl_row_builder_set_i64(b, (uint32_t)s->f_opts, m->when_us);
   if (rc == SL_OK && s->f_version >= 0) {
-    sl_bytes_t v;
-    sl_bytes_init(&v);
-    rc = m ? version_binlog(&v, m) : version_snapshot(&v, table, high, out_err);
+    const sl_bytes_t *v = snap_ver;
+    if (m) {
+      sl_bytes_clear(&rd->vbuf);
+      rc = version_binlog(&rd->vbuf, m);
+      v = &rd->vbuf;
+    }
     if (rc == SL_OK)
       rc = sl_row_builder_set_str(b, (uint32_t)s->f_version,
-                                  (const char *)v.data, (uint32_t)v.len);
-    sl_bytes_close(&v);
+                                  (const char *)v->data, (uint32_t)v->len);
   }
   if (rc != SL_OK) {
     if (out_err && *out_err) return rc;
@@ -2023,11 +2022,15 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
     /* The whole chunk in this poll: a barrier never splits it. */
     int rc = SL_OK;
     sl_source_set_split(out, done->split);
+    /* Every row of the chunk has the chunk's HIGH as its version. */
+    sl_bytes_clear(&rd->vbuf);
+    if (s->f_version >= 0)
+      rc = version_snapshot(&rd->vbuf, done->table, &done->high, out_err);
     for (uint32_t i = 0; rc == SL_OK && i < done->rows.n; i++) {
       sl_row_t row;
       sl__cdc_rows_get(&done->rows, i, &row);
       rc = emit_row(rd, out, SL_ROW_INSERT, done->table, &row, NULL,
-                    &done->high, out_err);
+                    &rd->vbuf, out_err);
     }
     if (rc != SL_OK) return rc;
     sl__cdc_rows_close(&done->rows);
@@ -2143,7 +2146,11 @@ static void src_destroy(void *ctx) {
   sl_free(s->patterns);
   sl_free(s->chunk_key);
   sl_free(s->start_gtid);
-  for (uint32_t i = 0; i < s->n_tables; i++) sl__cdc_table_destroy(s->tables[i]);
+  for (uint32_t i = 0; i < s->n_tables; i++) {
+    sl__cdc_table_destroy(s->tables[i]);
+    if (s->qname) sl_free(s->qname[i]);
+  }
+  sl_free(s->qname);
   sl_free(s->tables);
   if (s->schema) sl_schema_unref(s->schema);
   sl_free(s);
@@ -2300,6 +2307,16 @@ int sl_mariadb_cdc_source_create(const sl_mariadb_cdc_config_t *cfg,
   if (rc == SL_OK && s->chunk_key) {
     const sl__cdc_table_t *t = s->tables[0];
     s->versioned = !(t->n_pk == 1 && t->n_key == 1 && t->pk[0] == t->key[0]);
+  }
+  if (rc == SL_OK &&
+      (s->qname = sl_calloc(s->n_tables, sizeof(char *))) == NULL)
+    rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
+  for (uint32_t i = 0; rc == SL_OK && i < s->n_tables; i++) {
+    size_t n = strlen(s->tables[i]->db) + strlen(s->tables[i]->name) + 2;
+    if ((s->qname[i] = sl_malloc(n)) == NULL)
+      rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
+    else
+      snprintf(s->qname[i], n, "%s.%s", s->tables[i]->db, s->tables[i]->name);
   }
   if (rc == SL_OK) rc = build_schema(s, cfg, out_err);
   if (rc != SL_OK) {
