@@ -903,6 +903,127 @@ SL_TEST(latest_then_resume) {
   fx_close(&f);
 }
 
+/* A slot the server invalidated while the job was down (its WAL went past
+ * max_slot_wal_keep_size): wal_status 'lost' stops the job with a
+ * message saying so and how to capture again. */
+SL_TEST(slot_lost_while_down) {
+  fx_t f;
+  fx_open(&f, 50);
+  pg_ok(f.c, "CREATE TABLE public.busy (id bigint PRIMARY KEY, pad text)");
+  jopt_t jo = {1, 40, 0};
+  fx_start(&f, &jo);
+  wait_stream_phase(&f);
+  wait_equal(&f);
+  fx_stop(&f);
+  wait_slot_inactive(&f);
+  pg_ok(f.c, "ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'");
+  pg_ok(f.c, "SELECT pg_reload_conf()");
+  /* WAL past the limit, segment switches and server checkpoints until
+   * the server has invalidated the slot (bounded). */
+  for (int i = 0;; i++) {
+    char sql[256];
+    snprintf(sql, sizeof(sql), "INSERT INTO public.busy SELECT g, repeat('x', "
+             "1000) FROM generate_series(%d, %d) g", i * 5000,
+             i * 5000 + 4999);
+    pg_ok(f.c, sql);
+    pg_ok(f.c, "SELECT pg_switch_wal()");
+    pg_ok(f.c, "CHECKPOINT");
+    if (pg_i64(f.c, "SELECT count(*) FROM pg_replication_slots WHERE "
+                    "slot_name = 'sl_job' AND wal_status = 'lost'") == 1)
+      break;
+    if (i > 40) SL_TEST_FAIL("the server never invalidated the slot");
+  }
+  sl_inject_reset();
+  jo.resume = true;
+  fx_start(&f, &jo);
+  char *m = job_failure(&f);
+  if (strstr(m, "replication slot sl_job") == NULL ||
+      strstr(m, "wal_status 'lost'") == NULL ||
+      strstr(m, "pg_drop_replication_slot('sl_job')") == NULL)
+    SL_TEST_FAIL("unexpected message: %s", m);
+  free(m);
+  SL_ASSERT_EQ_INT(sl_job_restarts(f.job), 0);
+  fx_close(&f);
+}
+
+/* An update that leaves a TOASTed value alone sends it as "unchanged":
+ * the row the source emits carries the value (from the old row that
+ * REPLICA IDENTITY FULL logs), never a NULL. */
+static uint64_t fnv(const void *p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)p)[i]) * 1099511628211ull;
+  return h;
+}
+
+static int toast_write(void *wr, const sl_row_t *row, sl_error_t **err) {
+  (void)err;
+  txs_writer_t *w = wr;
+  sl_slice_t big = {0};
+  bool null = sl_row_is_null(row, 2);
+  if (!null) big = sl_row_get_str(row, 2);
+  return sl_bytes_printf(&w->buf, "%s %lld %d %s %zu %llu\n",
+                         sl_row_kind_name(sl_row_kind(row)),
+                         (long long)sl_row_get_i64(row, 0),
+                         (int)sl_row_get_i32(row, 1), null ? "null" : "value",
+                         (size_t)big.len,
+                         (unsigned long long)fnv(big.ptr, big.len));
+}
+
+SL_TEST(unchanged_toast_value_is_kept) {
+  fx_t f;
+  fx_open(&f, 0);
+  pg_ok(f.c, "CREATE TABLE public.toast (id bigint PRIMARY KEY, n int NOT "
+             "NULL, big text)");
+  pg_ok(f.c, "ALTER TABLE public.toast REPLICA IDENTITY FULL");
+  /* 192 KiB of hex digits: compressed, still far beyond a page. */
+  pg_ok(f.c, "INSERT INTO public.toast SELECT 1, 1, string_agg(md5(g::text), "
+             "'') FROM generate_series(1, 6000) g");
+  SL_ASSERT_LE_INT(8192, pg_i64(f.c, "SELECT pg_relation_size(reltoastrelid) "
+                                     "FROM pg_class WHERE relname = 'toast'"));
+  cdc_sink_vt.write = toast_write;
+  jopt_t jo = {1, 40, 0};
+  jo.table = "public.toast";
+  fx_start(&f, &jo);
+  wait_stream_phase(&f);
+  pg_ok(f.c, "UPDATE public.toast SET n = 2 WHERE id = 1");
+  char *big = NULL;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl_pg_query_text(f.c, "SELECT big FROM public.toast", &big,
+                                  &err), err);
+  char want[128];
+  snprintf(want, sizeof(want), "+U 1 2 value %zu %llu", strlen(big),
+           (unsigned long long)fnv(big, strlen(big)));
+  sl_free(big);
+  /* Checkpoints until the update is committed (bounded). */
+  for (int i = 0;; i++) {
+    ckpt_now(&f);
+    char d[4400], line[256];
+    snprintf(d, sizeof(d), "%s/committed", f.dir);
+    bool seen = false;
+    DIR *dd = opendir(d);
+    struct dirent *e;
+    while (dd && (e = readdir(dd)) != NULL) {
+      if (e->d_name[0] == '.') continue;
+      char p[4700];
+      snprintf(p, sizeof(p), "%s/%s", d, e->d_name);
+      FILE *fp = fopen(p, "r");
+      while (fp && fgets(line, sizeof(line), fp))
+        if (strncmp(line, "+U ", 3) == 0) {
+          line[strcspn(line, "\n")] = 0;
+          SL_ASSERT_EQ_STR(line, want);
+          seen = true;
+        }
+      if (fp) fclose(fp);
+    }
+    if (dd) closedir(dd);
+    if (seen) break;
+    if (i > 600) SL_TEST_FAIL("the update never reached the sink");
+    nap_ms(50);
+  }
+  fx_stop(&f);
+  fx_close(&f);
+}
+
 /* Bad input at the source's creation, each with its message. */
 static void create_fails(const char *conninfo, const char *table,
                          const char *slot, const char *want) {

@@ -63,6 +63,7 @@
 #include <libpq-fe.h>
 
 #include "connectors/postgres/pg_cdc_int.h"
+#include "connectors/postgres/pg_cdc_source.h"
 #include "connectors/postgres/pg_repl.h"
 #include "connectors/postgres/pgoutput_decode.h"
 #include "core/core.h"
@@ -2500,4 +2501,283 @@ int sl_postgres_cdc_source_create(const sl_postgres_cdc_config_t *cfg,
   *out_ctx = s;
   *out_schema = sl_schema_ref(s->schema);
   return SL_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Fuzzing (tests/fuzz/fuzz_pgcdc_source_state.c) and its seeds.  The
+ * decoders run against a source of one table public.t (id bigint primary
+ * key, c bigint, v text), as a checkpoint of it would hold. */
+
+static psrc_t *fuzz_src(void) {
+  psrc_t *s = sl_calloc(1, sizeof(*s));
+  sl__pgc_table_t *t = sl_calloc(1, sizeof(*t));
+  if (s == NULL || t == NULL) {
+    sl_free(s);
+    sl_free(t);
+    return NULL;
+  }
+  s->tables = sl_calloc(1, sizeof(*s->tables));
+  s->qname = sl_calloc(1, sizeof(*s->qname));
+  if (s->tables) s->tables[0] = t;
+  else sl__pgc_table_destroy(t);
+  s->n_tables = s->tables ? 1 : 0;
+  snprintf(s->server, sizeof(s->server), "fuzz:0");
+  s->retain = 3;
+  s->slot = sl_strdup("sl_fuzz");
+  s->publication = sl_strdup("sl_fuzz");
+  t->schema = sl_strdup("public");
+  t->name = sl_strdup("t");
+  t->pk = sl_calloc(1, sizeof(uint32_t));
+  t->key_kind = sl_calloc(1, 1);
+  sl_field_t f[3] = {{"id", {SL_TYPE_INT64, 0, 0, false}},
+                     {"c", {SL_TYPE_INT64, 0, 0, true}},
+                     {"v", {SL_TYPE_STRING, 0, 0, true}}};
+  bool ok = s->tables && s->qname && s->slot && s->publication && t->schema &&
+            t->name && t->pk && t->key_kind &&
+            (s->qname[0] = sl_strdup("public.t")) != NULL &&
+            sl_schema_create(f, 3, &t->schema_, NULL) == SL_OK &&
+            sl_schema_create(f, 3, &s->schema, NULL) == SL_OK;
+  if (!ok) {
+    src_destroy(s);
+    return NULL;
+  }
+  t->n_cols = 3;
+  s->n_cols = 3;
+  s->f_table = s->f_pos = s->f_opts = -1;
+  t->n_pk = 1;
+  t->key_kind[0] = SL_PGC_KEY_INT;
+  return s;
+}
+
+static void fuzz_reader_init(preader_t *rd, const psrc_t *s) {
+  memset(rd, 0, sizeof(*rd));
+  rd->src = s;
+  atomic_init(&rd->flush_req, 0);
+  pthread_mutex_init(&rd->lock, NULL);
+  pthread_cond_init(&rd->cond, NULL);
+}
+
+/* A split state through a reader and back: the position it writes must
+ * read back to itself. */
+static int fuzz_split(const psrc_t *s, const char *id, const uint8_t *p,
+                      size_t n) {
+  preader_t *rd = sl_calloc(1, sizeof(*rd));
+  if (rd == NULL) return SL_ENOMEM;
+  fuzz_reader_init(rd, s);
+  sl_split_init_t si = {0, id, p, n};
+  sl_error_t *err = NULL;
+  int rc = add_splits(rd, &si, 1, &err);
+  if (rc != SL_OK && err == NULL && rc != SL_ENOMEM) abort();
+  sl_error_destroy(err);
+  err = NULL;
+  if (rc == SL_OK) {
+    sl_bytes_t a, b;
+    sl_bytes_init(&a);
+    sl_bytes_init(&b);
+    rc = reader_position(rd, 0, &a);
+    if (rc == SL_OK) {
+      preader_t *r2 = sl_calloc(1, sizeof(*r2));
+      if (r2 == NULL) rc = SL_ENOMEM;
+      else fuzz_reader_init(r2, s);
+      sl_split_init_t s2 = {0, id, a.data, a.len};
+      if (rc == SL_OK && add_splits(r2, &s2, 1, &err) != SL_OK) abort();
+      if (rc == SL_OK && reader_position(r2, 0, &b) != SL_OK) abort();
+      if (rc == SL_OK && (a.len != b.len || memcmp(a.data, b.data, a.len)))
+        abort();
+      if (r2) reader_close(r2);
+    }
+    sl_bytes_close(&a);
+    sl_bytes_close(&b);
+  }
+  reader_close(rd);
+  return rc;
+}
+
+int sl__postgres_cdc_fuzz_one(const uint8_t *p, size_t n) {
+  if (n == 0) return SL_OK;
+  psrc_t *s = fuzz_src();
+  if (s == NULL) return SL_ENOMEM;
+  int rc = SL_OK;
+  sl_error_t *err = NULL;
+  switch (p[0]) {
+  case 0: { /* the enumerator's state */
+    sl_enum_init_t init = {0};
+    init.parallelism = 2;
+    init.state = p + 1;
+    init.state_len = n - 1;
+    init.restored_checkpoint_id = 7;
+    void *en = NULL;
+    rc = enum_create(s, &init, &en, &err);
+    if (rc != SL_OK && err == NULL && rc != SL_ENOMEM) abort();
+    if (rc == SL_OK) {
+      penum_t *e = en;
+      sl_bytes_t a, b;
+      sl_bytes_init(&a);
+      sl_bytes_init(&b);
+      if (enum_snapshot(e, e->last_snap, &a) != SL_OK) abort();
+      init.state = a.data;
+      init.state_len = a.len;
+      void *en2 = NULL;
+      if (enum_create(s, &init, &en2, &err) != SL_OK) abort();
+      if (enum_snapshot(en2, ((penum_t *)en2)->last_snap, &b) != SL_OK)
+        abort();
+      if (a.len != b.len || memcmp(a.data, b.data, a.len) != 0) abort();
+      enum_close(en2);
+      enum_close(en);
+      sl_bytes_close(&a);
+      sl_bytes_close(&b);
+    }
+    break;
+  }
+  case 1:
+    rc = fuzz_split(s, "public.t#1", p + 1, n - 1);
+    break;
+  case 2:
+    rc = fuzz_split(s, WAL_ID, p + 1, n - 1);
+    break;
+  default: {
+    rcur_t c = {p + 1, n - 1, 0, false};
+    char id[4200];
+    chigh_t h;
+    memset(&h, 0, sizeof(h));
+    rc = cur_u8(&c) == 'F' && cur_str(&c, id, sizeof(id)) &&
+                 chigh_get(&c, &h) && c.off == c.len
+             ? SL_OK
+             : SL_ECORRUPT;
+    chigh_clear(&h);
+    break;
+  }
+  }
+  sl_error_destroy(err);
+  src_destroy(s);
+  return rc;
+}
+
+/* Seeds: valid states of each kind, written through put. */
+int sl__postgres_cdc_fuzz_seeds(void (*put)(const char *name, const void *p,
+                                            size_t n)) {
+  psrc_t *s = fuzz_src();
+  if (s == NULL) return SL_ENOMEM;
+  /* Chunk 1 of (.., 10) [10, 20) [20, ..). */
+  sl__pgc_chunks_t *cl = NULL;
+  static const uint8_t one[] = {1, 10, 0, 0, 0, 0, 0, 0, 0,
+                                1, 20, 0, 0, 0, 0, 0, 0, 0};
+  rcur_t c = {one, sizeof(one), 0, false};
+  int rc = bounds_decode(&c, s->tables[0], 1, &cl);
+  sl__pgc_snap_t snap;
+  memset(&snap, 0, sizeof(snap));
+  if (rc == SL_OK) rc = sl__pgc_snap_parse("740:745:740,742", &snap);
+  chigh_t h;
+  memset(&h, 0, sizeof(h));
+  h.high = 0x1A2B3C4;
+  sl_bytes_t sb, b;
+  sl_bytes_init(&sb);
+  sl_bytes_init(&b);
+  if (rc == SL_OK) rc = sl__pgc_snap_encode(&snap, &sb);
+  if (rc == SL_OK) {
+    h.snap = sb.data;
+    h.snap_len = (uint32_t)sb.len;
+    put_u8(&b, 1);
+    put_u8(&b, 'U');
+    bounds_encode(cl, &cl->chunks[0], &b);
+    put("chunk-unfinished", b.data, b.len);
+    sl_bytes_clear(&b);
+    put_u8(&b, 1);
+    put_u8(&b, 'F');
+    chigh_put(&b, &h);
+    bounds_encode(cl, &cl->chunks[0], &b);
+    put("chunk-finished", b.data, b.len);
+    sl_bytes_clear(&b);
+    put_u8(&b, 3);
+    put_u8(&b, 'F');
+    put_str(&b, "public.t#1");
+    chigh_put(&b, &h);
+    put("report", b.data, b.len);
+    sl_bytes_clear(&b);
+  }
+  /* The enumerator: planned, one chunk of each status; then all
+   * finished with the stream split made. */
+  penum_t *e = NULL;
+  sl_enum_init_t init = {0};
+  init.parallelism = 2;
+  if (rc == SL_OK) rc = enum_create(s, &init, (void **)&e, NULL);
+  if (rc == SL_OK) {
+    e->t = sl_calloc(2, sizeof(etab_t));
+    sl__pgc_chunks_t *full = e->t ? sl_calloc(1, sizeof(*full)) : NULL;
+    if (e->t) e->t[0].cl = full;
+    if (full) {
+      full->n_key = 1;
+      full->key_kind = sl_calloc(1, 1);
+      full->chunks = sl_calloc(3, sizeof(sl__pgc_chunk_t));
+      e->t[0].ch = sl_calloc(4, sizeof(ech_t));
+    }
+    if (full == NULL || !full->key_kind || !full->chunks || !e->t[0].ch) {
+      rc = SL_ENOMEM;
+    } else {
+      full->key_kind[0] = SL_PGC_KEY_INT;
+      full->n = 3;
+      int64_t bound[2] = {10, 20};
+      for (uint32_t i = 0; i < 3 && rc == SL_OK; i++) {
+        full->chunks[i].id = i;
+        if (i > 0 &&
+            (full->chunks[i].low = sl_calloc(1, sizeof(sl__pgc_kv_t))))
+          full->chunks[i].low->i = bound[i - 1];
+        if (i < 2 &&
+            (full->chunks[i].high = sl_calloc(1, sizeof(sl__pgc_kv_t))))
+          full->chunks[i].high->i = bound[i];
+        if ((i > 0 && !full->chunks[i].low) ||
+            (i < 2 && !full->chunks[i].high))
+          rc = SL_ENOMEM;
+      }
+    }
+    if (rc == SL_OK) {
+      e->planned = true;
+      e->stream_start = 0x1A00000;
+      e->t[0].ch[1].status = CH_ASSIGNED;
+      e->t[0].ch[1].owner = 1;
+      for (uint32_t i = 0; i < 3 && rc == SL_OK; i++) {
+        if (i == 1) continue;
+        ech_t *ch = &e->t[0].ch[i];
+        ch->status = CH_FINISHED;
+        ch->fin_epoch = 3;
+        ch->h.high = h.high;
+        if ((ch->h.snap = sl_malloc(sb.len)) == NULL) rc = SL_ENOMEM;
+        else memcpy(ch->h.snap, sb.data, sb.len);
+        ch->h.snap_len = (uint32_t)sb.len;
+      }
+      e->done[0].epoch = 2;
+      e->done[0].lsn = 0x1A00000;
+      e->n_done = 1;
+    }
+    if (rc == SL_OK) {
+      put_u8(&b, 0);
+      rc = enum_snapshot(e, 4, &b);
+      put("enum-planned", b.data, b.len);
+      sl_bytes_clear(&b);
+      ech_t *ch = &e->t[0].ch[1];
+      ch->status = CH_FINISHED;
+      ch->h.high = h.high + 8;
+      if ((ch->h.snap = sl_malloc(sb.len)) == NULL) rc = SL_ENOMEM;
+      else memcpy(ch->h.snap, sb.data, sb.len);
+      ch->h.snap_len = (uint32_t)sb.len;
+      if (rc == SL_OK) rc = stream_state_make(e, true, NULL);
+      if (rc == SL_OK) {
+        put_u8(&b, 0);
+        rc = enum_snapshot(e, 5, &b);
+        put("enum-gate", b.data, b.len);
+        sl_bytes_clear(&b);
+        put_u8(&b, 2);
+        sl_bytes_append(&b, e->stream_state, e->stream_len);
+        put("stream-split", b.data, b.len);
+        sl_bytes_clear(&b);
+      }
+    }
+    enum_close(e);
+  }
+  one_chunk_free(cl);
+  sl__pgc_snap_free(&snap);
+  sl_bytes_close(&sb);
+  sl_bytes_close(&b);
+  src_destroy(s);
+  return rc;
 }
