@@ -447,6 +447,37 @@ SL_TEST(publication) {
   SL_ASSERT_OK_E(sl__pgc_publication_ensure(f.c, f.server, "notrunc", both,
                                             2, false, NULL, &err),
                  err);
+  /* Row filters and column lists (PostgreSQL 15) lose changes. */
+  sql_ok(f.admin, "ALTER TABLE public.a ADD COLUMN v int");
+  sl__pgc_table_destroy(ta);
+  ta = describe(&f, "public", "a");
+  both[0] = ta;
+  sql_ok(f.admin, "CREATE PUBLICATION filtered FOR TABLE public.a WHERE "
+                  "(id > 0), shop.\"B b\"");
+  snprintf(msg, sizeof(msg),
+           "postgres-cdc: %s: publication filtered filters the rows (a WHERE "
+           "clause) of table public.a: sluice needs every change with every "
+           "column; run ALTER PUBLICATION filtered DROP TABLE public.a, then "
+           "ALTER PUBLICATION filtered ADD TABLE public.a", f.want_server);
+  want_msg(sl__pgc_publication_ensure(f.c, f.server, "filtered", both, 2,
+                                      true, &created, &err),
+           SL_EINVAL, &err, msg);
+  sql_ok(f.admin, "CREATE PUBLICATION some_cols FOR TABLE public.a (id), "
+                  "shop.\"B b\" (id)");
+  snprintf(msg, sizeof(msg),
+           "postgres-cdc: %s: publication some_cols publishes only some "
+           "columns of table public.a: sluice needs every change with every "
+           "column; run ALTER PUBLICATION some_cols DROP TABLE public.a, then "
+           "ALTER PUBLICATION some_cols ADD TABLE public.a", f.want_server);
+  want_msg(sl__pgc_publication_ensure(f.c, f.server, "some_cols", both, 2,
+                                      true, &created, &err),
+           SL_EINVAL, &err, msg);
+  /* A column list of every column is every column. */
+  sql_ok(f.admin, "CREATE PUBLICATION all_cols FOR TABLE public.a (id, v), "
+                  "shop.\"B b\" (id)");
+  SL_ASSERT_OK_E(sl__pgc_publication_ensure(f.c, f.server, "all_cols", both,
+                                            2, true, &created, &err),
+                 err);
   sl__pgc_table_destroy(ta);
   sl__pgc_table_destroy(tb);
   sfx_close(&f);

@@ -716,6 +716,56 @@ int sl__pgc_check_table(PGconn *c, const char *server,
 /* ------------------------------------------------------------------ */
 /* The publication.                                                    */
 
+/*
+ * PostgreSQL 15 lets a publication filter a table's rows (a WHERE clause)
+ * or send some of its columns only: either would lose changes or columns
+ * the snapshot has.  Refused, naming the table and the fix.
+ */
+static int publication_filters(PGconn *c, const char *server,
+                               const char *pub, const char *pshow,
+                               const sl__pgc_table_t *const *tables,
+                               uint32_t n_tables, sl_error_t **out_err) {
+  if (PQserverVersion(c) < 150000) return SL_OK;
+  for (uint32_t k = 0; k < n_tables; k++) {
+    char oid_s[16];
+    snprintf(oid_s, sizeof(oid_s), "%u", tables[k]->oid);
+    const char *v[2] = {pub, oid_s};
+    PGresult *res = run(
+        c, "SELECT pr.prqual IS NOT NULL, EXISTS (SELECT 1 FROM "
+           "pg_catalog.pg_attribute a WHERE a.attrelid = pr.prrelid AND "
+           "a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND "
+           "pr.prattrs IS NOT NULL AND NOT a.attnum = ANY (pr.prattrs)) "
+           "FROM pg_catalog.pg_publication_rel pr JOIN "
+           "pg_catalog.pg_publication p ON p.oid = pr.prpubid "
+           "WHERE p.pubname = $1 AND pr.prrelid = $2", 2, v);
+    if (!res_ok(res, true)) {
+      int rc = res_fail(out_err, c, res, server,
+                        "reading pg_publication_rel");
+      PQclear(res);
+      return rc;
+    }
+    bool has_filter = false, has_cols = false;
+    for (int i = 0; i < PQntuples(res); i++) {
+      has_filter |= PQgetvalue(res, i, 0)[0] == 't';
+      has_cols |= PQgetvalue(res, i, 1)[0] == 't';
+    }
+    PQclear(res);
+    if (!has_filter && !has_cols) continue;
+    char st[450];
+    show_table(tables[k]->schema, tables[k]->name, st, sizeof(st));
+    return sl_error_set(out_err, SL_EINVAL, "postgres-cdc: %s: publication "
+                        "%s %s of table %s.%s: sluice needs every change "
+                        "with every column; run ALTER PUBLICATION %s DROP "
+                        "TABLE %s, then ALTER PUBLICATION %s ADD TABLE %s",
+                        server, pub,
+                        has_filter ? "filters the rows (a WHERE clause)"
+                                   : "publishes only some columns",
+                        tables[k]->schema, tables[k]->name, pshow, st, pshow,
+                        st);
+  }
+  return SL_OK;
+}
+
 int sl__pgc_publication_ensure(PGconn *c, const char *server, const char *pub,
                                const sl__pgc_table_t *const *tables,
                                uint32_t n_tables, bool may_create,
@@ -770,7 +820,8 @@ int sl__pgc_publication_ensure(PGconn *c, const char *server, const char *pub,
                           tables[k]->schema, tables[k]->name, pshow, st);
     }
     PQclear(res);
-    return SL_OK;
+    return publication_filters(c, server, pub, pshow, tables, n_tables,
+                               out_err);
   }
   PQclear(res);
 
