@@ -207,6 +207,15 @@ SL_TEST(resolve) {
   }
   sl__pgc_table_names_free(names, n);
 
+  /* _ is literal: public.orderxitems is not public.order_items. */
+  const char *p0[] = {"public.order_items"};
+  SL_ASSERT_OK_E(sl__pgc_resolve_tables(f.c, f.server, p0, 1, &names, &n,
+                                        &err),
+                 err);
+  SL_ASSERT_EQ_INT(n, 1);
+  SL_ASSERT_EQ_STR(names[0].table, "order_items");
+  sl__pgc_table_names_free(names, n);
+
   const char *p1[] = {"shop.a", "public.order%"}; /* % is literal */
   char msg[256];
   snprintf(msg, sizeof(msg),
