@@ -710,6 +710,73 @@ SL_TEST(plan_text) {
   sfx_close(&f);
 }
 
+/* Sequential scans of public.<table> so far, and the tuples all scans
+ * read (sluice's session flushes its statistics first). */
+static void scans(sfx_t *f, const char *table, int64_t *out_seq,
+                  int64_t *out_read) {
+  sql_ok(f->c, "SELECT pg_stat_force_next_flush()");
+  sql_ok(f->c, "SELECT 1"); /* the flush happens when the session idles */
+  char q[256];
+  snprintf(q, sizeof(q), "SELECT seq_scan FROM pg_stat_user_tables WHERE "
+                         "relid = 'public.%s'::regclass", table);
+  *out_seq = sql_int(f->admin, q);
+  snprintf(q, sizeof(q), "SELECT seq_tup_read + COALESCE(idx_tup_fetch, 0) "
+                         "FROM pg_stat_user_tables WHERE relid = "
+                         "'public.%s'::regclass", table);
+  *out_read = sql_int(f->admin, q);
+}
+
+/* Text keys whose collation already orders by bytes (C, POSIX, and the
+ * default of this C database): the same membership, and the chunk reads
+ * use the primary key's index (the comparisons need no COLLATE "C");
+ * a key in another collation cannot use it. */
+SL_TEST(plan_text_c) {
+  sfx_t f;
+  sfx_open(&f);
+  const char *coll = non_c_collation(&f);
+  char ddl[512];
+  snprintf(ddl, sizeof(ddl),
+           "CREATE TABLE public.d (k text PRIMARY KEY, n int);"
+           "CREATE TABLE public.c (a varchar(20) COLLATE \"C\", "
+           "b text COLLATE \"POSIX\", PRIMARY KEY (a, b));"
+           "CREATE TABLE public.i (k text %s%s PRIMARY KEY)",
+           coll ? "COLLATE " : "", coll ? coll : "");
+  sql_ok(f.admin, ddl);
+  sql_ok(f.admin,
+         "INSERT INTO public.d SELECT chr(65 + g % 26) || chr(97 + g % 7) || "
+         "CASE WHEN g % 3 = 0 THEN '\xc3\xa9' WHEN g % 3 = 1 THEN 'E' ELSE "
+         "' ' END || g, g FROM generate_series(1, 300) g;"
+         "INSERT INTO public.c SELECT k, n::text || '\xc3\xa9' FROM public.d;"
+         "INSERT INTO public.c SELECT 'x', k FROM public.d;"
+         "INSERT INTO public.i SELECT k FROM public.d");
+  sql_ok(f.c, "SET enable_seqscan = off");
+  static const char *const tables[] = {"d", "c", "i"};
+  for (int ti = 0; ti < 3; ti++) {
+    if (ti == 2 && coll == NULL) break;
+    sl__pgc_table_t *t = describe(&f, "public", tables[ti]);
+    sl__pgc_chunks_t *cl = plan(&f, t, 16);
+    SL_ASSERT_TRUE(cl->n > 10);
+    char q[128];
+    snprintf(q, sizeof(q), "SELECT count(*) FROM public.%s", tables[ti]);
+    int64_t rows = sql_int(f.admin, q);
+    int64_t seq0, read0, seq1, read1;
+    scans(&f, tables[ti], &seq0, &read0);
+    verify_plan(&f, t, cl, NULL);
+    scans(&f, tables[ti], &seq1, &read1);
+    if (ti < 2) {
+      /* Each chunk reads its range of the index: the table once. */
+      SL_ASSERT_EQ_INT(seq1 - seq0, 0);
+      SL_ASSERT_LE_INT(read1 - read0, rows + (int64_t)cl->n);
+    } else {
+      /* Each chunk reads the whole table. */
+      SL_ASSERT_TRUE(read1 - read0 >= rows * (int64_t)(cl->n - 1));
+    }
+    sl__pgc_chunks_free(cl);
+    sl__pgc_table_destroy(t);
+  }
+  sfx_close(&f);
+}
+
 SL_TEST(plan_uuid) {
   sfx_t f;
   sfx_open(&f);

@@ -964,11 +964,13 @@ static int chunks_add(sl__pgc_chunks_t *cl, uint32_t *cap,
 /* ------------------------------------------------------------------ */
 /* SQL of keys and chunks.                                              */
 
-/* Parameters of one statement: NUL-terminated texts, owned. */
+/* Parameters of one statement (NUL-terminated texts, owned), and which
+ * text key columns already compare byte by byte (is_plain: no COLLATE). */
 typedef struct params_s {
   uint32_t n;
   char *v[2 * MAX_KEY];
   Oid type[2 * MAX_KEY];
+  bool is_plain[MAX_KEY];
 } params_t;
 
 static void params_close(params_t *pa) {
@@ -980,21 +982,78 @@ static bool is_uuid(const sl__pgc_table_t *t, uint32_t k) {
   return t->rel.cols[t->pk[k]].type_oid == SL_PG_OID_UUID;
 }
 
+/*
+ * Which text key columns compare byte by byte already: a collation of
+ * the libc provider whose LC_COLLATE is C or POSIX, or the database's
+ * default when that is one.  Their comparisons are written without
+ * COLLATE "C", so the primary key's index (in the column's collation)
+ * serves the chunk's range and order; PostgreSQL compares them with
+ * memcmp, as COLLATE "C" does.  Every other text column gets COLLATE "C".
+ */
+static int keys_plain(PGconn *c, const char *server, const sl__pgc_table_t *t,
+                      params_t *pa, sl_error_t **out_err) {
+  bool has_text = false;
+  for (uint32_t k = 0; k < t->n_pk; k++) {
+    pa->is_plain[k] = false;
+    has_text |= t->key_kind[k] == SL_PGC_KEY_TEXT && !is_uuid(t, k);
+  }
+  if (!has_text) return SL_OK;
+  char oid_s[16];
+  snprintf(oid_s, sizeof(oid_s), "%u", t->oid);
+  const char *v[1] = {oid_s};
+  const char *q =
+      PQserverVersion(c) >= 150000
+          ? "SELECT a.attname, COALESCE(co.collprovider = 'c' AND "
+            "co.collcollate IN ('C', 'POSIX'), false) OR "
+            "(a.attcollation = 100 AND d.datlocprovider = 'c' AND "
+            "d.datcollate IN ('C', 'POSIX')) FROM pg_catalog.pg_attribute a "
+            "LEFT JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation "
+            "JOIN pg_catalog.pg_database d ON d.datname = "
+            "current_database() WHERE a.attrelid = $1 AND a.attnum > 0 AND "
+            "NOT a.attisdropped"
+          : "SELECT a.attname, COALESCE(co.collprovider = 'c' AND "
+            "co.collcollate IN ('C', 'POSIX'), false) OR "
+            "(a.attcollation = 100 AND d.datcollate IN ('C', 'POSIX')) "
+            "FROM pg_catalog.pg_attribute a "
+            "LEFT JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation "
+            "JOIN pg_catalog.pg_database d ON d.datname = "
+            "current_database() WHERE a.attrelid = $1 AND a.attnum > 0 AND "
+            "NOT a.attisdropped";
+  PGresult *res = run(c, q, 1, v);
+  if (!res_ok(res, true)) {
+    char what[600];
+    snprintf(what, sizeof(what), "reading the key collations of %.250s.%.250s",
+             t->schema, t->name);
+    int rc = res_fail(out_err, c, res, server, what);
+    PQclear(res);
+    return rc;
+  }
+  for (uint32_t k = 0; k < t->n_pk; k++) {
+    if (t->key_kind[k] != SL_PGC_KEY_TEXT || is_uuid(t, k)) continue;
+    for (int i = 0; i < PQntuples(res); i++)
+      if (strcmp(PQgetvalue(res, i, 0), t->rel.cols[t->pk[k]].name) == 0)
+        pa->is_plain[k] = PQgetvalue(res, i, 1)[0] == 't';
+  }
+  PQclear(res);
+  return SL_OK;
+}
+
 /* A key column as it compares: "col" or "col COLLATE "C"". */
 static int append_key_col(PGconn *c, sl_bytes_t *b, const sl__pgc_table_t *t,
-                          uint32_t k) {
+                          uint32_t k, const params_t *pa) {
   int rc = append_ident(c, b, t->rel.cols[t->pk[k]].name);
-  if (rc == SL_OK && t->key_kind[k] == SL_PGC_KEY_TEXT && !is_uuid(t, k))
+  if (rc == SL_OK && t->key_kind[k] == SL_PGC_KEY_TEXT && !is_uuid(t, k) &&
+      !pa->is_plain[k])
     rc = sl_bytes_append_str(b, " COLLATE \"C\"");
   return rc;
 }
 
-static int append_key_list(PGconn *c, sl_bytes_t *b,
-                           const sl__pgc_table_t *t) {
+static int append_key_list(PGconn *c, sl_bytes_t *b, const sl__pgc_table_t *t,
+                           const params_t *pa) {
   int rc = SL_OK;
   for (uint32_t k = 0; rc == SL_OK && k < t->n_pk; k++) {
     if (k) rc = sl_bytes_append(b, ", ", 2);
-    if (rc == SL_OK) rc = append_key_col(c, b, t, k);
+    if (rc == SL_OK) rc = append_key_col(c, b, t, k, pa);
   }
   return rc;
 }
@@ -1005,7 +1064,7 @@ static int append_key_list(PGconn *c, sl_bytes_t *b,
 static int append_cmp(PGconn *c, sl_bytes_t *b, const sl__pgc_table_t *t,
                       const char *op, const sl__pgc_kv_t *v, params_t *pa) {
   int rc = sl_bytes_append_str(b, "ROW(");
-  if (rc == SL_OK) rc = append_key_list(c, b, t);
+  if (rc == SL_OK) rc = append_key_list(c, b, t, pa);
   if (rc == SL_OK) rc = sl_bytes_printf(b, ") %s ROW(", op);
   for (uint32_t k = 0; rc == SL_OK && k < t->n_pk; k++) {
     if (pa->n >= 2 * MAX_KEY) return SL_EINVAL;
@@ -1150,9 +1209,13 @@ static int plan_sampled(PGconn *c, const char *server,
                         const sl__pgc_table_t *t, uint64_t chunk_rows,
                         sl__pgc_chunks_t *cl, uint32_t *cap,
                         sl_error_t **out_err) {
+  params_t pa;
+  memset(&pa, 0, sizeof(pa));
+  int rc = keys_plain(c, server, t, &pa, out_err);
+  if (rc != SL_OK) return rc;
   sl_bytes_t sql;
   sl_bytes_init(&sql);
-  int rc = sl_bytes_append_str(&sql, "SELECT ");
+  rc = sl_bytes_append_str(&sql, "SELECT ");
   for (uint32_t k = 0; rc == SL_OK && k < t->n_pk; k++) {
     if (k) rc = sl_bytes_append(&sql, ", ", 2);
     if (rc == SL_OK) rc = sl_bytes_printf(&sql, "s.k%u", k);
@@ -1165,7 +1228,7 @@ static int plan_sampled(PGconn *c, const char *server,
   }
   if (rc == SL_OK)
     rc = sl_bytes_append_str(&sql, ", row_number() OVER (ORDER BY ");
-  if (rc == SL_OK) rc = append_key_list(c, &sql, t);
+  if (rc == SL_OK) rc = append_key_list(c, &sql, t, &pa);
   if (rc == SL_OK) rc = sl_bytes_append_str(&sql, ") AS rn FROM ");
   if (rc == SL_OK) rc = append_qtable(c, &sql, t->schema, t->name);
   if (rc == SL_OK)
@@ -1678,7 +1741,7 @@ static int chunk_select(PGconn *c, const sl__pgc_table_t *t,
   if (rc == SL_OK) rc = sl_bytes_append_str(sql, " WHERE ");
   if (rc == SL_OK) rc = append_where(c, sql, t, ch, pa);
   if (rc == SL_OK) rc = sl_bytes_append_str(sql, " ORDER BY ");
-  if (rc == SL_OK) rc = append_key_list(c, sql, t);
+  if (rc == SL_OK) rc = append_key_list(c, sql, t, pa);
   if (rc == SL_OK && cstr(sql) == NULL) rc = SL_ENOMEM;
   return rc;
 }
@@ -1702,7 +1765,8 @@ int sl__pgc_read_chunk(PGconn *c, const char *server, const sl__pgc_table_t *t,
   bool has_b = false;
   PGresult *res = NULL;
   sl__pgc_snap_t snap = {0};
-  int rc = chunk_select(c, t, ch, &sql, &pa);
+  int rc = keys_plain(c, server, t, &pa, out_err);
+  if (rc == SL_OK) rc = chunk_select(c, t, ch, &sql, &pa);
   if (rc != SL_OK) goto done;
 
   res = PQexec(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
