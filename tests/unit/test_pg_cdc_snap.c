@@ -8,6 +8,7 @@
  * The server-side half is tests/integration/test_pg_cdc_snap.c.
  */
 #include "connectors/postgres/pg_cdc_int.h"
+#include "core/inject.h"
 #include "sl_test.h"
 
 /* ------------------------------------------------------------------ */
@@ -558,6 +559,70 @@ SL_TEST(chunks_codec) {
   sl__pgc_table_destroy(ti);
 
   sl_bytes_close(&c);
+  sl_bytes_close(&b);
+  sl__pgc_chunks_free(cl);
+  sl__pgc_table_destroy(t);
+}
+
+/* ------------------------------------------------------------------ */
+/* Allocation failures: every allocation of the decoders fails once in
+ * turn; the call returns SL_ENOMEM or succeeds, never crashes, and leaks
+ * nothing (ASan's leak check). */
+
+SL_TEST(alloc_failures) {
+  if (!sl_inject_is_enabled()) return;
+  static const col_spec_t cols[] = {{"a", SL_PG_OID_INT8},
+                                    {"b", SL_PG_OID_TEXT}};
+  static const uint32_t pk[] = {0, 1};
+  sl__pgc_table_t *t = mk_table(cols, 2, pk, 2);
+  sl__pgc_chunks_t *cl = mk_chunks(
+      t, (const bv_t[]){{1, NULL}, {0, "b"}, {2, NULL}, {0, "a"}}, 2);
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  SL_ASSERT_OK(sl__pgc_chunks_encode(cl, &b));
+  uint32_t n_fail = 0;
+  for (uint64_t k = 1;; k++) {
+    sl__pgc_chunks_t *d = NULL;
+    sl_error_t *err = NULL;
+    sl_inject_alloc_fail(k, false);
+    int rc = sl__pgc_chunks_decode(b.data, b.len, &d, &err);
+    uint64_t failed = sl_inject_alloc_failed();
+    sl_inject_alloc_fail(0, false);
+    if (failed == 0) {
+      SL_ASSERT_OK_E(rc, err);
+      sl__pgc_chunks_free(d);
+      break;
+    }
+    n_fail++;
+    SL_ASSERT_EQ_INT(rc, SL_ENOMEM);
+    SL_ASSERT_TRUE(d == NULL);
+    sl_error_destroy(err);
+  }
+  SL_ASSERT_TRUE(n_fail >= 6);
+
+  static const uint64_t x[] = {12, 15};
+  sl__pgc_snap_t s = mk_snap(10, 20, 2, x);
+  sl_bytes_clear(&b);
+  SL_ASSERT_OK(sl__pgc_snap_encode(&s, &b));
+  sl__pgc_snap_free(&s);
+  for (uint64_t k = 1;; k++) {
+    sl__pgc_snap_t d;
+    sl_error_t *err = NULL;
+    sl_inject_alloc_fail(k, false);
+    int rc = sl__pgc_snap_decode(b.data, b.len, &d, NULL, &err);
+    int rc2 = sl__pgc_snap_parse("10:20:15,12", &s);
+    uint64_t failed = sl_inject_alloc_failed();
+    sl_inject_alloc_fail(0, false);
+    if (rc == SL_OK) sl__pgc_snap_free(&d);
+    else SL_ASSERT_EQ_INT(rc, SL_ENOMEM);
+    if (rc2 == SL_OK) sl__pgc_snap_free(&s);
+    else SL_ASSERT_EQ_INT(rc2, SL_ENOMEM);
+    sl_error_destroy(err);
+    if (failed == 0) {
+      SL_ASSERT_TRUE(rc == SL_OK && rc2 == SL_OK);
+      break;
+    }
+  }
   sl_bytes_close(&b);
   sl__pgc_chunks_free(cl);
   sl__pgc_table_destroy(t);
