@@ -12,7 +12,21 @@
  * whatever the column's collation), uuid as uuid on the server, which is
  * the order of its lowercase text here; tuples left to right (PostgreSQL's
  * row-constructor comparison).  A chunk is low <= key < high in that order,
- * so the server's WHERE and sl__pgc_chunk_find agree on every row.
+ * so the server's WHERE and sl__pgc_chunk_find agree on every row.  A
+ * text key column whose collation already orders by bytes (libc C or
+ * POSIX, or the database's default when that is one) is compared without
+ * COLLATE "C", which means the same and lets the primary key's index serve
+ * the chunk; any other collation needs COLLATE "C", and each chunk read
+ * then scans the table (the index is in the column's collation).
+ *
+ * Choices where the contract is silent: table patterns take permanent
+ * ordinary tables outside pg_catalog and information_schema (unlogged and
+ * temporary tables are not decoded); an existing publication that filters
+ * a captured table's rows or columns (PostgreSQL 15) is refused like one
+ * that lacks the table; chunk bounds of any key but a dense single integer
+ * are every chunk_rows-th key, numbered on the server by row_number() in
+ * key order (only the bounds come back to sluice); planning and reading
+ * query the catalog for key collations each time (no state is kept).
  *
  * Chunk list codec (version 1, integers little-endian):
  *   "SLPC" u8 version  u32 n_key  u8 kind * n_key
