@@ -12,6 +12,7 @@
 #include "connectors/mariadb/cdc_int.h"
 #include "connectors/mariadb/cdc_source.h"
 #include "connectors/postgres/pg_cdc_source.h"
+#include "connectors/postgres/pg_cdc_int.h"
 #include "fuzz_schema.h"
 
 static const char *root;
@@ -496,6 +497,93 @@ static void cdc_chunks_seeds(void) {
   cdc_seed("truncated", SL_CDC_KEY_INT, 5, ints, NULL, true);
 }
 
+/* The postgres-cdc source's chunk lists and chunk snapshots
+ * (pg_cdc_snap.c), behind the target's selector byte (0: chunk list,
+ * 1: snapshot): an integer key, a composite integer and text key, uuid
+ * text, one unbounded chunk; snapshots with and without xip, one across
+ * the 2^32 wrap; and truncated ones. */
+static void pgc_put(const char *name, uint8_t sel, const sl_bytes_t *b,
+                    size_t cut) {
+  sl_bytes_t o;
+  sl_bytes_init(&o);
+  SL_FUZZ_CHECK(sl_bytes_append(&o, &sel, 1) == SL_OK);
+  SL_FUZZ_CHECK(sl_bytes_append(&o, b->data, b->len - cut) == SL_OK);
+  put("pgcdc_chunks", name, o.data, o.len);
+  sl_bytes_close(&o);
+}
+
+static void pgc_chunks_seed(const char *name, uint32_t n_key,
+                            const uint8_t *kinds, uint32_t n_bounds,
+                            const int64_t *ib, const char *const *sb,
+                            size_t cut) {
+  sl__pgc_chunks_t *cl = sl_calloc(1, sizeof(*cl));
+  SL_FUZZ_CHECK(cl != NULL);
+  cl->n_key = n_key;
+  cl->key_kind = sl_calloc(n_key, 1);
+  memcpy(cl->key_kind, kinds, n_key);
+  cl->n = n_bounds + 1;
+  cl->chunks = sl_calloc(cl->n, sizeof(*cl->chunks));
+  for (uint32_t i = 0; i < cl->n; i++) {
+    cl->chunks[i].id = i;
+    for (int side = 0; side < 2; side++) {
+      if ((side == 0 && i == 0) || (side == 1 && i == n_bounds)) continue;
+      uint32_t bi = side == 0 ? i - 1 : i;
+      sl__pgc_kv_t *v = sl_calloc(n_key, sizeof(*v));
+      for (uint32_t k = 0; k < n_key; k++) {
+        if (kinds[k] == SL_PGC_KEY_INT) {
+          v[k].i = ib[bi * n_key + k];
+        } else {
+          const char *s = sb[bi * n_key + k];
+          v[k].len = (uint32_t)strlen(s);
+          v[k].p = (uint8_t *)sl_strdup(s);
+        }
+      }
+      if (side == 0) cl->chunks[i].low = v;
+      else cl->chunks[i].high = v;
+    }
+  }
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  SL_FUZZ_CHECK(sl__pgc_chunks_encode(cl, &b) == SL_OK);
+  pgc_put(name, 0, &b, cut);
+  sl_bytes_close(&b);
+  sl__pgc_chunks_free(cl);
+}
+
+static void pgc_snap_seed(const char *name, uint64_t xmin, uint64_t xmax,
+                          uint32_t n, const uint64_t *xip, size_t cut) {
+  sl__pgc_snap_t s = {xmin, xmax, n, (uint64_t *)xip};
+  sl_bytes_t b;
+  sl_bytes_init(&b);
+  SL_FUZZ_CHECK(sl__pgc_snap_encode(&s, &b) == SL_OK);
+  pgc_put(name, 1, &b, cut);
+  sl_bytes_close(&b);
+}
+
+static void pgcdc_seeds(void) {
+  static const uint8_t k_int[] = {SL_PGC_KEY_INT};
+  static const int64_t ints[] = {INT64_MIN, -5, 1001, 2001, 9001};
+  pgc_chunks_seed("int-6-chunks", 1, k_int, 5, ints, NULL, 0);
+  pgc_chunks_seed("int-truncated", 1, k_int, 5, ints, NULL, 3);
+  pgc_chunks_seed("one-chunk", 1, k_int, 0, NULL, NULL, 0);
+  static const uint8_t k_it[] = {SL_PGC_KEY_INT, SL_PGC_KEY_TEXT};
+  static const int64_t ci[] = {1, 0, 1, 0, 2, 0};
+  static const char *const cs[] = {NULL, "B", NULL, "b\xc3\xa9", NULL, ""};
+  pgc_chunks_seed("int-text-4-chunks", 2, k_it, 3, ci, cs, 0);
+  static const uint8_t k_text[] = {SL_PGC_KEY_TEXT};
+  static const char *const uu[] = {"00000000-0000-0000-0000-000000000009",
+                                   "0000000a-0000-0000-0000-000000000000",
+                                   "ffffffff-ffff-ffff-ffff-ffffffffffff"};
+  pgc_chunks_seed("uuid-4-chunks", 1, k_text, 3, NULL, uu, 0);
+  static const uint64_t x3[] = {12, 15, 19};
+  pgc_snap_seed("snap-3-xip", 10, 20, 3, x3, 0);
+  pgc_snap_seed("snap-no-xip", 726, 726, 0, NULL, 0);
+  static const uint64_t wrap[] = {UINT64_C(4294967293), UINT64_C(4294967298)};
+  pgc_snap_seed("snap-wrap", UINT64_C(4294967286), UINT64_C(4294967301), 2,
+                wrap, 0);
+  pgc_snap_seed("snap-truncated", 10, 20, 3, x3, 5);
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s CORPUS_DIR SOURCE_DIR\n", argv[0]);
@@ -515,5 +603,6 @@ int main(int argc, char **argv) {
   expr_seeds();
   pipeline_seeds(argv[2]);
   cdc_chunks_seeds();
+  pgcdc_seeds();
   return 0;
 }

@@ -12,7 +12,21 @@
  * whatever the column's collation), uuid as uuid on the server, which is
  * the order of its lowercase text here; tuples left to right (PostgreSQL's
  * row-constructor comparison).  A chunk is low <= key < high in that order,
- * so the server's WHERE and sl__pgc_chunk_find agree on every row.
+ * so the server's WHERE and sl__pgc_chunk_find agree on every row.  A
+ * text key column whose collation already orders by bytes (libc C or
+ * POSIX, or the database's default when that is one) is compared without
+ * COLLATE "C", which means the same and lets the primary key's index serve
+ * the chunk; any other collation needs COLLATE "C", and each chunk read
+ * then scans the table (the index is in the column's collation).
+ *
+ * Choices where the contract is silent: table patterns take permanent
+ * ordinary tables outside pg_catalog and information_schema (unlogged and
+ * temporary tables are not decoded); an existing publication that filters
+ * a captured table's rows or columns (PostgreSQL 15) is refused like one
+ * that lacks the table; chunk bounds of any key but a dense single integer
+ * are every chunk_rows-th key, numbered on the server by row_number() in
+ * key order (only the bounds come back to sluice); planning and reading
+ * query the catalog for key collations each time (no state is kept).
  *
  * Chunk list codec (version 1, integers little-endian):
  *   "SLPC" u8 version  u32 n_key  u8 kind * n_key
@@ -716,6 +730,56 @@ int sl__pgc_check_table(PGconn *c, const char *server,
 /* ------------------------------------------------------------------ */
 /* The publication.                                                    */
 
+/*
+ * PostgreSQL 15 lets a publication filter a table's rows (a WHERE clause)
+ * or send some of its columns only: either would lose changes or columns
+ * the snapshot has.  Refused, naming the table and the fix.
+ */
+static int publication_filters(PGconn *c, const char *server,
+                               const char *pub, const char *pshow,
+                               const sl__pgc_table_t *const *tables,
+                               uint32_t n_tables, sl_error_t **out_err) {
+  if (PQserverVersion(c) < 150000) return SL_OK;
+  for (uint32_t k = 0; k < n_tables; k++) {
+    char oid_s[16];
+    snprintf(oid_s, sizeof(oid_s), "%u", tables[k]->oid);
+    const char *v[2] = {pub, oid_s};
+    PGresult *res = run(
+        c, "SELECT pr.prqual IS NOT NULL, EXISTS (SELECT 1 FROM "
+           "pg_catalog.pg_attribute a WHERE a.attrelid = pr.prrelid AND "
+           "a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND "
+           "pr.prattrs IS NOT NULL AND NOT a.attnum = ANY (pr.prattrs)) "
+           "FROM pg_catalog.pg_publication_rel pr JOIN "
+           "pg_catalog.pg_publication p ON p.oid = pr.prpubid "
+           "WHERE p.pubname = $1 AND pr.prrelid = $2", 2, v);
+    if (!res_ok(res, true)) {
+      int rc = res_fail(out_err, c, res, server,
+                        "reading pg_publication_rel");
+      PQclear(res);
+      return rc;
+    }
+    bool has_filter = false, has_cols = false;
+    for (int i = 0; i < PQntuples(res); i++) {
+      has_filter |= PQgetvalue(res, i, 0)[0] == 't';
+      has_cols |= PQgetvalue(res, i, 1)[0] == 't';
+    }
+    PQclear(res);
+    if (!has_filter && !has_cols) continue;
+    char st[450];
+    show_table(tables[k]->schema, tables[k]->name, st, sizeof(st));
+    return sl_error_set(out_err, SL_EINVAL, "postgres-cdc: %s: publication "
+                        "%s %s of table %s.%s: sluice needs every change "
+                        "with every column; run ALTER PUBLICATION %s DROP "
+                        "TABLE %s, then ALTER PUBLICATION %s ADD TABLE %s",
+                        server, pub,
+                        has_filter ? "filters the rows (a WHERE clause)"
+                                   : "publishes only some columns",
+                        tables[k]->schema, tables[k]->name, pshow, st, pshow,
+                        st);
+  }
+  return SL_OK;
+}
+
 int sl__pgc_publication_ensure(PGconn *c, const char *server, const char *pub,
                                const sl__pgc_table_t *const *tables,
                                uint32_t n_tables, bool may_create,
@@ -770,7 +834,8 @@ int sl__pgc_publication_ensure(PGconn *c, const char *server, const char *pub,
                           tables[k]->schema, tables[k]->name, pshow, st);
     }
     PQclear(res);
-    return SL_OK;
+    return publication_filters(c, server, pub, pshow, tables, n_tables,
+                               out_err);
   }
   PQclear(res);
 
@@ -913,11 +978,13 @@ static int chunks_add(sl__pgc_chunks_t *cl, uint32_t *cap,
 /* ------------------------------------------------------------------ */
 /* SQL of keys and chunks.                                              */
 
-/* Parameters of one statement: NUL-terminated texts, owned. */
+/* Parameters of one statement (NUL-terminated texts, owned), and which
+ * text key columns already compare byte by byte (is_plain: no COLLATE). */
 typedef struct params_s {
   uint32_t n;
   char *v[2 * MAX_KEY];
   Oid type[2 * MAX_KEY];
+  bool is_plain[MAX_KEY];
 } params_t;
 
 static void params_close(params_t *pa) {
@@ -929,21 +996,78 @@ static bool is_uuid(const sl__pgc_table_t *t, uint32_t k) {
   return t->rel.cols[t->pk[k]].type_oid == SL_PG_OID_UUID;
 }
 
+/*
+ * Which text key columns compare byte by byte already: a collation of
+ * the libc provider whose LC_COLLATE is C or POSIX, or the database's
+ * default when that is one.  Their comparisons are written without
+ * COLLATE "C", so the primary key's index (in the column's collation)
+ * serves the chunk's range and order; PostgreSQL compares them with
+ * memcmp, as COLLATE "C" does.  Every other text column gets COLLATE "C".
+ */
+static int keys_plain(PGconn *c, const char *server, const sl__pgc_table_t *t,
+                      params_t *pa, sl_error_t **out_err) {
+  bool has_text = false;
+  for (uint32_t k = 0; k < t->n_pk; k++) {
+    pa->is_plain[k] = false;
+    has_text |= t->key_kind[k] == SL_PGC_KEY_TEXT && !is_uuid(t, k);
+  }
+  if (!has_text) return SL_OK;
+  char oid_s[16];
+  snprintf(oid_s, sizeof(oid_s), "%u", t->oid);
+  const char *v[1] = {oid_s};
+  const char *q =
+      PQserverVersion(c) >= 150000
+          ? "SELECT a.attname, COALESCE(co.collprovider = 'c' AND "
+            "co.collcollate IN ('C', 'POSIX'), false) OR "
+            "(a.attcollation = 100 AND d.datlocprovider = 'c' AND "
+            "d.datcollate IN ('C', 'POSIX')) FROM pg_catalog.pg_attribute a "
+            "LEFT JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation "
+            "JOIN pg_catalog.pg_database d ON d.datname = "
+            "current_database() WHERE a.attrelid = $1 AND a.attnum > 0 AND "
+            "NOT a.attisdropped"
+          : "SELECT a.attname, COALESCE(co.collprovider = 'c' AND "
+            "co.collcollate IN ('C', 'POSIX'), false) OR "
+            "(a.attcollation = 100 AND d.datcollate IN ('C', 'POSIX')) "
+            "FROM pg_catalog.pg_attribute a "
+            "LEFT JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation "
+            "JOIN pg_catalog.pg_database d ON d.datname = "
+            "current_database() WHERE a.attrelid = $1 AND a.attnum > 0 AND "
+            "NOT a.attisdropped";
+  PGresult *res = run(c, q, 1, v);
+  if (!res_ok(res, true)) {
+    char what[600];
+    snprintf(what, sizeof(what), "reading the key collations of %.250s.%.250s",
+             t->schema, t->name);
+    int rc = res_fail(out_err, c, res, server, what);
+    PQclear(res);
+    return rc;
+  }
+  for (uint32_t k = 0; k < t->n_pk; k++) {
+    if (t->key_kind[k] != SL_PGC_KEY_TEXT || is_uuid(t, k)) continue;
+    for (int i = 0; i < PQntuples(res); i++)
+      if (strcmp(PQgetvalue(res, i, 0), t->rel.cols[t->pk[k]].name) == 0)
+        pa->is_plain[k] = PQgetvalue(res, i, 1)[0] == 't';
+  }
+  PQclear(res);
+  return SL_OK;
+}
+
 /* A key column as it compares: "col" or "col COLLATE "C"". */
 static int append_key_col(PGconn *c, sl_bytes_t *b, const sl__pgc_table_t *t,
-                          uint32_t k) {
+                          uint32_t k, const params_t *pa) {
   int rc = append_ident(c, b, t->rel.cols[t->pk[k]].name);
-  if (rc == SL_OK && t->key_kind[k] == SL_PGC_KEY_TEXT && !is_uuid(t, k))
+  if (rc == SL_OK && t->key_kind[k] == SL_PGC_KEY_TEXT && !is_uuid(t, k) &&
+      !pa->is_plain[k])
     rc = sl_bytes_append_str(b, " COLLATE \"C\"");
   return rc;
 }
 
-static int append_key_list(PGconn *c, sl_bytes_t *b,
-                           const sl__pgc_table_t *t) {
+static int append_key_list(PGconn *c, sl_bytes_t *b, const sl__pgc_table_t *t,
+                           const params_t *pa) {
   int rc = SL_OK;
   for (uint32_t k = 0; rc == SL_OK && k < t->n_pk; k++) {
     if (k) rc = sl_bytes_append(b, ", ", 2);
-    if (rc == SL_OK) rc = append_key_col(c, b, t, k);
+    if (rc == SL_OK) rc = append_key_col(c, b, t, k, pa);
   }
   return rc;
 }
@@ -954,7 +1078,7 @@ static int append_key_list(PGconn *c, sl_bytes_t *b,
 static int append_cmp(PGconn *c, sl_bytes_t *b, const sl__pgc_table_t *t,
                       const char *op, const sl__pgc_kv_t *v, params_t *pa) {
   int rc = sl_bytes_append_str(b, "ROW(");
-  if (rc == SL_OK) rc = append_key_list(c, b, t);
+  if (rc == SL_OK) rc = append_key_list(c, b, t, pa);
   if (rc == SL_OK) rc = sl_bytes_printf(b, ") %s ROW(", op);
   for (uint32_t k = 0; rc == SL_OK && k < t->n_pk; k++) {
     if (pa->n >= 2 * MAX_KEY) return SL_EINVAL;
@@ -1099,9 +1223,13 @@ static int plan_sampled(PGconn *c, const char *server,
                         const sl__pgc_table_t *t, uint64_t chunk_rows,
                         sl__pgc_chunks_t *cl, uint32_t *cap,
                         sl_error_t **out_err) {
+  params_t pa;
+  memset(&pa, 0, sizeof(pa));
+  int rc = keys_plain(c, server, t, &pa, out_err);
+  if (rc != SL_OK) return rc;
   sl_bytes_t sql;
   sl_bytes_init(&sql);
-  int rc = sl_bytes_append_str(&sql, "SELECT ");
+  rc = sl_bytes_append_str(&sql, "SELECT ");
   for (uint32_t k = 0; rc == SL_OK && k < t->n_pk; k++) {
     if (k) rc = sl_bytes_append(&sql, ", ", 2);
     if (rc == SL_OK) rc = sl_bytes_printf(&sql, "s.k%u", k);
@@ -1114,7 +1242,7 @@ static int plan_sampled(PGconn *c, const char *server,
   }
   if (rc == SL_OK)
     rc = sl_bytes_append_str(&sql, ", row_number() OVER (ORDER BY ");
-  if (rc == SL_OK) rc = append_key_list(c, &sql, t);
+  if (rc == SL_OK) rc = append_key_list(c, &sql, t, &pa);
   if (rc == SL_OK) rc = sl_bytes_append_str(&sql, ") AS rn FROM ");
   if (rc == SL_OK) rc = append_qtable(c, &sql, t->schema, t->name);
   if (rc == SL_OK)
@@ -1627,7 +1755,7 @@ static int chunk_select(PGconn *c, const sl__pgc_table_t *t,
   if (rc == SL_OK) rc = sl_bytes_append_str(sql, " WHERE ");
   if (rc == SL_OK) rc = append_where(c, sql, t, ch, pa);
   if (rc == SL_OK) rc = sl_bytes_append_str(sql, " ORDER BY ");
-  if (rc == SL_OK) rc = append_key_list(c, sql, t);
+  if (rc == SL_OK) rc = append_key_list(c, sql, t, pa);
   if (rc == SL_OK && cstr(sql) == NULL) rc = SL_ENOMEM;
   return rc;
 }
@@ -1651,7 +1779,8 @@ int sl__pgc_read_chunk(PGconn *c, const char *server, const sl__pgc_table_t *t,
   bool has_b = false;
   PGresult *res = NULL;
   sl__pgc_snap_t snap = {0};
-  int rc = chunk_select(c, t, ch, &sql, &pa);
+  int rc = keys_plain(c, server, t, &pa, out_err);
+  if (rc == SL_OK) rc = chunk_select(c, t, ch, &sql, &pa);
   if (rc != SL_OK) goto done;
 
   res = PQexec(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
