@@ -529,6 +529,8 @@ SL_TEST(commit_invisible_to_the_snapshot_is_not_lost) {
   fx_start(&f, &jo);
   /* The slot is made before any chunk is read. */
   SL_ASSERT_OK(sl_inject_wait_paused("pgcdc.snapshot.before_read", 60000));
+  pg_ok(f.c, "CREATE TABLE public.probe (id int)");
+  pg_ok(f.c, "SET synchronous_commit = local"); /* the test's own writes */
   pg_ok(f.c, "ALTER SYSTEM SET synchronous_standby_names = 'sl_nobody'");
   pg_ok(f.c, "SELECT pg_reload_conf()");
   PGconn *h = NULL;
@@ -536,6 +538,9 @@ SL_TEST(commit_invisible_to_the_snapshot_is_not_lost) {
   SL_ASSERT_OK_E(sl_pg_connect(sl_server_conninfo(f.srv), &h, &err), err);
   pg_ok(h, "SET synchronous_commit = on");
   int64_t pid = pg_i64(h, "SELECT pg_backend_pid()");
+  char q[256];
+  snprintf(q, sizeof(q), "SELECT count(*) FROM pg_stat_activity WHERE pid = "
+           "%lld AND wait_event = 'SyncRep'", (long long)pid);
   /* The reload reaches the backend before its next command. */
   for (int i = 0;; i++) {
     char *t = NULL;
@@ -547,12 +552,37 @@ SL_TEST(commit_invisible_to_the_snapshot_is_not_lost) {
     if (i > 5000) SL_TEST_FAIL("synchronous_standby_names never applied");
     nap_ms(2);
   }
+  /* The server applies synchronous_standby_names to commits only once
+   * its checkpointer has read the reloaded file: probe until a commit does
+   * wait (then cancel that wait: the probe row, in another table, stays
+   * committed). */
+  pg_ok(h, "SELECT 1");
+  for (int i = 0;; i++) {
+    SL_ASSERT_EQ_INT(PQsendQuery(h, "INSERT INTO public.probe VALUES (1)"), 1);
+    bool waited = false;
+    for (int k = 0;; k++) {
+      SL_ASSERT_EQ_INT(PQconsumeInput(h), 1);
+      if (!PQisBusy(h)) break; /* committed without waiting */
+      if (pg_i64(f.c, q) == 1) {
+        waited = true;
+        char cq[128];
+        snprintf(cq, sizeof(cq), "SELECT pg_cancel_backend(%lld)",
+                 (long long)pid);
+        pg_ok(f.c, cq);
+        break;
+      }
+      if (k > 10000) SL_TEST_FAIL("the probe neither committed nor waited");
+      nap_ms(2);
+    }
+    PGresult *pr;
+    while ((pr = PQgetResult(h)) != NULL) PQclear(pr);
+    if (waited) break;
+    if (i > 5000) SL_TEST_FAIL("commits never waited for the standby");
+    nap_ms(2);
+  }
   SL_ASSERT_EQ_INT(PQsendQuery(h, "UPDATE public.t SET v = 'held' WHERE id = "
                                   "150; INSERT INTO public.t VALUES (9000, 1, "
                                   "'held')"), 1);
-  char q[256];
-  snprintf(q, sizeof(q), "SELECT count(*) FROM pg_stat_activity WHERE pid = "
-           "%lld AND wait_event = 'SyncRep'", (long long)pid);
   for (int i = 0; pg_i64(f.c, q) == 0; i++) {
     if (i > 10000) SL_TEST_FAIL("the commit never waited for the standby");
     nap_ms(2);

@@ -1716,6 +1716,21 @@ static int stream_run(preader_t *rd, sl_error_t **out_err) {
   if (rc == SL_OK) rc = reader_conn(rd, out_err);
   slot_info_t si;
   if (rc == SL_OK) rc = slot_check(rd, ss.pos.start, &si, out_err);
+  /* The walsender of this job's previous connection (a restart, a killed
+   * process) lets the slot go on its own: wait for that, bounded. */
+  for (int64_t t0 = mono_ms(); rc == SL_OK && si.active;) {
+    if (reader_stopping(rd)) break;
+    if (mono_ms() - t0 > (int64_t)s->connect_timeout_ms) {
+      rc = sl_error_set(out_err, SL_EIO, "postgres-cdc: replication slot %s "
+                        "at %s is in use by another connection (still after "
+                        "%u ms): one slot serves one job", s->slot, s->server,
+                        s->connect_timeout_ms);
+      break;
+    }
+    struct timespec ts = {0, 50 * 1000000};
+    nanosleep(&ts, NULL); /* polling the server's state, bounded */
+    rc = slot_check(rd, ss.pos.start, &si, out_err);
+  }
   if (rc == SL_OK) rc = sl__pg_repl_connect(s->conninfo, &r, out_err);
   /* From the slot's confirmed position: the server never sends what is
    * before it, and the flush starts there (nothing newer confirmed). */
