@@ -40,7 +40,9 @@
  *                        its first .after_read (rows, snapshot and HIGH
  *                        read, nothing emitted) until two checkpoints
  *                        complete, then SIGKILLed; run 4 (--resume) lives;
- *       stream x fail    one run: pgcdc.stream.after_batch_in_txn (the
+ *       stream x fail    one run (pgcdc.stream.before_push can only be
+ *                        held or killed: the source ignores a failure
+ *                        there): pgcdc.stream.after_batch_in_txn (the
  *                        task emitted a batch that ends inside a
  *                        transaction) fails at its 13th hit; the writer is
  *                        held at 150 statements of at most 40 rows each
