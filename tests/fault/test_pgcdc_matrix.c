@@ -12,8 +12,8 @@
  * updates, multi-statement transactions and transactions of several
  * hundred rows (which the stream's batches of 512 rows split) against the
  * source table the whole time, also while sluice is dead between a kill
- * and --resume.  And one cell (flush-lsn) that watches the slot's
- * confirmed_flush_lsn while a job runs with the writer.
+ * and --resume.  And two cells (flush-lsn, flush-lsn-retain-5) that
+ * watch the slot's confirmed_flush_lsn while a job runs with the writer.
  *
  * Each matrix cell (one CTest entry, sl-fault-pgcdc-matrix-<phase>-<fault>-
  * p<P>):
@@ -108,7 +108,6 @@
 #define BIG_FIRST 800000000LL /* the test's own large transaction */
 #define BIG_N 1200
 #define SLOT "sluice_matrix"
-#define RETAIN 3 /* checkpoint.retain's default */
 
 /* ------------------------------------------------------------------ */
 /* Small helpers */
@@ -441,13 +440,21 @@ static void writer_hold(env_t *e) {
 /* ------------------------------------------------------------------ */
 /* Runs of sluice */
 
+/* retain 0: checkpoint.retain left to its default. */
 static void write_pipeline(env_t *e, uint32_t par, bool restart,
-                           bool with_position) {
+                           bool with_position, uint32_t retain) {
+  char ck[4600];
+  if (retain)
+    snprintf(ck, sizeof(ck), "{dir: %s/ckpt, interval_ms: 200, retain: %u}",
+             sl_test_dir(), retain);
+  else
+    snprintf(ck, sizeof(ck), "{dir: %s/ckpt, interval_ms: 200}",
+             sl_test_dir());
   char text[8192];
   snprintf(text, sizeof(text),
            "name: matrix\n"
            "parallelism: %u\n"
-           "checkpoint: {dir: %s/ckpt, interval_ms: 200}\n"
+           "checkpoint: %s\n"
            "%s"
            "source:\n"
            "  type: postgres-cdc\n"
@@ -466,7 +473,7 @@ static void write_pipeline(env_t *e, uint32_t par, bool restart,
            "  mode: upsert\n"
            "  key: [id]\n"
            "  delivery: exactly-once\n",
-           par, sl_test_dir(),
+           par, ck,
            restart ? "restart: {strategy: fixed-delay, max_attempts: 10, "
                      "delay_ms: 50}\n"
                    : "",
@@ -848,7 +855,7 @@ static void cell(bool stream, bool kill_, uint32_t par) {
   env_t e;
   env_open(&e, name, 0x9e3779b97f4a7c15ull ^ (stream ? 2u : 0u) ^
                          (kill_ ? 4u : 0u) ^ par, false);
-  write_pipeline(&e, par, !kill_, false);
+  write_pipeline(&e, par, !kill_, false, 0);
   if (stream && !kill_) atomic_store(&e.big, false);
   writer_start(&e);
   if (!stream && !kill_) {
@@ -962,10 +969,11 @@ typedef struct sample_s {
 } sample_t;
 
 /*
- * flush_lsn: the slot's confirmed_flush_lsn is never past the position of
- * the oldest retained completed checkpoint (issue 16 point 2: the flush
- * LSN is a completed checkpoint's position, lagged by checkpoint.retain,
- * so every retained checkpoint stays restorable).
+ * flush_lsn, flush_lsn_retain_5 (checkpoint.retain 3, the default, and
+ * 5): the slot's confirmed_flush_lsn is never past the position of the
+ * oldest retained completed checkpoint (issue 16 point 2: the flush LSN is
+ * a completed checkpoint's position, lagged by checkpoint.retain, so
+ * every retained checkpoint stays restorable).
  *
  * The pipeline adds metadata [position] (_position "<commit LSN>:<index>")
  * and the sink table keeps it; a trigger appends every row version the
@@ -975,33 +983,40 @@ typedef struct sample_s {
  * checkpoint that committed it.  While the job runs with the writer
  * (parallelism 2), the test samples, in this order: F, the slot's
  * confirmed_flush_lsn; the completed checkpoints on disk, the newest N
- * and the oldest retained R (the RETAIN-th newest: every completed
- * checkpoint stays on disk until RETAIN newer ones completed); the number
+ * and the oldest retained R (the retain-th newest: every completed
+ * checkpoint stays on disk until retain newer ones completed); the number
  * of audit rows whose commit LSN is below F.  Afterwards, when every
  * change is in the sink, for every sample: every audit row whose commit
  * LSN is below F was already there at the sample (the count did not
- * grow) and was committed by a checkpoint <= R (so <= N - (RETAIN - 1)).
+ * grow) and was committed by a checkpoint <= R (so <= N - (retain - 1)).
  *
  * Reading F before the listing keeps the check sound: sluice sends a
  * flush only after the completions it knows of, which the listing taken
  * later includes.  The sink commits checkpoint C's epoch when it learns
- * C completed, before it takes a later barrier, so by the time C + 2
- * completed (when sluice may confirm C's position) C's rows are
- * committed.  A source that confirmed the newest completed checkpoint's
- * position fails the bound (rows of epochs R + 1.. are below F); one that
- * confirmed the received position fails both.
+ * C completed, before it takes a later barrier (the task delivers
+ * completions before its input), so by the time C + 1 completed C's rows
+ * are committed; sluice confirms C's position only once retain - 1 later
+ * checkpoints completed (or, before that many completed, the position
+ * where the stream starts, below every change).  A source that confirmed
+ * the newest completed checkpoint's position, or any newer than the
+ * oldest retained one, fails the bound (rows of epochs after R are below
+ * F); one that confirmed the received position fails both.
  */
-SL_TEST(flush_lsn) {
+static void flush_cell(uint32_t retain_set) {
+  const uint32_t retain = retain_set ? retain_set : 3; /* the default */
+  char name[64];
+  if (retain_set) snprintf(name, sizeof(name), "flush-lsn-retain-%u", retain);
+  else snprintf(name, sizeof(name), "flush-lsn");
   double t0 = now_s();
   env_t e;
-  env_open(&e, "flush-lsn", 0x51ed2701u, true);
+  env_open(&e, name, 0x51ed2701u ^ retain, true);
   pg_ok(e.k, "CREATE TABLE audit (id bigint NOT NULL, pos text)");
   pg_ok(e.k, "CREATE FUNCTION audit_row() RETURNS trigger LANGUAGE plpgsql "
              "AS $$ BEGIN INSERT INTO audit VALUES (NEW.id, NEW._position); "
              "RETURN NULL; END $$");
   pg_ok(e.k, "CREATE TRIGGER t_audit AFTER INSERT OR UPDATE ON t FOR EACH "
              "ROW EXECUTE FUNCTION audit_row()");
-  write_pipeline(&e, 2, false, true);
+  write_pipeline(&e, 2, false, true, retain_set);
   writer_start(&e);
   spawn_run(&e, 1, NULL);
   wait_log(&e, STREAM_STARTS, 1);
@@ -1030,7 +1045,7 @@ SL_TEST(flush_lsn) {
     uint64_t ids[256];
     size_t n = completed_ids(ids, 256);
     s->newest = n ? ids[n - 1] : 0;
-    s->oldest = n == 0 ? 0 : n >= RETAIN ? ids[n - RETAIN] : ids[0];
+    s->oldest = n == 0 ? 0 : n >= retain ? ids[n - retain] : ids[0];
     char sql[300];
     snprintf(sql, sizeof(sql), "SELECT count(*) FROM audit WHERE pos IS NOT "
              "NULL AND split_part(pos, ':', 1)::pg_lsn < '%s'", s->flush);
@@ -1092,8 +1107,13 @@ SL_TEST(flush_lsn) {
   SL_ASSERT_LE_INT(100, max_ahead);
   free(sm);
   env_close(&e);
-  printf("matrix: flush-lsn: pass in %.1f s (%zu samples, %zu flush moves, "
+  printf("matrix: %s: pass in %.1f s (%zu samples, %zu flush moves, "
          "%lld changes in the sink, at most %lld below a confirmed LSN, "
-         "at most %lld committed ones not)\n", now_s() - t0, n_sm, moves,
+         "at most %lld committed ones not)\n", name, now_s() - t0, n_sm, moves,
          (long long)total, (long long)max_below, (long long)max_ahead);
 }
+
+SL_TEST(flush_lsn) { flush_cell(0); }
+/* checkpoint.retain 5: the flush lags by five (a source that kept the
+ * default would confirm past the oldest retained checkpoint). */
+SL_TEST(flush_lsn_retain_5) { flush_cell(5); }
