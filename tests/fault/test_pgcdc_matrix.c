@@ -35,7 +35,13 @@
  *                        (3, 10, 18, 26: different chunks, early and late);
  *       snapshot x kill  run 1 held (pause) at pgcdc.snapshot.before_read
  *                        of its 6th chunk until two checkpoints complete,
- *                        then SIGKILLed there; run 2 (--resume) killed at
+ *                        then SIGKILLed there; then a transaction that
+ *                        changes one row of each chunk is held committing
+ *                        (its commit record written, still in the proc
+ *                        array: a synchronous standby that never comes)
+ *                        until the stream runs, so every chunk read from
+ *                        now on has it in its snapshot's xip and its commit
+ *                        LSN below its HIGH; run 2 (--resume) killed at
  *                        its first .before_high; run 3 (--resume) held at
  *                        its first .after_read (rows, snapshot and HIGH
  *                        read, nothing emitted) until two checkpoints
@@ -108,6 +114,10 @@
 #define BIG_FIRST 800000000LL /* the test's own large transaction */
 #define BIG_N 1200
 #define SLOT "sluice_matrix"
+/* Rows with id % 100 == HELD_MOD (one per chunk of 100) are the held
+ * transaction's alone among the first N_ROWS: the writer never changes
+ * them (its fresh ids are above). */
+#define HELD_MOD 55
 
 /* ------------------------------------------------------------------ */
 /* Small helpers */
@@ -163,6 +173,7 @@ typedef struct env_s {
   atomic_uint_fast64_t stmts, cap;
   atomic_uint_fast64_t bigs; /* large transactions committed */
   uint64_t seed;
+  PGconn *held; /* a transaction whose COMMIT waits for a standby */
 } env_t;
 
 static void pg_ok(PGconn *p, const char *sql) {
@@ -237,6 +248,11 @@ static void env_open(env_t *e, const char *name, uint64_t seed,
   SL_ASSERT_OK_E(sl_pg_connect(sl_server_conninfo(e->pg), &admin, &err), err);
   pg_ok(admin, "CREATE DATABASE shop");
   pg_ok(admin, "CREATE DATABASE sink");
+  /* Sessions of these databases never wait for a synchronous standby
+   * (the held transaction asks for one itself; the server's command line
+   * says synchronous_commit=on, which a database setting overrides). */
+  pg_ok(admin, "ALTER DATABASE shop SET synchronous_commit = local");
+  pg_ok(admin, "ALTER DATABASE sink SET synchronous_commit = local");
   PQfinish(admin);
   conninfo_db(e, "shop", e->src_ci, sizeof(e->src_ci));
   conninfo_db(e, "sink", e->sink_ci, sizeof(e->sink_ci));
@@ -296,7 +312,7 @@ typedef struct wstate_s {
 static int64_t next_perm(wstate_t *w) {
   for (;;) {
     int64_t id = FIRST_ID + (int64_t)((w->k++ * 1237u) % N_ROWS);
-    if (id >= FIRST_ID + HOT) return id;
+    if (id >= FIRST_ID + HOT && id % 100 != HELD_MOD) return id;
   }
 }
 
@@ -784,6 +800,75 @@ static size_t check_failures(const char *log) {
 
 #define STREAM_STARTS "postgres-cdc: the stream phase starts"
 
+/*
+ * A transaction whose commit record is written but which stays in the
+ * proc array (so in the xip of every snapshot taken meanwhile): its
+ * session asks for synchronous commit and synchronous_standby_names names
+ * a standby that never comes.  It updates the rows with id % 100 ==
+ * HELD_MOD of the first N_ROWS, one in each chunk, which nothing else
+ * changes.  A chunk read
+ * while it is held does not see it, and its commit LSN is below the
+ * chunk's HIGH: only the visibility test of the stream filter lets its
+ * changes of that chunk through (docs/cdc-postgres.md).  The server
+ * applies synchronous_standby_names after a reload, so a COMMIT that
+ * returns at once was not held: it is a change like any other, and the
+ * transaction is made again.
+ */
+static void hold_start(env_t *e) {
+  pg_ok(e->s, "ALTER SYSTEM SET synchronous_standby_names = "
+              "'sluice_test_nobody'");
+  pg_ok(e->s, "SELECT pg_reload_conf()");
+  double t0 = now_s();
+  for (;;) {
+    sl_error_t *err = NULL;
+    PGconn *h = NULL;
+    SL_ASSERT_OK_E(sl_pg_connect(e->src_ci, &h, &err), err);
+    pg_ok(h, "SET synchronous_commit = on");
+    pg_ok(h, "BEGIN");
+    char sql[200];
+    snprintf(sql, sizeof(sql), "UPDATE t SET c = c + 5000, v = 'held' WHERE "
+             "id %% 100 = %d AND id < %d", HELD_MOD, FIRST_ID + N_ROWS);
+    pg_ok(h, sql);
+    SL_ASSERT_EQ_INT(PQsendQuery(h, "COMMIT"), 1);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM pg_stat_activity WHERE "
+             "pid = %d AND wait_event = 'SyncRep'", PQbackendPID(h));
+    for (;;) {
+      if (pg_int(e->s, sql) == 1) {
+        e->held = h;
+        return;
+      }
+      SL_ASSERT_EQ_INT(PQconsumeInput(h), 1);
+      if (!PQisBusy(h)) break; /* committed without waiting */
+      if (now_s() - t0 > 60) SL_TEST_FAIL("no COMMIT waited for a standby");
+      nap_ms(10);
+    }
+    PGresult *r;
+    while ((r = PQgetResult(h)) != NULL) PQclear(r);
+    PQfinish(h);
+    if (now_s() - t0 > 60) SL_TEST_FAIL("no COMMIT waited for a standby");
+    nap_ms(50);
+  }
+}
+
+static void hold_release(env_t *e) {
+  pg_ok(e->s, "ALTER SYSTEM RESET synchronous_standby_names");
+  pg_ok(e->s, "SELECT pg_reload_conf()");
+  double t0 = now_s();
+  for (;;) {
+    SL_ASSERT_EQ_INT(PQconsumeInput(e->held), 1);
+    if (!PQisBusy(e->held)) break;
+    if (now_s() - t0 > 60) SL_TEST_FAIL("the held COMMIT never returned");
+    nap_ms(10);
+  }
+  PGresult *r = PQgetResult(e->held);
+  if (PQresultStatus(r) != PGRES_COMMAND_OK)
+    SL_TEST_FAIL("the held COMMIT: %s", PQresultErrorMessage(r));
+  PQclear(r);
+  while ((r = PQgetResult(e->held)) != NULL) PQclear(r);
+  PQfinish(e->held);
+  e->held = NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* The cells */
 
@@ -888,6 +973,10 @@ static void cell(bool stream, bool kill_, uint32_t par) {
      * chunk unfinished (the held one). */
     spawn_run(&e, 1, "pgcdc.snapshot.before_read=pause:6");
     uint64_t k1 = kill_at_pause(&e, "pgcdc.snapshot.before_read");
+    /* The slot exists (making one waits for running transactions): from
+     * now on until the stream runs, every chunk is read with the held
+     * transaction in its snapshot's xip. */
+    hold_start(&e);
     spawn_run(&e, 2, "pgcdc.snapshot.before_high=kill:1");
     wait_killed(&e, "pgcdc.snapshot.before_high");
     assert_resumed(&e, k1);
@@ -899,6 +988,7 @@ static void cell(bool stream, bool kill_, uint32_t par) {
     /* Run 3 died with a chunk unfinished in every checkpoint, so run 4
      * passes the gate itself. */
     wait_log(&e, STREAM_STARTS, 1);
+    hold_release(&e);
   } else if (!kill_) {
     /* A batch ends inside a transaction only at 512 rows: the writer
      * stops at 150 statements (a transaction may take it to 155) of at
@@ -942,6 +1032,14 @@ static void cell(bool stream, bool kill_, uint32_t par) {
     SL_ASSERT_EQ_INT(count_str(t, "; restart "), fails);
   }
   free(t);
+  if (!stream && kill_) {
+    /* The held transaction's changes reached the sink, also those of the
+     * chunks read while it was held (nothing else changes these rows). */
+    char sql[200];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM t WHERE id %% 100 = %d "
+             "AND id < %d AND v = 'held'", HELD_MOD, FIRST_ID + N_ROWS);
+    SL_ASSERT_EQ_INT(pg_int(e.k, sql), N_ROWS / 100);
+  }
   env_close(&e);
   printf("matrix: %s: pass in %.1f s (writer: %llu operations, %llu large "
          "transactions)\n", name, now_s() - t0,
