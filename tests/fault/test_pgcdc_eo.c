@@ -447,6 +447,65 @@ SL_TEST(unfinished_chunk_read_again) {
 }
 
 /*
+ * A chunk finished and reported after checkpoint K, then the reader's task
+ * fails: restored to K, the reader reads the chunk again, in a new
+ * snapshot.  The enumerator (kept in the process) must forget the first
+ * report (reset_reader), else the gate would open on the old snapshot
+ * while the rows downstream come from the new one: a change the new
+ * snapshot saw but the old one did not would be emitted again.
+ */
+SL_TEST(chunk_reported_after_checkpoint_then_reset) {
+  fx_t f;
+  fx_open(&f, 60);
+  SL_ASSERT_OK(sl_inject_arm("pgcdc.snapshot.after_report", SL_INJECT_FAIL, 1,
+                             false));
+  SL_ASSERT_OK(sl_inject_arm("pgcdc.snapshot.before_read", SL_INJECT_PAUSE, 1,
+                             false));
+  jopt_t jo = {1, 1000, 0};
+  fx_start(&f, &jo);
+  /* Checkpoint K: the chunk assigned, not read. */
+  SL_ASSERT_OK(sl_inject_wait_paused("pgcdc.snapshot.before_read", 60000));
+  ckpt_now(&f);
+  /* The chunk is read, emitted and reported, then the task fails; the
+   * restart (restored to K, the enumerator kept) reads it again and is
+   * held before its read. */
+  sl_inject_release("pgcdc.snapshot.before_read"); /* disarms it */
+  SL_ASSERT_OK(sl_inject_arm("pgcdc.snapshot.before_read", SL_INJECT_PAUSE, 1,
+                             false));
+  for (int i = 0; sl_job_restarts(f.job) == 0; i++) {
+    if (i > 60000) SL_TEST_FAIL("the task never failed after its report");
+    nap_ms(1);
+  }
+  if (sl_inject_wait_paused("pgcdc.snapshot.before_read", 20000) != SL_OK)
+    SL_TEST_FAIL("the chunk was not read again (before_read %u, after_report "
+                 "%u, stream %u, restarts %u)",
+                 sl_inject_hits("pgcdc.snapshot.before_read"),
+                 sl_inject_hits("pgcdc.snapshot.after_report"),
+                 sl_inject_hits("pgcdc.stream.started"),
+                 (unsigned)sl_job_restarts(f.job));
+  SL_ASSERT_EQ_INT(sl_inject_hits("pgcdc.snapshot.after_report"), 1);
+  pg_ok(f.c, "UPDATE public.t SET v = 'between' WHERE id = 120");
+  /* Checkpoints while the read is held: the gate must stay shut. */
+  for (int i = 0; i < 4; i++) ckpt_now(&f);
+  /* Two discovery ticks of the enumerator after them (where an open gate
+   * makes the stream split): it was not made. */
+  uint32_t t0 = sl_inject_hits("pgcdc.enum.discover");
+  for (int i = 0; sl_inject_hits("pgcdc.enum.discover") < t0 + 2; i++) {
+    if (i > 60000) SL_TEST_FAIL("the enumerator's discovery never ticked");
+    nap_ms(1);
+  }
+  SL_ASSERT_EQ_INT(sl_inject_hits("pgcdc.enum.stream_split_made"), 0);
+  sl_inject_release("pgcdc.snapshot.before_read");
+  wait_stream_phase(&f);
+  wait_equal(&f);
+  pthread_mutex_lock(&mu);
+  SL_ASSERT_EQ_INT(delivered[120] >= 1, 1);
+  pthread_mutex_unlock(&mu);
+  fx_stop(&f);
+  fx_close(&f);
+}
+
+/*
  * A checkpoint inside a large transaction (2300 changes, batches of 512
  * rows): the second batch is held, a checkpoint completes (its position
  * is inside the transaction: commit LSN + changes to skip), the sink

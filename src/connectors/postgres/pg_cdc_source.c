@@ -650,6 +650,7 @@ static int enum_plan(penum_t *e, sl_error_t **out_err) {
 static int stream_state_make(penum_t *e, bool with_filter,
                              sl_error_t **out_err) {
   psrc_t *s = e->src;
+  (void)SL_INJECT("pgcdc.enum.stream_split_made");
   sl_bytes_t filt, b;
   sl_bytes_init(&filt);
   sl_bytes_init(&b);
@@ -771,6 +772,7 @@ static int send_flush(penum_t *e, sl_enum_ctx_t *ec) {
 
 static int enum_discover(void *en, sl_enum_ctx_t *ec, sl_error_t **out_err) {
   penum_t *e = en;
+  (void)SL_INJECT("pgcdc.enum.discover"); /* tests count the ticks */
   if (!e->planned) {
     int rc = enum_plan(e, out_err);
     if (rc != SL_OK) return rc;
@@ -2187,6 +2189,10 @@ static int reader_poll(void *r, sl_source_out_t *out, sl_error_t **out_err) {
     pthread_mutex_unlock(&rd->lock);
     rc = send_report(rd, out, done);
     if (rc != SL_OK) return sl_error_set(out_err, rc, "out of memory");
+    rc = SL_INJECT("pgcdc.snapshot.after_report");
+    if (rc != SL_OK)
+      return sl_error_set(out_err, rc, "injected failure at "
+                          "pgcdc.snapshot.after_report (chunk %s)", done->id);
     return SL_POLL_MORE;
   }
   if (b) {
