@@ -15,6 +15,7 @@
  */
 #include <dirent.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -678,8 +679,8 @@ SL_TEST(commit_invisible_to_the_snapshot_is_not_lost) {
  */
 typedef struct wr_s {
   PGconn *c;
-  volatile int stop;
-  int n;
+  _Atomic int stop;
+  _Atomic int n;
 } wr_t;
 
 static void *writer_main(void *arg) {
@@ -709,7 +710,10 @@ SL_TEST(confirmed_lsn_never_past_retained_checkpoints) {
   uint64_t start = pg_lsn(f.c, "SELECT confirmed_flush_lsn::text FROM "
                                "pg_replication_slots WHERE slot_name = "
                                "'sl_job'");
-  wr_t w = {NULL, 0, 0};
+  wr_t w;
+  w.c = NULL;
+  atomic_init(&w.stop, 0);
+  atomic_init(&w.n, 0);
   sl_error_t *err = NULL;
   SL_ASSERT_OK_E(sl_pg_connect(sl_server_conninfo(f.srv), &w.c, &err), err);
   pthread_t th;
