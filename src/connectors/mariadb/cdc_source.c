@@ -63,6 +63,7 @@
 #include "connectors/mariadb/cdc_int.h"
 #include "connectors/mariadb/cdc_source.h"
 #include "connectors/mariadb/cdc_stream.h"
+#include "core/bytes_cur.h"
 #include "core/core.h"
 #include "core/inject.h"
 #include "sluice/sluice.h"
@@ -97,79 +98,18 @@ typedef struct msrc_s {
 } msrc_t;
 
 /* ------------------------------------------------------------------ */
-/* Small codec helpers */
-
-typedef struct rd_cur_s {
-  const uint8_t *p;
-  size_t len, off;
-  bool bad;
-} rcur_t;
-
-static const uint8_t *cur_take(rcur_t *c, size_t n) {
-  if (c->bad || c->len - c->off < n) {
-    c->bad = true;
-    return NULL;
-  }
-  const uint8_t *p = c->p + c->off;
-  c->off += n;
-  return p;
-}
-static uint8_t cur_u8(rcur_t *c) {
-  const uint8_t *p = cur_take(c, 1);
-  return p ? p[0] : 0;
-}
-static uint32_t cur_u32(rcur_t *c) {
-  const uint8_t *p = cur_take(c, 4);
-  return p ? sl__get_u32le(p) : 0;
-}
-static uint64_t cur_u64(rcur_t *c) {
-  const uint8_t *p = cur_take(c, 8);
-  return p ? sl__get_u64le(p) : 0;
-}
-/* A u32-length-prefixed blob. */
-static const uint8_t *cur_blob(rcur_t *c, uint32_t *out_len) {
-  uint32_t n = cur_u32(c);
-  const uint8_t *p = cur_take(c, n);
-  *out_len = p ? n : 0;
-  return p;
-}
-/* A u32-length-prefixed string without NUL, copied into buf. */
-static bool cur_str(rcur_t *c, char *buf, size_t size) {
-  uint32_t n;
-  const uint8_t *p = cur_blob(c, &n);
-  if (p == NULL || n >= size || memchr(p, 0, n)) {
-    c->bad = true;
-    return false;
-  }
-  memcpy(buf, p, n);
-  buf[n] = 0;
-  return true;
-}
-
-static int put_u8(sl_bytes_t *b, uint8_t v) { return sl_bytes_append(b, &v, 1); }
-static int put_u32(sl_bytes_t *b, uint32_t v) {
-  uint8_t x[4];
-  sl__put_u32le(x, v);
-  return sl_bytes_append(b, x, 4);
-}
-static int put_blob(sl_bytes_t *b, const void *p, size_t n) {
-  int rc = put_u32(b, (uint32_t)n);
-  return rc == SL_OK && n ? sl_bytes_append(b, p, n) : rc;
-}
-static int put_str(sl_bytes_t *b, const char *s) {
-  return put_blob(b, s, strlen(s));
-}
+/* Small codec helpers (the cursor is core/bytes_cur.h) */
 
 static int pos_encode(sl_bytes_t *b, const sl__cdc_pos_t *p) {
-  int rc = put_str(b, p->gtid);
-  if (rc == SL_OK) rc = put_str(b, p->file);
+  int rc = sl__put_str(b, p->gtid);
+  if (rc == SL_OK) rc = sl__put_str(b, p->file);
   if (rc == SL_OK) rc = sl_bytes_append_u64le(b, p->offset);
   return rc;
 }
-static bool pos_decode(rcur_t *c, sl__cdc_pos_t *p) {
-  return cur_str(c, p->gtid, sizeof(p->gtid)) &&
-         cur_str(c, p->file, sizeof(p->file)) &&
-         ((p->offset = cur_u64(c)), !c->bad);
+static bool pos_decode(sl__rcur_t *c, sl__cdc_pos_t *p) {
+  return sl__cur_str(c, p->gtid, sizeof(p->gtid)) &&
+         sl__cur_str(c, p->file, sizeof(p->file)) &&
+         ((p->offset = sl__cur_u64(c)), !c->bad);
 }
 
 /* The chunk id of a split "<db>.<table>#<n>": table index and chunk. */
@@ -317,30 +257,30 @@ static int enum_snapshot(void *en, uint64_t id, sl_bytes_t *out) {
   e->last_snap = id;
   if (!e->gate_open && e->all_ckpt == 0 && all_finished(e)) e->all_ckpt = id;
   int rc = sl_bytes_append(out, "SLCE", 4);
-  if (rc == SL_OK) rc = put_u8(out, STATE_VERSION);
+  if (rc == SL_OK) rc = sl__put_u8(out, STATE_VERSION);
   /* planned: 0 not yet, 1 chunk lists follow, 2 no snapshot (binlog
    * only: no lists). */
   bool lists = e->planned && !e->binlog_only;
-  if (rc == SL_OK) rc = put_u8(out, e->binlog_only ? 2 : e->planned);
-  if (rc == SL_OK) rc = put_u32(out, lists ? e->src->n_tables : 0);
+  if (rc == SL_OK) rc = sl__put_u8(out, e->binlog_only ? 2 : e->planned);
+  if (rc == SL_OK) rc = sl__put_u32(out, lists ? e->src->n_tables : 0);
   for (uint32_t t = 0; lists && rc == SL_OK && t < e->src->n_tables; t++) {
     sl_bytes_t cb;
     sl_bytes_init(&cb);
     rc = sl__cdc_chunks_encode(e->t[t].cl, &cb);
-    if (rc == SL_OK) rc = put_blob(out, cb.data, cb.len);
+    if (rc == SL_OK) rc = sl__put_blob(out, cb.data, cb.len);
     sl_bytes_close(&cb);
     for (uint32_t i = 0; rc == SL_OK && i < e->t[t].cl->n; i++) {
       const ech_t *c = &e->t[t].ch[i];
-      rc = put_u8(out, c->status);
-      if (rc == SL_OK) rc = put_u32(out, c->owner);
+      rc = sl__put_u8(out, c->status);
+      if (rc == SL_OK) rc = sl__put_u32(out, c->owner);
       if (rc == SL_OK) rc = sl_bytes_append_u64le(out, c->fin_epoch);
       if (rc == SL_OK && c->status == CH_FINISHED) rc = pos_encode(out, c->high);
     }
   }
   if (rc == SL_OK) rc = sl_bytes_append_u64le(out, e->last_snap);
   if (rc == SL_OK) rc = sl_bytes_append_u64le(out, e->all_ckpt);
-  if (rc == SL_OK) rc = put_u8(out, e->binlog_assigned);
-  if (rc == SL_OK) rc = put_blob(out, e->binlog_state, e->binlog_len);
+  if (rc == SL_OK) rc = sl__put_u8(out, e->binlog_assigned);
+  if (rc == SL_OK) rc = sl__put_blob(out, e->binlog_state, e->binlog_len);
   return rc;
 }
 
@@ -348,13 +288,13 @@ static int empty_lists(menum_t *e);
 
 static int enum_decode(menum_t *e, const uint8_t *p, size_t len,
                        sl_error_t **out_err) {
-  rcur_t c = {p, len, 0, false};
-  const uint8_t *magic = cur_take(&c, 4);
+  sl__rcur_t c = {p, len, 0, false};
+  const uint8_t *magic = sl__cur_take(&c, 4);
   if (magic == NULL || memcmp(magic, "SLCE", 4) != 0 ||
-      cur_u8(&c) != STATE_VERSION)
+      sl__cur_u8(&c) != STATE_VERSION)
     goto corrupt;
-  uint8_t planned = cur_u8(&c);
-  uint32_t nt = cur_u32(&c);
+  uint8_t planned = sl__cur_u8(&c);
+  uint32_t nt = sl__cur_u32(&c);
   if (c.bad || planned > 2) goto corrupt;
   if ((planned == 1 && nt != e->src->n_tables) || (planned != 1 && nt != 0))
     goto changed;
@@ -364,7 +304,7 @@ static int enum_decode(menum_t *e, const uint8_t *p, size_t len,
     if ((e->t = sl_calloc(nt, sizeof(etab_t))) == NULL) goto nomem;
     for (uint32_t t = 0; t < nt; t++) {
       uint32_t bl;
-      const uint8_t *b = cur_blob(&c, &bl);
+      const uint8_t *b = sl__cur_blob(&c, &bl);
       if (b == NULL) goto corrupt;
       int rc = sl__cdc_chunks_decode(b, bl, &e->t[t].cl, out_err);
       if (rc == SL_ENOMEM && (out_err == NULL || *out_err == NULL)) goto nomem;
@@ -394,9 +334,9 @@ static int enum_decode(menum_t *e, const uint8_t *p, size_t len,
         goto nomem;
       for (uint32_t i = 0; i < e->t[t].cl->n; i++) {
         ech_t *ch = &e->t[t].ch[i];
-        ch->status = cur_u8(&c);
-        ch->owner = cur_u32(&c);
-        ch->fin_epoch = cur_u64(&c);
+        ch->status = sl__cur_u8(&c);
+        ch->owner = sl__cur_u32(&c);
+        ch->fin_epoch = sl__cur_u64(&c);
         if (c.bad || ch->status > CH_FINISHED) goto corrupt;
         if (ch->status == CH_FINISHED) {
           if ((ch->high = sl_calloc(1, sizeof(sl__cdc_pos_t))) == NULL)
@@ -406,11 +346,11 @@ static int enum_decode(menum_t *e, const uint8_t *p, size_t len,
       }
     }
   }
-  e->last_snap = cur_u64(&c);
-  e->all_ckpt = cur_u64(&c);
-  e->binlog_assigned = cur_u8(&c) != 0;
+  e->last_snap = sl__cur_u64(&c);
+  e->all_ckpt = sl__cur_u64(&c);
+  e->binlog_assigned = sl__cur_u8(&c) != 0;
   uint32_t bl;
-  const uint8_t *b = cur_blob(&c, &bl);
+  const uint8_t *b = sl__cur_blob(&c, &bl);
   if (c.bad || c.off != c.len) goto corrupt;
   if (bl) {
     if ((e->binlog_state = sl_malloc(bl)) == NULL) goto nomem;
@@ -524,15 +464,15 @@ static int enum_plan(menum_t *e, sl_error_t **out_err) {
     }
     sl_bytes_t b;
     sl_bytes_init(&b);
-    int rc = put_u8(&b, 'B');
+    int rc = sl__put_u8(&b, 'B');
     if (rc == SL_OK) {
       sl_bytes_t pb;
       sl_bytes_init(&pb);
       rc = sl__binlog_pos_encode(&bp, &pb);
-      if (rc == SL_OK) rc = put_blob(&b, pb.data, pb.len);
+      if (rc == SL_OK) rc = sl__put_blob(&b, pb.data, pb.len);
       sl_bytes_close(&pb);
     }
-    if (rc == SL_OK) rc = put_u32(&b, 0); /* no filter */
+    if (rc == SL_OK) rc = sl__put_u32(&b, 0); /* no filter */
     if (rc != SL_OK) {
       sl_bytes_close(&b);
       return sl_error_set(out_err, SL_ENOMEM, "out of memory");
@@ -577,13 +517,13 @@ static int binlog_start_state(menum_t *e, sl_error_t **out_err) {
   bool first = true;
   sl_bytes_t filt;
   sl_bytes_init(&filt);
-  int rc = put_u32(&filt, s->n_tables);
+  int rc = sl__put_u32(&filt, s->n_tables);
   for (uint32_t t = 0; rc == SL_OK && t < s->n_tables; t++) {
     etab_t *et = &e->t[t];
     sl_bytes_t cb;
     sl_bytes_init(&cb);
     rc = sl__cdc_chunks_encode(et->cl, &cb);
-    if (rc == SL_OK) rc = put_blob(&filt, cb.data, cb.len);
+    if (rc == SL_OK) rc = sl__put_blob(&filt, cb.data, cb.len);
     sl_bytes_close(&cb);
     for (uint32_t i = 0; rc == SL_OK && i < et->cl->n; i++) {
       const sl__cdc_pos_t *h = et->ch[i].high;
@@ -599,7 +539,7 @@ static int binlog_start_state(menum_t *e, sl_error_t **out_err) {
         snprintf(bp.file, sizeof(bp.file), "%s", h->file);
         bp.offset = h->offset;
       }
-      rc = put_str(&filt, h->gtid);
+      rc = sl__put_str(&filt, h->gtid);
       sl_binlog_gtid_state_t st;
       if (rc == SL_OK) rc = gtid_parse(h->gtid, &st, out_err);
       if (rc != SL_OK) break;
@@ -626,15 +566,15 @@ static int binlog_start_state(menum_t *e, sl_error_t **out_err) {
   }
   sl_bytes_t b;
   sl_bytes_init(&b);
-  if (rc == SL_OK) rc = put_u8(&b, 'B');
+  if (rc == SL_OK) rc = sl__put_u8(&b, 'B');
   if (rc == SL_OK) {
     sl_bytes_t pb;
     sl_bytes_init(&pb);
     rc = sl__binlog_pos_encode(&bp, &pb);
-    if (rc == SL_OK) rc = put_blob(&b, pb.data, pb.len);
+    if (rc == SL_OK) rc = sl__put_blob(&b, pb.data, pb.len);
     sl_bytes_close(&pb);
   }
-  if (rc == SL_OK) rc = put_blob(&b, filt.data, filt.len);
+  if (rc == SL_OK) rc = sl__put_blob(&b, filt.data, filt.len);
   sl_bytes_close(&filt);
   if (rc != SL_OK) {
     sl_bytes_close(&b);
@@ -686,7 +626,7 @@ chunks:
         snprintf(id, sizeof(id), "%s.%s#%u", et->cl->db, et->cl->table, i);
         sl_bytes_t st;
         sl_bytes_init(&st);
-        int rc = put_u8(&st, 'U');
+        int rc = sl__put_u8(&st, 'U');
         if (rc == SL_OK) rc = bounds_encode(et->cl, &et->cl->chunks[i], &st);
         sl_split_t sp = {id, st.data, st.len};
         if (rc == SL_OK) rc = sl_enum_assign(ec, r, &sp);
@@ -748,8 +688,8 @@ static ech_t *find_chunk(menum_t *e, const char *id) {
 /* A reader's report: 'F', split id (blob), HIGH. */
 static bool report_decode(const uint8_t *ev, size_t len, char *id,
                           size_t id_size, sl__cdc_pos_t *high) {
-  rcur_t c = {ev, len, 0, false};
-  return cur_u8(&c) == 'F' && cur_str(&c, id, id_size) &&
+  sl__rcur_t c = {ev, len, 0, false};
+  return sl__cur_u8(&c) == 'F' && sl__cur_str(&c, id, id_size) &&
          pos_decode(&c, high) && c.off == len;
 }
 
@@ -776,8 +716,8 @@ static int enum_event(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
   ch->fin_epoch = e->last_snap + 1;
   sl_bytes_t a;
   sl_bytes_init(&a);
-  int rc = put_u8(&a, 'A');
-  if (rc == SL_OK) rc = put_str(&a, id);
+  int rc = sl__put_u8(&a, 'A');
+  if (rc == SL_OK) rc = sl__put_str(&a, id);
   if (rc == SL_OK) rc = sl_enum_send_event(ec, subtask, a.data, a.len);
   sl_bytes_close(&a);
   if (rc != SL_OK) return sl_error_set(out_err, rc, "out of memory");
@@ -808,7 +748,7 @@ static int enum_back(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
                           "came back, but the enumerator has no such chunk",
                           sp[i].id);
     if (sp[i].state_len > 1 && sp[i].state[0] == 'F') {
-      rcur_t c = {sp[i].state + 1, sp[i].state_len - 1, 0, false};
+      sl__rcur_t c = {sp[i].state + 1, sp[i].state_len - 1, 0, false};
       sl__cdc_pos_t high;
       if (!pos_decode(&c, &high) || c.off != c.len)
         return sl_error_set(out_err, SL_ECORRUPT, "mariadb-cdc: split '%s' "
@@ -988,8 +928,8 @@ static int filter_parse(const msrc_t *s, const uint8_t *p, uint32_t len,
                         sl_error_t **out_err) {
   *out = NULL;
   if (len == 0) return SL_OK; /* no filter */
-  rcur_t c = {p, len, 0, false};
-  uint32_t nt = cur_u32(&c);
+  sl__rcur_t c = {p, len, 0, false};
+  uint32_t nt = sl__cur_u32(&c);
   if (c.bad || nt == 0)
     return c.bad ? sl_error_set(out_err, SL_ECORRUPT, "mariadb-cdc: the "
                                 "binlog split's filter is corrupt")
@@ -1002,14 +942,14 @@ static int filter_parse(const msrc_t *s, const uint8_t *p, uint32_t len,
   if (f == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   for (uint32_t t = 0; t < nt; t++) {
     uint32_t bl;
-    const uint8_t *b = cur_blob(&c, &bl);
+    const uint8_t *b = sl__cur_blob(&c, &bl);
     int rc = b ? sl__cdc_chunks_decode(b, bl, &f[t].cl, out_err) : SL_ECORRUPT;
     if (rc == SL_OK &&
         (f[t].high = sl_calloc(f[t].cl->n + 1, sizeof(*f[t].high))) == NULL)
       rc = SL_ENOMEM;
     for (uint32_t i = 0; rc == SL_OK && f[t].cl && i < f[t].cl->n; i++) {
       char g[SL_CDC_GTID_MAX];
-      if (!cur_str(&c, g, sizeof(g))) rc = SL_ECORRUPT;
+      if (!sl__cur_str(&c, g, sizeof(g))) rc = SL_ECORRUPT;
       else rc = gtid_parse(g, &f[t].high[i], out_err);
       if (rc != SL_OK) break;
       /* The max HIGH: component-wise maximum. */
@@ -1631,31 +1571,31 @@ static int bound_put(sl_bytes_t *b, const sl__cdc_chunks_t *cl,
   for (uint32_t k = 0; rc == SL_OK && k < cl->n_key; k++)
     rc = cl->key_kind[k] == SL_CDC_KEY_INT
              ? sl_bytes_append_u64le(b, (uint64_t)v[k].i)
-             : put_blob(b, v[k].p, v[k].len);
+             : sl__put_blob(b, v[k].p, v[k].len);
   return rc;
 }
 
 /* flags u8 (1: a low bound, 2: a high bound), then the bounds. */
 static int bounds_encode(const sl__cdc_chunks_t *cl, const sl__cdc_chunk_t *ch,
                          sl_bytes_t *b) {
-  int rc = put_u8(b, (uint8_t)((ch->low ? 1 : 0) | (ch->high ? 2 : 0)));
+  int rc = sl__put_u8(b, (uint8_t)((ch->low ? 1 : 0) | (ch->high ? 2 : 0)));
   if (rc == SL_OK && ch->low) rc = bound_put(b, cl, ch->low);
   if (rc == SL_OK && ch->high) rc = bound_put(b, cl, ch->high);
   return rc;
 }
 
-static bool bound_get(rcur_t *c, const sl__cdc_chunks_t *cl,
+static bool bound_get(sl__rcur_t *c, const sl__cdc_chunks_t *cl,
                       sl__cdc_kv_t **out) {
   sl__cdc_kv_t *v = sl_calloc(cl->n_key, sizeof(*v));
   if (v == NULL) return false;
   *out = v;
   for (uint32_t k = 0; k < cl->n_key; k++) {
     if (cl->key_kind[k] == SL_CDC_KEY_INT) {
-      v[k].i = (int64_t)cur_u64(c);
+      v[k].i = (int64_t)sl__cur_u64(c);
       continue;
     }
     uint32_t n;
-    const uint8_t *p = cur_blob(c, &n);
+    const uint8_t *p = sl__cur_blob(c, &n);
     if (p == NULL) return false;
     if (cl->key_kind[k] == SL_CDC_KEY_TEXT)
       for (uint32_t j = 0; j < n; j++)
@@ -1671,7 +1611,7 @@ static bool bound_get(rcur_t *c, const sl__cdc_chunks_t *cl,
 }
 
 /* A one-chunk list of table t (its key) with the bounds at c. */
-static int bounds_decode(rcur_t *c, const sl__cdc_table_t *t, uint32_t id,
+static int bounds_decode(sl__rcur_t *c, const sl__cdc_table_t *t, uint32_t id,
                          sl__cdc_chunks_t **out) {
   sl__cdc_chunks_t *cl = sl_calloc(1, sizeof(*cl));
   if (cl == NULL) return SL_ENOMEM;
@@ -1690,7 +1630,7 @@ static int bounds_decode(rcur_t *c, const sl__cdc_table_t *t, uint32_t id,
   }
   cl->n = 1;
   cl->chunks[0].id = id;
-  uint8_t flags = cur_u8(c);
+  uint8_t flags = sl__cur_u8(c);
   rc = SL_ECORRUPT;
   if (c->bad || flags > 3) goto fail;
   if ((flags & 1) && !bound_get(c, cl, &cl->chunks[0].low)) goto fail;
@@ -1746,12 +1686,12 @@ static void reader_close(void *r) {
 static int take_binlog(mreader_t *rd, const sl_split_init_t *si,
                        sl_error_t **out_err) {
   const msrc_t *s = rd->src;
-  rcur_t c = {si->position, si->position_len, 0, false};
+  sl__rcur_t c = {si->position, si->position_len, 0, false};
   uint32_t pl = 0, fl = 0;
   const uint8_t *pp = NULL, *fp = NULL;
-  if (cur_u8(&c) == 'B') {
-    pp = cur_blob(&c, &pl);
-    fp = cur_blob(&c, &fl);
+  if (sl__cur_u8(&c) == 'B') {
+    pp = sl__cur_blob(&c, &pl);
+    fp = sl__cur_blob(&c, &fl);
   }
   if (pp == NULL || fp == NULL)
     return sl_error_set(out_err, SL_ECORRUPT, "mariadb-cdc: the binlog "
@@ -1764,8 +1704,8 @@ static int take_binlog(mreader_t *rd, const sl_split_init_t *si,
   if (fl) memcpy(rd->filter_blob, fp, fl);
   rd->filter_len = fl;
   if (c.off < c.len) {
-    uint32_t n = cur_u32(&c);
-    const uint8_t *p = cur_take(&c, n);
+    uint32_t n = sl__cur_u32(&c);
+    const uint8_t *p = sl__cur_take(&c, n);
     if (p == NULL || n != s->n_tables || c.off != c.len)
       return sl_error_set(out_err, SL_ECORRUPT, "mariadb-cdc: the binlog "
                           "split's position is corrupt");
@@ -1804,8 +1744,8 @@ static int add_splits(mreader_t *rd, const sl_split_init_t *si, uint32_t n,
       return sl_error_set(out_err, SL_EINVAL, "mariadb-cdc: split '%s' names "
                           "no captured table (the table list changed since "
                           "the checkpoint?)", si[i].id);
-    rcur_t c = {si[i].position, si[i].position_len, 0, false};
-    uint8_t st = cur_u8(&c);
+    sl__rcur_t c = {si[i].position, si[i].position_len, 0, false};
+    uint8_t st = sl__cur_u8(&c);
     if (c.bad || (st != 'U' && st != 'F'))
       return sl_error_set(out_err, SL_ECORRUPT, "mariadb-cdc: split '%s' has "
                           "a corrupt state", si[i].id);
@@ -1895,7 +1835,7 @@ static int version_snapshot(sl_bytes_t *v, uint32_t table,
   uint8_t h[4] = {'S', (uint8_t)table, (uint8_t)(table >> 8), (uint8_t)st.n};
   rc = sl_bytes_append(v, h, 4);
   for (uint32_t i = 0; rc == SL_OK && i < st.n; i++) {
-    rc = put_u32(v, st.g[i].domain);
+    rc = sl__put_u32(v, st.g[i].domain);
     if (rc == SL_OK) rc = sl_bytes_append_u64le(v, st.g[i].seq);
   }
   return rc;
@@ -1905,10 +1845,10 @@ static int version_binlog(sl_bytes_t *v, const brow_t *m) {
   uint8_t h[4] = {'B', (uint8_t)m->table, (uint8_t)(m->table >> 8),
                   m->flags};
   int rc = sl_bytes_append(v, h, 4);
-  if (rc == SL_OK) rc = put_u32(v, m->gtid.domain);
+  if (rc == SL_OK) rc = sl__put_u32(v, m->gtid.domain);
   if (rc == SL_OK) rc = sl_bytes_append_u64le(v, m->gtid.seq);
-  if (rc == SL_OK) rc = put_u32(v, m->ev);
-  if (rc == SL_OK) rc = put_u32(v, m->row);
+  if (rc == SL_OK) rc = sl__put_u32(v, m->ev);
+  if (rc == SL_OK) rc = sl__put_u32(v, m->row);
   return rc;
 }
 
@@ -1964,8 +1904,8 @@ static int emit_row(mreader_t *rd, sl_source_out_t *out, uint8_t kind,
 static int send_report(mreader_t *rd, sl_source_out_t *out, rchunk_t *ch) {
   sl_bytes_t e;
   sl_bytes_init(&e);
-  int rc = put_u8(&e, 'F');
-  if (rc == SL_OK) rc = put_str(&e, ch->id);
+  int rc = sl__put_u8(&e, 'F');
+  if (rc == SL_OK) rc = sl__put_str(&e, ch->id);
   if (rc == SL_OK) rc = pos_encode(&e, &ch->high);
   if (rc == SL_OK) rc = sl_source_send_event(out, e.data, e.len);
   sl_bytes_close(&e);
@@ -2077,9 +2017,9 @@ static int reader_event(void *r, const uint8_t *ev, size_t len,
     rd->is_all_assigned = true;
     return SL_OK;
   }
-  rcur_t c = {ev, len, 0, false};
+  sl__rcur_t c = {ev, len, 0, false};
   char id[4200];
-  if (cur_u8(&c) != 'A' || !cur_str(&c, id, sizeof(id)) || c.off != len)
+  if (sl__cur_u8(&c) != 'A' || !sl__cur_str(&c, id, sizeof(id)) || c.off != len)
     return sl_error_set(out_err, SL_ECORRUPT, "mariadb-cdc: a corrupt event "
                         "from the enumerator");
   /* The acknowledgement lands in the next poll's sl_source_split_finished
@@ -2097,19 +2037,19 @@ static int reader_position(void *r, uint32_t split, sl_bytes_t *out) {
   mreader_t *rd = r;
   const msrc_t *s = rd->src;
   if (rd->has_binlog && split == rd->binlog_split) {
-    int rc = put_u8(out, 'B');
+    int rc = sl__put_u8(out, 'B');
     sl_bytes_t pb;
     sl_bytes_init(&pb);
     if (rc == SL_OK) rc = sl__binlog_pos_encode(&rd->bpos, &pb);
-    if (rc == SL_OK) rc = put_blob(out, pb.data, pb.len);
+    if (rc == SL_OK) rc = sl__put_blob(out, pb.data, pb.len);
     sl_bytes_close(&pb);
     bool all_pure = true;
     for (uint32_t t = 0; t < s->n_tables; t++) all_pure &= rd->pure[t] != 0;
     /* Once every table is past its max HIGH the filter is dropped. */
     if (rc == SL_OK)
-      rc = all_pure ? put_u32(out, 0)
-                    : put_blob(out, rd->filter_blob, rd->filter_len);
-    if (rc == SL_OK && !all_pure) rc = put_blob(out, rd->pure, s->n_tables);
+      rc = all_pure ? sl__put_u32(out, 0)
+                    : sl__put_blob(out, rd->filter_blob, rd->filter_len);
+    if (rc == SL_OK && !all_pure) rc = sl__put_blob(out, rd->pure, s->n_tables);
     return rc;
   }
   for (uint32_t i = 0; i < rd->n_ch; i++) {
@@ -2118,7 +2058,7 @@ static int reader_position(void *r, uint32_t split, sl_bytes_t *out) {
     pthread_mutex_lock(&rd->lock);
     bool fin = ch->state >= RC_EMITTED;
     pthread_mutex_unlock(&rd->lock);
-    int rc = put_u8(out, fin ? 'F' : 'U');
+    int rc = sl__put_u8(out, fin ? 'F' : 'U');
     if (rc == SL_OK) rc = bounds_encode(ch->cl, &ch->cl->chunks[0], out);
     if (rc == SL_OK && fin) rc = pos_encode(out, &ch->high);
     return rc;
@@ -2488,27 +2428,27 @@ int sl__mariadb_cdc_fuzz_seeds(void (*put)(const char *name, const void *p,
   sl__cdc_chunks_t *cl = NULL;
   static const uint8_t one[] = {3, 10, 0, 0, 0, 0, 0, 0, 0,
                                 20, 0, 0, 0, 0, 0, 0, 0};
-  rcur_t c = {one, sizeof(one), 0, false};
+  sl__rcur_t c = {one, sizeof(one), 0, false};
   int rc = bounds_decode(&c, s->tables[0], 1, &cl);
   sl__cdc_pos_t high = {"0-1-5", "binlog.000001", 1234};
   sl_bytes_t b;
   sl_bytes_init(&b);
   /* Chunk split states. */
   if (rc == SL_OK) {
-    put_u8(&b, 1);
-    put_u8(&b, 'U');
+    sl__put_u8(&b, 1);
+    sl__put_u8(&b, 'U');
     bounds_encode(cl, &cl->chunks[0], &b);
     put("chunk-unfinished", b.data, b.len);
     sl_bytes_clear(&b);
-    put_u8(&b, 1);
-    put_u8(&b, 'F');
+    sl__put_u8(&b, 1);
+    sl__put_u8(&b, 'F');
     bounds_encode(cl, &cl->chunks[0], &b);
     pos_encode(&b, &high);
     put("chunk-finished", b.data, b.len);
     sl_bytes_clear(&b);
-    put_u8(&b, 3);
-    put_u8(&b, 'F');
-    put_str(&b, "shop.t#1");
+    sl__put_u8(&b, 3);
+    sl__put_u8(&b, 'F');
+    sl__put_str(&b, "shop.t#1");
     pos_encode(&b, &high);
     put("report", b.data, b.len);
     sl_bytes_clear(&b);
@@ -2562,7 +2502,7 @@ int sl__mariadb_cdc_fuzz_seeds(void (*put)(const char *name, const void *p,
         *e->t[0].ch[2].high = high;
     }
     if (rc == SL_OK) {
-      put_u8(&b, 0);
+      sl__put_u8(&b, 0);
       rc = enum_snapshot(e, 4, &b);
       put("enum-planned", b.data, b.len);
       sl_bytes_clear(&b);
@@ -2576,11 +2516,11 @@ int sl__mariadb_cdc_fuzz_seeds(void (*put)(const char *name, const void *p,
       }
       if (rc == SL_OK) rc = binlog_start_state(e, NULL);
       if (rc == SL_OK) {
-        put_u8(&b, 0);
+        sl__put_u8(&b, 0);
         rc = enum_snapshot(e, 5, &b);
         put("enum-gate", b.data, b.len);
         sl_bytes_clear(&b);
-        put_u8(&b, 2);
+        sl__put_u8(&b, 2);
         sl_bytes_append(&b, e->binlog_state, e->binlog_len);
         put("binlog-split", b.data, b.len);
         sl_bytes_clear(&b);

@@ -66,6 +66,7 @@
 #include "connectors/postgres/pg_cdc_source.h"
 #include "connectors/postgres/pg_repl.h"
 #include "connectors/postgres/pgoutput_decode.h"
+#include "core/bytes_cur.h"
 #include "core/core.h"
 #include "core/inject.h"
 #include "sluice/sluice.h"
@@ -98,66 +99,7 @@ typedef struct psrc_s {
 } psrc_t;
 
 /* ------------------------------------------------------------------ */
-/* Small codec helpers */
-
-typedef struct rd_cur_s {
-  const uint8_t *p;
-  size_t len, off;
-  bool bad;
-} rcur_t;
-
-static const uint8_t *cur_take(rcur_t *c, size_t n) {
-  if (c->bad || c->len - c->off < n) {
-    c->bad = true;
-    return NULL;
-  }
-  const uint8_t *p = c->p + c->off;
-  c->off += n;
-  return p;
-}
-static uint8_t cur_u8(rcur_t *c) {
-  const uint8_t *p = cur_take(c, 1);
-  return p ? p[0] : 0;
-}
-static uint32_t cur_u32(rcur_t *c) {
-  const uint8_t *p = cur_take(c, 4);
-  return p ? sl__get_u32le(p) : 0;
-}
-static uint64_t cur_u64(rcur_t *c) {
-  const uint8_t *p = cur_take(c, 8);
-  return p ? sl__get_u64le(p) : 0;
-}
-static const uint8_t *cur_blob(rcur_t *c, uint32_t *out_len) {
-  uint32_t n = cur_u32(c);
-  const uint8_t *p = cur_take(c, n);
-  *out_len = p ? n : 0;
-  return p;
-}
-static bool cur_str(rcur_t *c, char *buf, size_t size) {
-  uint32_t n;
-  const uint8_t *p = cur_blob(c, &n);
-  if (p == NULL || n >= size || memchr(p, 0, n)) {
-    c->bad = true;
-    return false;
-  }
-  memcpy(buf, p, n);
-  buf[n] = 0;
-  return true;
-}
-
-static int put_u8(sl_bytes_t *b, uint8_t v) { return sl_bytes_append(b, &v, 1); }
-static int put_u32(sl_bytes_t *b, uint32_t v) {
-  uint8_t x[4];
-  sl__put_u32le(x, v);
-  return sl_bytes_append(b, x, 4);
-}
-static int put_blob(sl_bytes_t *b, const void *p, size_t n) {
-  int rc = put_u32(b, (uint32_t)n);
-  return rc == SL_OK && n ? sl_bytes_append(b, p, n) : rc;
-}
-static int put_str(sl_bytes_t *b, const char *s) {
-  return put_blob(b, s, strlen(s));
-}
+/* Small codec helpers (the cursor is core/bytes_cur.h) */
 
 /* A chunk's result: HIGH and the snapshot (encoded). */
 typedef struct chigh_s {
@@ -173,16 +115,16 @@ static void chigh_clear(chigh_t *h) {
 
 static int chigh_put(sl_bytes_t *b, const chigh_t *h) {
   int rc = sl_bytes_append_u64le(b, h->high);
-  if (rc == SL_OK) rc = put_blob(b, h->snap, h->snap_len);
+  if (rc == SL_OK) rc = sl__put_blob(b, h->snap, h->snap_len);
   return rc;
 }
 
 /* Read HIGH and a snapshot blob (checked by decoding it). */
-static bool chigh_get(rcur_t *c, chigh_t *h) {
+static bool chigh_get(sl__rcur_t *c, chigh_t *h) {
   memset(h, 0, sizeof(*h));
-  h->high = cur_u64(c);
+  h->high = sl__cur_u64(c);
   uint32_t n;
-  const uint8_t *p = cur_blob(c, &n);
+  const uint8_t *p = sl__cur_blob(c, &n);
   if (p == NULL || n == 0) {
     c->bad = true;
     return false;
@@ -383,30 +325,30 @@ static int enum_snapshot(void *en, uint64_t id, sl_bytes_t *out) {
   e->last_snap = id;
   if (!e->gate_open && e->all_ckpt == 0 && all_finished(e)) e->all_ckpt = id;
   int rc = sl_bytes_append(out, "SLPE", 4);
-  if (rc == SL_OK) rc = put_u8(out, STATE_VERSION);
+  if (rc == SL_OK) rc = sl__put_u8(out, STATE_VERSION);
   bool lists = e->planned && !e->stream_only;
-  if (rc == SL_OK) rc = put_u8(out, e->stream_only ? 2 : e->planned);
+  if (rc == SL_OK) rc = sl__put_u8(out, e->stream_only ? 2 : e->planned);
   if (rc == SL_OK) rc = sl_bytes_append_u64le(out, e->stream_start);
-  if (rc == SL_OK) rc = put_u32(out, lists ? e->src->n_tables : 0);
+  if (rc == SL_OK) rc = sl__put_u32(out, lists ? e->src->n_tables : 0);
   for (uint32_t t = 0; lists && rc == SL_OK && t < e->src->n_tables; t++) {
     sl_bytes_t cb;
     sl_bytes_init(&cb);
     rc = sl__pgc_chunks_encode(e->t[t].cl, &cb);
-    if (rc == SL_OK) rc = put_blob(out, cb.data, cb.len);
+    if (rc == SL_OK) rc = sl__put_blob(out, cb.data, cb.len);
     sl_bytes_close(&cb);
     for (uint32_t i = 0; rc == SL_OK && i < e->t[t].cl->n; i++) {
       const ech_t *c = &e->t[t].ch[i];
-      rc = put_u8(out, c->status);
-      if (rc == SL_OK) rc = put_u32(out, c->owner);
+      rc = sl__put_u8(out, c->status);
+      if (rc == SL_OK) rc = sl__put_u32(out, c->owner);
       if (rc == SL_OK) rc = sl_bytes_append_u64le(out, c->fin_epoch);
       if (rc == SL_OK && c->status == CH_FINISHED) rc = chigh_put(out, &c->h);
     }
   }
   if (rc == SL_OK) rc = sl_bytes_append_u64le(out, e->last_snap);
   if (rc == SL_OK) rc = sl_bytes_append_u64le(out, e->all_ckpt);
-  if (rc == SL_OK) rc = put_u8(out, e->stream_assigned);
-  if (rc == SL_OK) rc = put_blob(out, e->stream_state, e->stream_len);
-  if (rc == SL_OK) rc = put_u32(out, e->n_done);
+  if (rc == SL_OK) rc = sl__put_u8(out, e->stream_assigned);
+  if (rc == SL_OK) rc = sl__put_blob(out, e->stream_state, e->stream_len);
+  if (rc == SL_OK) rc = sl__put_u32(out, e->n_done);
   for (uint32_t i = 0; rc == SL_OK && i < e->n_done; i++) {
     rc = sl_bytes_append_u64le(out, e->done[i].epoch);
     if (rc == SL_OK) rc = sl_bytes_append_u64le(out, e->done[i].lsn);
@@ -419,14 +361,14 @@ static int stream_only_lists(penum_t *e);
 
 static int enum_decode(penum_t *e, const uint8_t *p, size_t len,
                        sl_error_t **out_err) {
-  rcur_t c = {p, len, 0, false};
-  const uint8_t *magic = cur_take(&c, 4);
+  sl__rcur_t c = {p, len, 0, false};
+  const uint8_t *magic = sl__cur_take(&c, 4);
   if (magic == NULL || memcmp(magic, "SLPE", 4) != 0 ||
-      cur_u8(&c) != STATE_VERSION)
+      sl__cur_u8(&c) != STATE_VERSION)
     goto corrupt;
-  uint8_t planned = cur_u8(&c);
-  e->stream_start = cur_u64(&c);
-  uint32_t nt = cur_u32(&c);
+  uint8_t planned = sl__cur_u8(&c);
+  e->stream_start = sl__cur_u64(&c);
+  uint32_t nt = sl__cur_u32(&c);
   if (c.bad || planned > 2) goto corrupt;
   if ((planned == 1 && nt != e->src->n_tables) || (planned != 1 && nt != 0))
     goto changed;
@@ -436,7 +378,7 @@ static int enum_decode(penum_t *e, const uint8_t *p, size_t len,
     if ((e->t = sl_calloc(nt, sizeof(etab_t))) == NULL) goto nomem;
     for (uint32_t t = 0; t < nt; t++) {
       uint32_t bl;
-      const uint8_t *b = cur_blob(&c, &bl);
+      const uint8_t *b = sl__cur_blob(&c, &bl);
       if (b == NULL) goto corrupt;
       int rc = sl__pgc_chunks_decode(b, bl, &e->t[t].cl, out_err);
       if (rc == SL_ENOMEM && (out_err == NULL || *out_err == NULL)) goto nomem;
@@ -455,27 +397,27 @@ static int enum_decode(penum_t *e, const uint8_t *p, size_t len,
         goto nomem;
       for (uint32_t i = 0; i < e->t[t].cl->n; i++) {
         ech_t *ch = &e->t[t].ch[i];
-        ch->status = cur_u8(&c);
-        ch->owner = cur_u32(&c);
-        ch->fin_epoch = cur_u64(&c);
+        ch->status = sl__cur_u8(&c);
+        ch->owner = sl__cur_u32(&c);
+        ch->fin_epoch = sl__cur_u64(&c);
         if (c.bad || ch->status > CH_FINISHED) goto corrupt;
         if (ch->status == CH_FINISHED && !chigh_get(&c, &ch->h)) goto corrupt;
       }
     }
   }
-  e->last_snap = cur_u64(&c);
-  e->all_ckpt = cur_u64(&c);
-  e->stream_assigned = cur_u8(&c) != 0;
+  e->last_snap = sl__cur_u64(&c);
+  e->all_ckpt = sl__cur_u64(&c);
+  e->stream_assigned = sl__cur_u8(&c) != 0;
   uint32_t bl;
-  const uint8_t *b = cur_blob(&c, &bl);
-  uint32_t nd = cur_u32(&c);
+  const uint8_t *b = sl__cur_blob(&c, &bl);
+  uint32_t nd = sl__cur_u32(&c);
   if (c.bad || nd > DONE_MAX) goto corrupt;
   for (uint32_t i = 0; i < nd; i++) {
-    e->done[i].epoch = cur_u64(&c);
-    e->done[i].lsn = cur_u64(&c);
+    e->done[i].epoch = sl__cur_u64(&c);
+    e->done[i].lsn = sl__cur_u64(&c);
   }
   e->n_done = nd;
-  e->flush_sent = cur_u64(&c);
+  e->flush_sent = sl__cur_u64(&c);
   if (c.bad || c.off != c.len) goto corrupt;
   if (bl) {
     if ((e->stream_state = sl_malloc(bl)) == NULL) goto nomem;
@@ -655,13 +597,13 @@ static int stream_state_make(penum_t *e, bool with_filter,
   sl_bytes_init(&filt);
   sl_bytes_init(&b);
   int rc = SL_OK;
-  if (with_filter) rc = put_u32(&filt, s->n_tables);
+  if (with_filter) rc = sl__put_u32(&filt, s->n_tables);
   for (uint32_t t = 0; with_filter && rc == SL_OK && t < s->n_tables; t++) {
     etab_t *et = &e->t[t];
     sl_bytes_t cb;
     sl_bytes_init(&cb);
     rc = sl__pgc_chunks_encode(et->cl, &cb);
-    if (rc == SL_OK) rc = put_blob(&filt, cb.data, cb.len);
+    if (rc == SL_OK) rc = sl__put_blob(&filt, cb.data, cb.len);
     sl_bytes_close(&cb);
     for (uint32_t i = 0; rc == SL_OK && i < et->cl->n; i++) {
       if (et->ch[i].status != CH_FINISHED) {
@@ -673,11 +615,11 @@ static int stream_state_make(penum_t *e, bool with_filter,
       rc = chigh_put(&filt, &et->ch[i].h);
     }
   }
-  if (rc == SL_OK) rc = put_u8(&b, 'W');
+  if (rc == SL_OK) rc = sl__put_u8(&b, 'W');
   if (rc == SL_OK) rc = sl_bytes_append_u64le(&b, e->stream_start);
   if (rc == SL_OK) rc = sl_bytes_append_u64le(&b, 0);
-  if (rc == SL_OK) rc = put_u32(&b, 0);
-  if (rc == SL_OK) rc = put_blob(&b, filt.data, filt.len);
+  if (rc == SL_OK) rc = sl__put_u32(&b, 0);
+  if (rc == SL_OK) rc = sl__put_blob(&b, filt.data, filt.len);
   sl_bytes_close(&filt);
   if (rc != SL_OK) {
     sl_bytes_close(&b);
@@ -729,7 +671,7 @@ chunks:
         snprintf(id, sizeof(id), "%s#%u", s->qname[t], i);
         sl_bytes_t st;
         sl_bytes_init(&st);
-        int rc = put_u8(&st, 'U');
+        int rc = sl__put_u8(&st, 'U');
         if (rc == SL_OK) rc = bounds_encode(et->cl, &et->cl->chunks[i], &st);
         sl_split_t sp = {id, st.data, st.len};
         if (rc == SL_OK) rc = sl_enum_assign(ec, r, &sp);
@@ -819,11 +761,11 @@ static int enum_event(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
     e->n_pos++;
     return SL_OK;
   }
-  rcur_t c = {ev, len, 0, false};
+  sl__rcur_t c = {ev, len, 0, false};
   char id[4200];
   chigh_t h;
   memset(&h, 0, sizeof(h));
-  if (cur_u8(&c) != 'F' || !cur_str(&c, id, sizeof(id)) ||
+  if (sl__cur_u8(&c) != 'F' || !sl__cur_str(&c, id, sizeof(id)) ||
       !chigh_get(&c, &h) || c.off != len) {
     chigh_clear(&h);
     return sl_error_set(out_err, SL_ECORRUPT, "postgres-cdc: a corrupt report "
@@ -845,8 +787,8 @@ static int enum_event(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
   ch->fin_epoch = e->last_snap + 1;
   sl_bytes_t a;
   sl_bytes_init(&a);
-  int rc = put_u8(&a, 'A');
-  if (rc == SL_OK) rc = put_str(&a, id);
+  int rc = sl__put_u8(&a, 'A');
+  if (rc == SL_OK) rc = sl__put_str(&a, id);
   if (rc == SL_OK) rc = sl_enum_send_event(ec, subtask, a.data, a.len);
   sl_bytes_close(&a);
   if (rc != SL_OK) return sl_error_set(out_err, rc, "out of memory");
@@ -876,7 +818,7 @@ static int enum_back(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
                           "came back, but the enumerator has no such chunk",
                           sp[i].id);
     if (sp[i].state_len > 1 && sp[i].state[0] == 'F') {
-      rcur_t c = {sp[i].state + 1, sp[i].state_len - 1, 0, false};
+      sl__rcur_t c = {sp[i].state + 1, sp[i].state_len - 1, 0, false};
       chigh_t h;
       if (!chigh_get(&c, &h)) { /* the bounds follow */
         chigh_clear(&h);
@@ -1137,11 +1079,11 @@ static void one_chunk_free(sl__pgc_chunks_t *cl) {
 
 static int bound_put(sl_bytes_t *b, const sl__pgc_chunks_t *cl,
                      const sl__pgc_kv_t *v) {
-  int rc = put_u8(b, v != NULL);
+  int rc = sl__put_u8(b, v != NULL);
   for (uint32_t k = 0; v && rc == SL_OK && k < cl->n_key; k++)
     rc = cl->key_kind[k] == SL_PGC_KEY_INT
              ? sl_bytes_append_u64le(b, (uint64_t)v[k].i)
-             : put_blob(b, v[k].p, v[k].len);
+             : sl__put_blob(b, v[k].p, v[k].len);
   return rc;
 }
 
@@ -1152,9 +1094,9 @@ static int bounds_encode(const sl__pgc_chunks_t *cl, const sl__pgc_chunk_t *ch,
   return rc;
 }
 
-static bool bound_get(rcur_t *c, const sl__pgc_table_t *t, sl__pgc_kv_t **out) {
+static bool bound_get(sl__rcur_t *c, const sl__pgc_table_t *t, sl__pgc_kv_t **out) {
   *out = NULL;
-  uint8_t has = cur_u8(c);
+  uint8_t has = sl__cur_u8(c);
   if (c->bad || has > 1) return false;
   if (!has) return true;
   sl__pgc_kv_t *v = sl_calloc(t->n_pk, sizeof(*v));
@@ -1162,10 +1104,10 @@ static bool bound_get(rcur_t *c, const sl__pgc_table_t *t, sl__pgc_kv_t **out) {
   *out = v;
   for (uint32_t k = 0; k < t->n_pk; k++) {
     if (t->key_kind[k] == SL_PGC_KEY_INT) {
-      v[k].i = (int64_t)cur_u64(c);
+      v[k].i = (int64_t)sl__cur_u64(c);
     } else {
       uint32_t n;
-      const uint8_t *p = cur_blob(c, &n);
+      const uint8_t *p = sl__cur_blob(c, &n);
       if (p == NULL || (v[k].p = sl_malloc(n + 1)) == NULL) return false;
       memcpy(v[k].p, p, n);
       v[k].len = n;
@@ -1175,7 +1117,7 @@ static bool bound_get(rcur_t *c, const sl__pgc_table_t *t, sl__pgc_kv_t **out) {
 }
 
 /* A list holding chunk `id` of table t alone, its bounds read from c. */
-static int bounds_decode(rcur_t *c, const sl__pgc_table_t *t, uint32_t id,
+static int bounds_decode(sl__rcur_t *c, const sl__pgc_table_t *t, uint32_t id,
                          sl__pgc_chunks_t **out) {
   sl__pgc_chunks_t *cl = sl_calloc(1, sizeof(*cl));
   if (cl == NULL) return SL_ENOMEM;
@@ -1218,8 +1160,8 @@ static int filter_parse(const psrc_t *s, const uint8_t *p, uint32_t len,
                         sl_error_t **out_err) {
   *out = NULL;
   if (len == 0) return SL_OK;
-  rcur_t c = {p, len, 0, false};
-  uint32_t nt = cur_u32(&c);
+  sl__rcur_t c = {p, len, 0, false};
+  uint32_t nt = sl__cur_u32(&c);
   if (c.bad)
     return sl_error_set(out_err, SL_ECORRUPT, "postgres-cdc: the stream "
                         "split's filter is corrupt");
@@ -1232,7 +1174,7 @@ static int filter_parse(const psrc_t *s, const uint8_t *p, uint32_t len,
   int rc = SL_OK;
   for (uint32_t t = 0; rc == SL_OK && t < nt; t++) {
     uint32_t bl;
-    const uint8_t *b = cur_blob(&c, &bl);
+    const uint8_t *b = sl__cur_blob(&c, &bl);
     rc = b ? sl__pgc_chunks_decode(b, bl, &f[t].cl, out_err) : SL_ECORRUPT;
     if (rc == SL_OK && (f[t].cl->n_key != s->tables[t]->n_pk ||
                         memcmp(f[t].cl->key_kind, s->tables[t]->key_kind,
@@ -1244,9 +1186,9 @@ static int filter_parse(const psrc_t *s, const uint8_t *p, uint32_t len,
              NULL))
       rc = SL_ENOMEM;
     for (uint32_t i = 0; rc == SL_OK && i < f[t].cl->n; i++) {
-      f[t].high[i] = cur_u64(&c);
+      f[t].high[i] = sl__cur_u64(&c);
       uint32_t sn;
-      const uint8_t *sp = cur_blob(&c, &sn);
+      const uint8_t *sp = sl__cur_blob(&c, &sn);
       size_t used = 0;
       if (sp == NULL) {
         rc = SL_ECORRUPT;
@@ -1940,14 +1882,14 @@ static void reader_close(void *r) {
 static int take_stream(preader_t *rd, const sl_split_init_t *si,
                        sl_error_t **out_err) {
   const psrc_t *s = rd->src;
-  rcur_t c = {si->position, si->position_len, 0, false};
+  sl__rcur_t c = {si->position, si->position_len, 0, false};
   uint32_t fl = 0;
   const uint8_t *fp = NULL;
-  if (cur_u8(&c) == 'W') {
-    rd->pos.start = cur_u64(&c);
-    rd->pos.commit = cur_u64(&c);
-    rd->pos.skip = cur_u32(&c);
-    fp = cur_blob(&c, &fl);
+  if (sl__cur_u8(&c) == 'W') {
+    rd->pos.start = sl__cur_u64(&c);
+    rd->pos.commit = sl__cur_u64(&c);
+    rd->pos.skip = sl__cur_u32(&c);
+    fp = sl__cur_blob(&c, &fl);
   }
   if (fp == NULL && (c.bad || fl != 0))
     return sl_error_set(out_err, SL_ECORRUPT, "postgres-cdc: the stream "
@@ -1958,8 +1900,8 @@ static int take_stream(preader_t *rd, const sl_split_init_t *si,
   if (fl) memcpy(rd->filter_blob, fp, fl);
   rd->filter_len = fl;
   if (c.off < c.len) {
-    uint32_t n = cur_u32(&c);
-    const uint8_t *p = cur_take(&c, n);
+    uint32_t n = sl__cur_u32(&c);
+    const uint8_t *p = sl__cur_take(&c, n);
     if (p == NULL || n != s->n_tables || c.off != c.len)
       return sl_error_set(out_err, SL_ECORRUPT, "postgres-cdc: the stream "
                           "split's position is corrupt");
@@ -2000,8 +1942,8 @@ static int add_splits(preader_t *rd, const sl_split_init_t *si, uint32_t n,
     /* The split's state: 'U' or 'F' + HIGH + snapshot, then the bounds
      * (the reader's own positions carry them; the enumerator hands out
      * 'U' alone and the bounds come from the plan below). */
-    rcur_t c = {si[i].position, si[i].position_len, 0, false};
-    uint8_t st = cur_u8(&c);
+    sl__rcur_t c = {si[i].position, si[i].position_len, 0, false};
+    uint8_t st = sl__cur_u8(&c);
     if (c.bad || (st != 'U' && st != 'F'))
       return sl_error_set(out_err, SL_ECORRUPT, "postgres-cdc: split '%s' has "
                           "a corrupt state", si[i].id);
@@ -2119,8 +2061,8 @@ static int emit_snapshot_row(preader_t *rd, sl_source_out_t *out,
 static int send_report(preader_t *rd, sl_source_out_t *out, rchunk_t *ch) {
   sl_bytes_t e;
   sl_bytes_init(&e);
-  int rc = put_u8(&e, 'F');
-  if (rc == SL_OK) rc = put_str(&e, ch->id);
+  int rc = sl__put_u8(&e, 'F');
+  if (rc == SL_OK) rc = sl__put_str(&e, ch->id);
   if (rc == SL_OK) rc = chigh_put(&e, &ch->h);
   if (rc == SL_OK) rc = sl_source_send_event(out, e.data, e.len);
   sl_bytes_close(&e);
@@ -2236,9 +2178,9 @@ static int reader_event(void *r, const uint8_t *ev, size_t len,
     if (f > atomic_load(&rd->flush_req)) atomic_store(&rd->flush_req, f);
     return SL_OK;
   }
-  rcur_t c = {ev, len, 0, false};
+  sl__rcur_t c = {ev, len, 0, false};
   char id[4200];
-  if (cur_u8(&c) != 'A' || !cur_str(&c, id, sizeof(id)) || c.off != len)
+  if (sl__cur_u8(&c) != 'A' || !sl__cur_str(&c, id, sizeof(id)) || c.off != len)
     return sl_error_set(out_err, SL_ECORRUPT, "postgres-cdc: a corrupt event "
                         "from the enumerator");
   pthread_mutex_lock(&rd->lock);
@@ -2254,16 +2196,16 @@ static int reader_position(void *r, uint32_t split, sl_bytes_t *out) {
   preader_t *rd = r;
   const psrc_t *s = rd->src;
   if (rd->has_stream && split == rd->stream_split) {
-    int rc = put_u8(out, 'W');
+    int rc = sl__put_u8(out, 'W');
     if (rc == SL_OK) rc = sl_bytes_append_u64le(out, rd->pos.start);
     if (rc == SL_OK) rc = sl_bytes_append_u64le(out, rd->pos.commit);
-    if (rc == SL_OK) rc = put_u32(out, rd->pos.skip);
+    if (rc == SL_OK) rc = sl__put_u32(out, rd->pos.skip);
     bool all_pure = true;
     for (uint32_t t = 0; t < s->n_tables; t++) all_pure &= rd->pure[t] != 0;
     if (rc == SL_OK)
-      rc = all_pure ? put_u32(out, 0)
-                    : put_blob(out, rd->filter_blob, rd->filter_len);
-    if (rc == SL_OK && !all_pure) rc = put_blob(out, rd->pure, s->n_tables);
+      rc = all_pure ? sl__put_u32(out, 0)
+                    : sl__put_blob(out, rd->filter_blob, rd->filter_len);
+    if (rc == SL_OK && !all_pure) rc = sl__put_blob(out, rd->pure, s->n_tables);
     /* The enumerator takes it as this checkpoint's position when the
      * checkpoint completes (the flush; DESIGN NOTES). */
     if (rc == SL_OK && rd->out) {
@@ -2280,7 +2222,7 @@ static int reader_position(void *r, uint32_t split, sl_bytes_t *out) {
     pthread_mutex_lock(&rd->lock);
     bool fin = ch->state >= RC_EMITTED;
     pthread_mutex_unlock(&rd->lock);
-    int rc = put_u8(out, fin ? 'F' : 'U');
+    int rc = sl__put_u8(out, fin ? 'F' : 'U');
     if (rc == SL_OK && fin) rc = chigh_put(out, &ch->h);
     if (rc == SL_OK) rc = bounds_encode(ch->cl, &ch->cl->chunks[0], out);
     return rc;
@@ -2657,11 +2599,11 @@ int sl__postgres_cdc_fuzz_one(const uint8_t *p, size_t n) {
     rc = fuzz_split(s, WAL_ID, p + 1, n - 1);
     break;
   default: {
-    rcur_t c = {p + 1, n - 1, 0, false};
+    sl__rcur_t c = {p + 1, n - 1, 0, false};
     char id[4200];
     chigh_t h;
     memset(&h, 0, sizeof(h));
-    rc = cur_u8(&c) == 'F' && cur_str(&c, id, sizeof(id)) &&
+    rc = sl__cur_u8(&c) == 'F' && sl__cur_str(&c, id, sizeof(id)) &&
                  chigh_get(&c, &h) && c.off == c.len
              ? SL_OK
              : SL_ECORRUPT;
@@ -2683,7 +2625,7 @@ int sl__postgres_cdc_fuzz_seeds(void (*put)(const char *name, const void *p,
   sl__pgc_chunks_t *cl = NULL;
   static const uint8_t one[] = {1, 10, 0, 0, 0, 0, 0, 0, 0,
                                 1, 20, 0, 0, 0, 0, 0, 0, 0};
-  rcur_t c = {one, sizeof(one), 0, false};
+  sl__rcur_t c = {one, sizeof(one), 0, false};
   int rc = bounds_decode(&c, s->tables[0], 1, &cl);
   sl__pgc_snap_t snap;
   memset(&snap, 0, sizeof(snap));
@@ -2698,20 +2640,20 @@ int sl__postgres_cdc_fuzz_seeds(void (*put)(const char *name, const void *p,
   if (rc == SL_OK) {
     h.snap = sb.data;
     h.snap_len = (uint32_t)sb.len;
-    put_u8(&b, 1);
-    put_u8(&b, 'U');
+    sl__put_u8(&b, 1);
+    sl__put_u8(&b, 'U');
     bounds_encode(cl, &cl->chunks[0], &b);
     put("chunk-unfinished", b.data, b.len);
     sl_bytes_clear(&b);
-    put_u8(&b, 1);
-    put_u8(&b, 'F');
+    sl__put_u8(&b, 1);
+    sl__put_u8(&b, 'F');
     chigh_put(&b, &h);
     bounds_encode(cl, &cl->chunks[0], &b);
     put("chunk-finished", b.data, b.len);
     sl_bytes_clear(&b);
-    put_u8(&b, 3);
-    put_u8(&b, 'F');
-    put_str(&b, "public.t#1");
+    sl__put_u8(&b, 3);
+    sl__put_u8(&b, 'F');
+    sl__put_str(&b, "public.t#1");
     chigh_put(&b, &h);
     put("report", b.data, b.len);
     sl_bytes_clear(&b);
@@ -2771,7 +2713,7 @@ int sl__postgres_cdc_fuzz_seeds(void (*put)(const char *name, const void *p,
       e->n_done = 1;
     }
     if (rc == SL_OK) {
-      put_u8(&b, 0);
+      sl__put_u8(&b, 0);
       rc = enum_snapshot(e, 4, &b);
       put("enum-planned", b.data, b.len);
       sl_bytes_clear(&b);
@@ -2783,11 +2725,11 @@ int sl__postgres_cdc_fuzz_seeds(void (*put)(const char *name, const void *p,
       ch->h.snap_len = (uint32_t)sb.len;
       if (rc == SL_OK) rc = stream_state_make(e, true, NULL);
       if (rc == SL_OK) {
-        put_u8(&b, 0);
+        sl__put_u8(&b, 0);
         rc = enum_snapshot(e, 5, &b);
         put("enum-gate", b.data, b.len);
         sl_bytes_clear(&b);
-        put_u8(&b, 2);
+        sl__put_u8(&b, 2);
         sl_bytes_append(&b, e->stream_state, e->stream_len);
         put("stream-split", b.data, b.len);
         sl_bytes_clear(&b);
