@@ -89,6 +89,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "connectors/postgres/pg_cdc_int.h"
 #include "connectors/postgres/pg_repl.h"
 #include "connectors/postgres/pgoutput_decode.h"
 #include "harness.h"
@@ -133,6 +134,7 @@ typedef enum kind_e {
   K_CH_RECV,
   K_CH_RUN,
   K_SNAP_COPY,
+  K_SNAP_CHUNKS,
   K_SNAP_RUN,
   K_CATCHUP
 } kind_t;
@@ -150,6 +152,8 @@ static arm_t arms[] = {
     {.name = "recvlogical", .kind = K_CH_RECV},
     {.name = "run-changes", .kind = K_CH_RUN},
     {.name = "copy", .kind = K_SNAP_COPY},
+    {.name = "snap-p1", .kind = K_SNAP_CHUNKS, .parallelism = 1},
+    {.name = "snap-p2", .kind = K_SNAP_CHUNKS, .parallelism = 2},
     {.name = "run-p1", .kind = K_SNAP_RUN, .parallelism = 1},
     {.name = "run-p2", .kind = K_SNAP_RUN, .parallelism = 2},
     {.name = "catchup", .kind = K_CATCHUP},
@@ -165,6 +169,7 @@ static bool arm_enabled(const arm_t *a) {
   case K_CH_RUN:
     return O.do_changes && run_enabled;
   case K_SNAP_COPY:
+  case K_SNAP_CHUNKS:
     return O.do_snapshot;
   case K_SNAP_RUN:
     return O.do_snapshot && run_enabled;
@@ -558,6 +563,98 @@ static int snapshot_copy(double *out_value, sl_error_t **err) {
                         rows, O.snapshot_rows);
   *out_value = (double)rows / ((double)(t1 - t0) / 1e9);
   return SL_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* sluice's chunk reader on P threads.                                   */
+
+typedef struct snap_s {
+  const sl__pgc_table_t *t;
+  const sl__pgc_chunks_t *cl;
+  atomic_uint next;
+  atomic_uint_fast64_t rows;
+  atomic_int failed;
+  char msg[1024];
+  pthread_mutex_t mu;
+} snap_t;
+
+static void *snap_worker(void *arg) {
+  snap_t *s = arg;
+  sl_error_t *err = NULL;
+  PGconn *c = NULL;
+  char server[160];
+  int rc = sl__pgc_connect(sl_server_conninfo(srv), 0, &c, server, &err);
+  while (rc == SL_OK && !atomic_load(&s->failed)) {
+    unsigned i = atomic_fetch_add(&s->next, 1);
+    if (i >= s->cl->n) break;
+    sl__pgc_rows_t rows;
+    sl__pgc_rows_init(&rows, s->t->schema_);
+    sl__pgc_snap_t snap;
+    memset(&snap, 0, sizeof(snap));
+    uint64_t high = 0;
+    rc = sl__pgc_read_chunk(c, server, s->t, s->cl, &s->cl->chunks[i], &snap,
+                            &high, &rows, &err);
+    if (rc == SL_OK) atomic_fetch_add(&s->rows, rows.n);
+    sl__pgc_snap_free(&snap);
+    sl__pgc_rows_close(&rows);
+  }
+  if (rc != SL_OK) {
+    pthread_mutex_lock(&s->mu);
+    if (!atomic_exchange(&s->failed, 1))
+      snprintf(s->msg, sizeof(s->msg), "%s",
+               err ? sl_error_message(err) : "failed");
+    pthread_mutex_unlock(&s->mu);
+  }
+  sl_error_destroy(err);
+  if (c) PQfinish(c);
+  return NULL;
+}
+
+/* Describe the table, plan its chunks (sl__pgc_plan_chunks, primary key)
+ * and read every chunk (sl__pgc_read_chunk: its exact snapshot, the
+ * SELECT converted to sluice rows, HIGH) on `parallelism` threads, each
+ * with its own connection, taking chunks in order from a shared counter. */
+static int snapshot_chunks(int parallelism, double *out_value,
+                           sl_error_t **err) {
+  PGconn *c = NULL;
+  char server[160];
+  sl__pgc_table_t *t = NULL;
+  sl__pgc_chunks_t *cl = NULL;
+  int64_t t0 = sl_bench_now_ns();
+  int rc = sl__pgc_connect(sl_server_conninfo(srv), 0, &c, server, err);
+  if (rc == SL_OK)
+    rc = sl__pgc_table_describe(c, server, "public", "pgc_snap", &t, err);
+  if (rc == SL_OK)
+    rc = sl__pgc_plan_chunks(c, server, t, O.chunk_rows, &cl, err);
+  if (c) PQfinish(c);
+  if (rc != SL_OK) goto out;
+  snap_t s = {.t = t, .cl = cl};
+  atomic_init(&s.next, 0);
+  atomic_init(&s.rows, 0);
+  atomic_init(&s.failed, 0);
+  pthread_mutex_init(&s.mu, NULL);
+  pthread_t th[2];
+  int n_th = 0;
+  for (int i = 0; i < parallelism && i < 2; i++)
+    if (pthread_create(&th[n_th], NULL, snap_worker, &s) == 0) n_th++;
+  for (int i = 0; i < n_th; i++) pthread_join(th[i], NULL);
+  pthread_mutex_destroy(&s.mu);
+  int64_t t1 = sl_bench_now_ns();
+  uint64_t got = atomic_load(&s.rows);
+  if (n_th != (parallelism < 2 ? parallelism : 2))
+    rc = sl_error_set(err, SL_EFAILED, "cannot start the reader threads");
+  else if (atomic_load(&s.failed))
+    rc = sl_error_set(err, SL_EFAILED, "a chunk reader failed: %s", s.msg);
+  else if (got != O.snapshot_rows)
+    rc = sl_error_set(err, SL_EFAILED,
+                      "read %" PRIu64 " rows in %u chunks, expected %" PRIu64,
+                      got, cl->n, O.snapshot_rows);
+  else
+    *out_value = (double)got / ((double)(t1 - t0) / 1e9);
+out:
+  sl__pgc_chunks_free(cl);
+  sl__pgc_table_destroy(t);
+  return rc;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1152,6 +1249,9 @@ static int run_iter(void *arg, sl_bench_ctx_t *ctx, double *out_value) {
   case K_SNAP_COPY:
     rc = snapshot_copy(out_value, &err);
     break;
+  case K_SNAP_CHUNKS:
+    rc = snapshot_chunks(a->parallelism, out_value, &err);
+    break;
   case K_SNAP_RUN:
     rc = run_snapshot(a->parallelism, ctx->iteration, out_value, &err);
     break;
@@ -1199,13 +1299,25 @@ static void report(void) {
            O.snapshot_rows, O.chunk_rows, O.warmup, O.iterations);
     sl_bench_print_stat("COPY TO STDOUT", 22, arm_named("copy")->v, O.rounds,
                         1e-3, "k/s", "rounds");
+    sl_bench_print_stat("chunk reader p1", 22, arm_named("snap-p1")->v,
+                        O.rounds, 1e-3, "k/s", "rounds");
+    sl_bench_print_stat("chunk reader p2", 22, arm_named("snap-p2")->v,
+                        O.rounds, 1e-3, "k/s", "rounds");
     if (run_enabled) {
       sl_bench_print_stat("sluice run p1", 22, arm_named("run-p1")->v,
                           O.rounds, 1e-3, "k/s", "rounds");
       sl_bench_print_stat("sluice run p2", 22, arm_named("run-p2")->v,
                           O.rounds, 1e-3, "k/s", "rounds");
-      printf("\n== snapshot: ratios of mean rows/s, 95%% intervals ==\n");
-      const double *cp = arm_named("copy")->v;
+    }
+    const double *cp = arm_named("copy")->v;
+    printf("\n== snapshot: ratios of mean rows/s, 95%% intervals ==\n");
+    sl_bench_print_ratio("chunks p1/copy", 22, arm_named("snap-p1")->v, cp,
+                         O.rounds, O.seed, "rounds");
+    sl_bench_print_ratio("chunks p2/copy", 22, arm_named("snap-p2")->v, cp,
+                         O.rounds, O.seed, "rounds");
+    sl_bench_print_ratio("chunks p2/p1", 22, arm_named("snap-p2")->v,
+                         arm_named("snap-p1")->v, O.rounds, O.seed, "rounds");
+    if (run_enabled) {
       sl_bench_print_ratio("run p1/copy", 22, arm_named("run-p1")->v, cp,
                            O.rounds, O.seed, "rounds");
       sl_bench_print_ratio("run p2/copy", 22, arm_named("run-p2")->v, cp,
