@@ -670,7 +670,9 @@ static int write_pipeline(const char *path, const char *name, int parallelism,
                           const char *table, const char *slot,
                           const char *pub, const char *startup,
                           const char *sink) {
-  char y[4096];
+  char y[4096], slot_line[128] = "";
+  if (slot)
+    snprintf(slot_line, sizeof(slot_line), "  slot: %s\n", slot);
   snprintf(y, sizeof(y),
            "# sluice-bench-pgcdc (generated)\n"
            "name: %s\n"
@@ -683,7 +685,7 @@ static int write_pipeline(const char *path, const char *name, int parallelism,
            "  uid: cdc\n"
            "  conninfo: \"%s\"\n"
            "  tables: [public.%s]\n"
-           "  slot: %s\n"
+           "%s"
            "  publication: %s\n"
            "  startup: %s\n"
            "  chunk_rows: %" PRIu64 "\n"
@@ -691,7 +693,7 @@ static int write_pipeline(const char *path, const char *name, int parallelism,
            "  metadata: [position]\n"
            "sink: %s\n",
            name, parallelism, ck_dir, interval_ms, sl_server_conninfo(srv),
-           table, slot, pub, startup, O.chunk_rows, sink);
+           table, slot_line, pub, startup, O.chunk_rows, sink);
   return sl_bench_write_file(path, y);
 }
 
@@ -838,63 +840,67 @@ static int run_until_checkpoints(char *const argv[], const char *ck,
 
 /*
  * The changes job's template, before the workload: a job (startup:
- * latest, slot pgc_job) runs until two checkpoints completed and is
- * killed; its checkpoint directory is the template every run-changes
- * iteration resumes from, and the base slot is a copy of its slot (so
- * the slot never passed the checkpoint).  The job's slot is dropped: each
- * iteration copies the base slot to it again.
+ * latest, slot pgc_job, a file sink) runs in WORK/changes until two
+ * checkpoints completed and is killed; that directory (checkpoints, the
+ * sink's file) is saved as WORK/changes-template, which every run-changes
+ * iteration copies back to WORK/changes (the same paths, which the
+ * checkpoints name) and resumes from.  The base slot is a copy of the
+ * job's slot (so the slot never passed the checkpoint); the job's slot is
+ * dropped: each iteration copies the base slot to it again.
  */
 static int make_changes_template(PGconn *c, sl_error_t **err) {
   char dir[PATH_MAX], yaml[PATH_MAX + 16], out[PATH_MAX + 16],
-      log[PATH_MAX + 16], sink[PATH_MAX + 64];
-  snprintf(dir, sizeof(dir), "%s/changes-template", work);
+      log[PATH_MAX + 16], sink[PATH_MAX + 64], ck[PATH_MAX + 16],
+      cmd[3 * PATH_MAX];
+  snprintf(dir, sizeof(dir), "%s/changes", work);
   snprintf(yaml, sizeof(yaml), "%s/job.yaml", dir);
   snprintf(out, sizeof(out), "%s/out.csv", dir);
   snprintf(log, sizeof(log), "%s/run.log", dir);
-  snprintf(tmpl_ck, sizeof(tmpl_ck), "%s/ck", dir);
+  snprintf(ck, sizeof(ck), "%s/ck", dir);
   snprintf(sink, sizeof(sink), "{type: file, path: %s, changelog: true}",
            out);
   if (mkdir(dir, 0755) != 0)
     return sl_error_set(err, SL_EIO, "mkdir %s: %s", dir, strerror(errno));
-  if (write_pipeline(yaml, CH_JOB, 1, tmpl_ck, 200, "pgc_chg", SLOT_JOB,
+  if (write_pipeline(yaml, CH_JOB, 1, ck, 200, "pgc_chg", SLOT_JOB,
                      PUB_CHG, "latest", sink) != 0)
     return sl_error_set(err, SL_EIO, "cannot write %s", yaml);
   char *argv[] = {O.sluice, "run", yaml, "--quiet", NULL};
   char jck[PATH_MAX + 32];
-  snprintf(jck, sizeof(jck), "%s/" CH_JOB, tmpl_ck);
+  snprintf(jck, sizeof(jck), "%s/" CH_JOB, ck);
   int rc = run_until_checkpoints(argv, jck, NULL, log, 2, err);
   if (rc == SL_OK) rc = slot_wait_inactive(c, SLOT_JOB, err);
   if (rc == SL_OK) rc = slot_copy(c, SLOT_JOB, SLOT_BASE, err);
   if (rc == SL_OK) rc = slot_drop(c, SLOT_JOB, err);
+  /* The runs' pipeline: the same paths, a checkpoint a second. */
+  if (rc == SL_OK &&
+      write_pipeline(yaml, CH_JOB, 1, ck, 1000, "pgc_chg", SLOT_JOB, PUB_CHG,
+                     "latest", sink) != 0)
+    rc = sl_error_set(err, SL_EIO, "cannot write %s", yaml);
+  snprintf(tmpl_ck, sizeof(tmpl_ck), "%s/changes-template", work);
+  snprintf(cmd, sizeof(cmd), "cp -a '%s' '%s'", dir, tmpl_ck);
+  if (rc == SL_OK && system(cmd) != 0)
+    rc = sl_error_set(err, SL_EIO, "`%s` failed", cmd);
   return rc;
 }
 
 /*
  * One run-changes read: slot pgc_job = a copy of the base slot, the
- * template's checkpoint directory copied, `sluice run --resume`; the time
+ * template copied back to WORK/changes, `sluice run --resume`; the time
  * from its exec until the file holds the workload's last change (the -D
  * of the last transaction's last deleted id); every change checked by
  * kind.
  */
-static int run_changes(int iter, double *out_value, sl_error_t **err) {
+static int run_changes(double *out_value, sl_error_t **err) {
   char dir[PATH_MAX], yaml[PATH_MAX + 16], out[PATH_MAX + 16],
-      ck[PATH_MAX + 16], log[PATH_MAX + 16], sink[PATH_MAX + 64],
-      cmd[3 * PATH_MAX], needle[64];
-  snprintf(dir, sizeof(dir), "%s/changes-%d-%d", work, (int)getpid(), iter);
+      log[PATH_MAX + 16], cmd[3 * PATH_MAX], needle[64];
+  snprintf(dir, sizeof(dir), "%s/changes", work);
   snprintf(yaml, sizeof(yaml), "%s/job.yaml", dir);
   snprintf(out, sizeof(out), "%s/out.csv", dir);
-  snprintf(ck, sizeof(ck), "%s/ck", dir);
-  snprintf(log, sizeof(log), "%s/run.log", dir);
-  snprintf(sink, sizeof(sink), "{type: file, path: %s, changelog: true}",
-           out);
-  if (mkdir(dir, 0755) != 0)
-    return sl_error_set(err, SL_EIO, "mkdir %s: %s", dir, strerror(errno));
-  snprintf(cmd, sizeof(cmd), "cp -a '%s' '%s'", tmpl_ck, ck);
+  snprintf(log, sizeof(log), "%s/run-%d.log", work, (int)getpid());
+  sl_bench_rm_rf(dir);
+  snprintf(cmd, sizeof(cmd), "cp -a '%s' '%s'", tmpl_ck, dir);
   if (system(cmd) != 0)
     return sl_error_set(err, SL_EIO, "`%s` failed", cmd);
-  if (write_pipeline(yaml, CH_JOB, 1, ck, 1000, "pgc_chg", SLOT_JOB, PUB_CHG,
-                     "latest", sink) != 0)
-    return sl_error_set(err, SL_EIO, "cannot write %s", yaml);
   PGconn *c = NULL;
   int rc = pg_conn(&c, err);
   if (rc != SL_OK) return rc;
@@ -941,7 +947,7 @@ static int run_changes(int iter, double *out_value, sl_error_t **err) {
     sl_error_destroy(e2);
   }
   PQfinish(c);
-  if (rc == SL_OK || !getenv("SL_TEST_KEEP")) sl_bench_rm_rf(dir);
+  if (rc == SL_OK) unlink(log);
   return rc;
 }
 
@@ -949,17 +955,16 @@ static int run_changes(int iter, double *out_value, sl_error_t **err) {
 static int run_snapshot(int parallelism, int iter, double *out_value,
                         sl_error_t **err) {
   char dir[PATH_MAX], yaml[PATH_MAX + 16], ck[PATH_MAX + 16],
-      mj[PATH_MAX + 16], log[PATH_MAX + 16], slot[64], name[64];
+      mj[PATH_MAX + 16], log[PATH_MAX + 16], name[64];
   snprintf(dir, sizeof(dir), "%s/snap-%d-%d", work, (int)getpid(), iter);
   snprintf(yaml, sizeof(yaml), "%s/job.yaml", dir);
   snprintf(ck, sizeof(ck), "%s/ck", dir);
   snprintf(mj, sizeof(mj), "%s/metrics.json", dir);
   snprintf(log, sizeof(log), "%s/run.log", dir);
-  snprintf(slot, sizeof(slot), "pgc_snap_%d_%d", (int)getpid(), iter);
   snprintf(name, sizeof(name), "pgcdc-snapshot-p%d", parallelism);
   if (mkdir(dir, 0755) != 0)
     return sl_error_set(err, SL_EIO, "mkdir %s: %s", dir, strerror(errno));
-  if (write_pipeline(yaml, name, parallelism, ck, 1000, "pgc_snap", slot,
+  if (write_pipeline(yaml, name, parallelism, ck, 1000, "pgc_snap", NULL,
                      PUB_SNAP, "snapshot", "{type: null}") != 0)
     return sl_error_set(err, SL_EIO, "cannot write %s", yaml);
   char *argv[] = {O.sluice, "run", yaml, "--quiet", "--metrics-json", mj,
@@ -978,11 +983,6 @@ static int run_snapshot(int parallelism, int iter, double *out_value,
                       "expected %" PRIu64, got, mj, O.snapshot_rows);
   else
     *out_value = (double)O.snapshot_rows / ((double)(t1 - t0) / 1e9);
-  PGconn *c = NULL;
-  sl_error_t *e2 = NULL;
-  if (pg_conn(&c, &e2) == SL_OK) (void)slot_drop(c, slot, &e2);
-  sl_error_destroy(e2);
-  if (c) PQfinish(c);
   if (rc == SL_OK || !getenv("SL_TEST_KEEP")) sl_bench_rm_rf(dir);
   return rc;
 }
@@ -995,7 +995,7 @@ static void probe_run(void) {
   snprintf(path, sizeof(path), "%s/probe.yaml", work);
   snprintf(ck, sizeof(ck), "%s/probe-ck", work);
   if (write_pipeline(path, "pgcdc-probe", 1, ck, 1000, "pgc_snap",
-                     "pgc_probe", PUB_SNAP, "snapshot", "{type: null}") != 0) {
+                     NULL, PUB_SNAP, "snapshot", "{type: null}") != 0) {
     snprintf(run_skip_reason, sizeof(run_skip_reason),
              "cannot write the pipeline");
     return;
@@ -1244,7 +1244,7 @@ static int run_iter(void *arg, sl_bench_ctx_t *ctx, double *out_value) {
     rc = recvlogical(a, ctx->iteration, out_value, &err);
     break;
   case K_CH_RUN:
-    rc = run_changes(ctx->iteration, out_value, &err);
+    rc = run_changes(out_value, &err);
     break;
   case K_SNAP_COPY:
     rc = snapshot_copy(out_value, &err);
