@@ -788,6 +788,55 @@ SL_API int sl_mariadb_cdc_source_create(const sl_mariadb_cdc_config_t *cfg,
                                         int *out_version_field,
                                         sl_error_t **out_err);
 
+/** @brief Where a postgres-cdc source starts. */
+typedef enum sl_postgres_cdc_start_e {
+  SL_POSTGRES_CDC_START_INITIAL = 0,  /* snapshot, then the slot's stream */
+  SL_POSTGRES_CDC_START_SNAPSHOT = 1, /* snapshot only; the source ends (no
+                                         slot) */
+  SL_POSTGRES_CDC_START_LATEST = 2    /* the stream from the slot's position
+                                         (a new slot: the end of WAL) */
+} sl_postgres_cdc_start_t;
+
+/*
+ * Change data capture from PostgreSQL (docs/cdc-postgres.md): a chunked
+ * snapshot of the tables (each chunk read in its own exact snapshot),
+ * then logical replication (pgoutput) from a permanent slot, as one
+ * exactly-once changelog.  The slot is only told that WAL may go up to
+ * the position of the oldest retained completed checkpoint.
+ */
+typedef struct sl_postgres_cdc_config_s {
+  const char *conninfo;      /* libpq connection string (dbname included) */
+  const char *password;      /* NULL: the conninfo's or libpq's own */
+  const char *const *tables; /* patterns "schema.table" (* and ?) */
+  uint32_t n_tables;
+  const char *slot;          /* required: [a-z0-9_]+, one per job and source */
+  const char *publication;   /* NULL: the slot's name; created when missing */
+  uint64_t chunk_rows;       /* 0: 8192 */
+  sl_postgres_cdc_start_t start;
+  uint32_t heartbeat_ms;     /* 0: 10000 */
+  uint32_t connect_timeout_ms; /* 0: 10000 */
+  uint32_t retain;           /* completed checkpoints the job keeps; the
+                                slot's flush lags by them.  0: 3 */
+  bool with_table, with_position, with_op_ts; /* metadata fields */
+} sl_postgres_cdc_config_t;
+
+/** @brief Defaults (above).  @thread any */
+SL_API void sl_postgres_cdc_config_init(sl_postgres_cdc_config_t *cfg);
+/**
+ * @brief Create a postgres-cdc source.  Connects to run the start checks
+ * (wal_level=logical, REPLICATION, free slots and senders, a primary key
+ * and REPLICA IDENTITY FULL per table, supported column types), each with
+ * its own message; the enumerator makes the slot and the publication and
+ * plans the chunks when the job starts.
+ * @ownership *out_ctx is freed by the vtable's destroy; *out_schema is a
+ * reference for the caller.
+ */
+SL_API int sl_postgres_cdc_source_create(const sl_postgres_cdc_config_t *cfg,
+                                         const sl_source_vt_t **out_vt,
+                                         void **out_ctx,
+                                         sl_schema_t **out_schema,
+                                         sl_error_t **out_err);
+
 /** @brief The delivery guarantee a sink is asked for. */
 typedef enum sl_delivery_e {
   SL_DELIVERY_AT_LEAST_ONCE = 0, /* rows after the restored checkpoint are

@@ -1526,10 +1526,115 @@ static int build_cdc_source(build_t *b, int src, const char **uid,
   return SL_OK;
 }
 
+/*
+ * source: {type: postgres-cdc, ...} (docs/pipeline.md,
+ * docs/cdc-postgres.md).  Connects when the pipeline is built (also by
+ * validate): the output fields are the captured tables' columns.  The
+ * slot's flush lags by the job's checkpoint.retain.
+ */
+static int build_pgcdc_source(build_t *b, int src, const char **uid,
+                              uint32_t *par) {
+  sl_pipeline_t *pl = b->pl;
+  static const char *keys[] = {
+      "type", "uid", "parallelism", "conninfo", "password", "password_env",
+      "tables", "slot", "publication", "chunk_rows", "startup", "heartbeat",
+      "connect_timeout", "metadata", NULL};
+  int rc = check_keys(pl, src, "source", keys);
+  if (rc != SL_OK) return rc;
+  sl_postgres_cdc_config_t cfg;
+  sl_postgres_cdc_config_init(&cfg);
+  const char *pw_env = NULL;
+  int startup = 0;
+  int64_t hb_ms = 0, connect_ms = 0;
+  static const char *startups[] = {"initial", "snapshot", "latest", NULL};
+  const char *tables[256];
+  uint32_t n_tables = 0;
+  int tv = map_get(pl, src, "tables", NULL);
+  if (tv == 0)
+    return FAIL(pl, src, "source", "missing required field 'tables' (a list "
+                "of schema.table patterns)");
+  if ((rc = str_list(pl, tv, "source.tables", tables, 256, &n_tables)) ||
+      (rc = get_str(pl, src, "source", "uid", false, uid)) ||
+      (rc = get_u32(pl, src, "source", "parallelism", 1,
+                    SL_MAX_PARALLELISM_LIMIT, par)) ||
+      (rc = get_str(pl, src, "source", "conninfo", true, &cfg.conninfo)) ||
+      (rc = get_str(pl, src, "source", "password", false, &cfg.password)) ||
+      (rc = get_str(pl, src, "source", "password_env", false, &pw_env)) ||
+      (rc = get_str(pl, src, "source", "slot", false, &cfg.slot)) ||
+      (rc = get_str(pl, src, "source", "publication", false,
+                    &cfg.publication)) ||
+      (rc = get_u64(pl, src, "source", "chunk_rows", 1u << 30,
+                    &cfg.chunk_rows)) ||
+      (rc = get_enum(pl, src, "source", "startup", startups, &startup)) ||
+      (rc = get_duration_ms(pl, src, "source", "heartbeat", &hb_ms)) ||
+      (rc = get_connect_timeout(pl, src, "source", &connect_ms)))
+    return rc;
+  int cv = map_get(pl, src, "chunk_rows", NULL);
+  if (cv && cfg.chunk_rows == 0)
+    return FAIL(pl, cv, "source.chunk_rows", "must be at least 1");
+  if (pw_env != NULL) {
+    if (cfg.password != NULL)
+      return FAIL(pl, map_get(pl, src, "password_env", NULL),
+                  "source.password_env",
+                  "give either password or password_env, not both");
+    if ((cfg.password = getenv(pw_env)) == NULL)
+      return FAIL(pl, map_get(pl, src, "password_env", NULL),
+                  "source.password_env", "environment variable %s is not set",
+                  pw_env);
+  }
+  cfg.start = (sl_postgres_cdc_start_t)(startup < 0 ? 0 : startup);
+  if (cfg.start != SL_POSTGRES_CDC_START_SNAPSHOT && cfg.slot == NULL)
+    return FAIL(pl, src, "source", "missing required field 'slot' (the "
+                "name of the job's replication slot: one per job and source, "
+                "a-z, 0-9 and _)");
+  int hv = map_get(pl, src, "heartbeat", NULL);
+  if (hv && (hb_ms < 100 || hb_ms > 3600000))
+    return FAIL(pl, hv, "source.heartbeat", "must be from 100ms to 1h");
+  int mv = map_get(pl, src, "metadata", NULL);
+  if (mv) {
+    const char *m[8];
+    uint32_t n = 0;
+    if ((rc = str_list(pl, mv, "source.metadata", m, 8, &n)) != SL_OK)
+      return rc;
+    for (uint32_t i = 0; i < n; i++) {
+      if (strcmp(m[i], "table") == 0) cfg.with_table = true;
+      else if (strcmp(m[i], "position") == 0) cfg.with_position = true;
+      else if (strcmp(m[i], "op_ts") == 0) cfg.with_op_ts = true;
+      else
+        return FAIL(pl, mv, "source.metadata", "unknown metadata '%s'; "
+                    "expected table, position or op_ts", m[i]);
+    }
+  }
+  cfg.tables = tables;
+  cfg.n_tables = n_tables;
+  cfg.heartbeat_ms = (uint32_t)hb_ms;
+  cfg.connect_timeout_ms = (uint32_t)connect_ms;
+  cfg.retain = b->jcfg ? b->jcfg->checkpoint.retain : 0;
+  if (cfg.start != SL_POSTGRES_CDC_START_SNAPSHOT && !b->has_ckpt_dir &&
+      !b->is_validate)
+    sl_log(SL_LOG_WARN, "postgres-cdc: the pipeline has no checkpoint dir: a "
+           "restart reads the tables again from the start");
+  const sl_source_vt_t *vt;
+  void *ctx;
+  sl_schema_t *schema = NULL;
+  sl_error_t *err = NULL;
+  rc = sl_postgres_cdc_source_create(&cfg, &vt, &ctx, &schema, &err);
+  if (rc != SL_OK) {
+    FAIL(pl, src, "source", "%s", sl_error_message(err));
+    sl_error_destroy(err);
+    return rc;
+  }
+  b->is_bounded = cfg.start == SL_POSTGRES_CDC_START_SNAPSHOT;
+  pl->is_unbounded = !b->is_bounded;
+  b->s = sl_job_source(b->job, *uid, vt, ctx, schema);
+  sl_schema_unref(schema);
+  return SL_OK;
+}
+
 static int build_source(build_t *b, int src) {
   sl_pipeline_t *pl = b->pl;
   static const char *types[] = {"generator", "file", "kafka", "mariadb-cdc",
-                                NULL};
+                                "postgres-cdc", NULL};
   int type = -1;
   int rc = get_enum(pl, src, "source", "type", types, &type);
   if (rc != SL_OK) return rc;
@@ -1617,6 +1722,8 @@ static int build_source(build_t *b, int src) {
     if ((rc = build_kafka_source(b, src, &uid, &par)) != SL_OK) return rc;
   } else if (type == 3) {
     if ((rc = build_cdc_source(b, src, &uid, &par)) != SL_OK) return rc;
+  } else if (type == 4) {
+    if ((rc = build_pgcdc_source(b, src, &uid, &par)) != SL_OK) return rc;
   } else {
     static const char *keys[] = {"type", "uid", "parallelism", "path",
                                  "format", "header", "delimiter", "schema",

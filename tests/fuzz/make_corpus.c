@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "connectors/mariadb/cdc_int.h"
 #include "connectors/mariadb/cdc_source.h"
+#include "connectors/postgres/pg_cdc_source.h"
 #include "fuzz_schema.h"
 
 static const char *root;
@@ -477,7 +478,12 @@ static void cdc_state_put(const char *name, const void *p, size_t n) {
   put("cdc_source_state", name, p, n);
 }
 
+static void pgcdc_state_put(const char *name, const void *p, size_t n) {
+  put("pgcdc_source_state", name, p, n);
+}
+
 static void cdc_chunks_seeds(void) {
+  SL_FUZZ_CHECK(sl__postgres_cdc_fuzz_seeds(pgcdc_state_put) == SL_OK);
   SL_FUZZ_CHECK(sl__mariadb_cdc_fuzz_seeds(cdc_state_put) == SL_OK);
   static const int64_t ints[] = {-5, 1001, 2001, 9001};
   static const char *const strs[] = {"K00097'\\", "k00194\xc3\xa9", "zz"};
