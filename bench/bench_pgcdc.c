@@ -871,7 +871,9 @@ static int make_changes_template(PGconn *c, sl_error_t **err) {
   if (rc == SL_OK) rc = slot_wait_inactive(c, SLOT_JOB, err);
   if (rc == SL_OK) rc = slot_copy(c, SLOT_JOB, SLOT_BASE, err);
   if (rc == SL_OK) rc = slot_drop(c, SLOT_JOB, err);
-  /* The runs' pipeline: the same paths, a checkpoint a second. */
+  /* The runs' pipeline: the same paths (a checkpoint every 200 ms: the
+   * file sink writes its buffer at checkpoints, so the last row shows up to
+   * one interval late). */
   if (rc == SL_OK &&
       write_pipeline(yaml, CH_JOB, 1, ck, 1000, "pgc_chg", SLOT_JOB, PUB_CHG,
                      "latest", sink) != 0)
