@@ -27,15 +27,22 @@
  *   run-changes      the source in a job: `sluice run --resume` of a
  *                    postgres-cdc pipeline (metadata: [position]) into a
  *                    file sink (changelog), from a checkpoint taken before
- *                    the workload, until the file holds the workload's last
- *                    change (checked: every change by kind).  Only when
- *                    `sluice validate` accepts the pipeline.
+ *                    the workload, a checkpoint every 200 ms (the plain
+ *                    file sink writes its buffer at checkpoints), until
+ *                    the file holds the workload's last change (checked:
+ *                    every change by kind).  The sluice run arms run only
+ *                    when `sluice validate` accepts the pipeline.
  *
  * Snapshot.  A table of M rows (the same 12 columns), loaded with INSERT
  * ... SELECT from generate_series (batches of 1,000,000 rows).  Arms:
  *
  *   copy             the limit: `COPY (SELECT * FROM t) TO STDOUT` through
  *                    libpq (text format, every row received)
+ *   snap-p1, snap-p2 sluice's chunk reader driven directly: the table
+ *                    described, its chunks planned by primary key
+ *                    (sl__pgc_plan_chunks) and every chunk read by
+ *                    sl__pgc_read_chunk (its exact snapshot, the SELECT
+ *                    converted to sluice rows, HIGH) on one or two threads
  *   run-p1, run-p2   `sluice run` of a postgres-cdc pipeline in bounded
  *                    snapshot mode (`startup: snapshot`), a null sink,
  *                    parallelism 1 and 2; a run counts only when its
@@ -875,7 +882,7 @@ static int make_changes_template(PGconn *c, sl_error_t **err) {
    * file sink writes its buffer at checkpoints, so the last row shows up to
    * one interval late). */
   if (rc == SL_OK &&
-      write_pipeline(yaml, CH_JOB, 1, ck, 1000, "pgc_chg", SLOT_JOB, PUB_CHG,
+      write_pipeline(yaml, CH_JOB, 1, ck, 200, "pgc_chg", SLOT_JOB, PUB_CHG,
                      "latest", sink) != 0)
     rc = sl_error_set(err, SL_EIO, "cannot write %s", yaml);
   snprintf(tmpl_ck, sizeof(tmpl_ck), "%s/changes-template", work);
@@ -996,8 +1003,11 @@ static void probe_run(void) {
   run_enabled = false;
   snprintf(path, sizeof(path), "%s/probe.yaml", work);
   snprintf(ck, sizeof(ck), "%s/probe-ck", work);
-  if (write_pipeline(path, "pgcdc-probe", 1, ck, 1000, "pgc_snap",
-                     NULL, PUB_SNAP, "snapshot", "{type: null}") != 0) {
+  /* A table this run made: the source describes it when it is built. */
+  if (write_pipeline(path, "pgcdc-probe", 1, ck, 1000,
+                     O.do_snapshot ? "pgc_snap" : "pgc_chg", NULL,
+                     O.do_snapshot ? PUB_SNAP : PUB_CHG, "snapshot",
+                     "{type: null}") != 0) {
     snprintf(run_skip_reason, sizeof(run_skip_reason),
              "cannot write the pipeline");
     return;
