@@ -677,7 +677,7 @@ static int write_pipeline(const char *path, const char *name, int parallelism,
                           const char *table, const char *slot,
                           const char *pub, const char *startup,
                           const char *sink) {
-  char y[4096], slot_line[128] = "";
+  char y[3 * PATH_MAX + 1024], slot_line[128] = "";
   if (slot)
     snprintf(slot_line, sizeof(slot_line), "  slot: %s\n", slot);
   snprintf(y, sizeof(y),
