@@ -1538,7 +1538,7 @@ static int build_pgcdc_source(build_t *b, int src, const char **uid,
   static const char *keys[] = {
       "type", "uid", "parallelism", "conninfo", "password", "password_env",
       "tables", "slot", "publication", "chunk_rows", "startup", "heartbeat",
-      "connect_timeout", "metadata", NULL};
+      "connect_timeout", "metadata", "watermarks", NULL};
   int rc = check_keys(pl, src, "source", keys);
   if (rc != SL_OK) return rc;
   sl_postgres_cdc_config_t cfg;

@@ -113,7 +113,7 @@ SL_TEST(unknown_top_level_field) {
 SL_TEST(unknown_source_type) {
   expect_invalid("source:\n  type: kinesis\n" SINK, NULL,
                  "2:9: source.type: expected one of generator, file, kafka, "
-                 "mariadb-cdc, got 'kinesis'");
+                 "mariadb-cdc, postgres-cdc, got 'kinesis'");
 }
 
 SL_TEST(kafka_source_without_topic) {
