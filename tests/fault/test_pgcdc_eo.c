@@ -138,6 +138,7 @@ typedef struct jopt_s {
   bool resume;
   uint32_t heartbeat_ms; /* 0: 500 */
   const char *table;     /* NULL: public.t */
+  uint32_t retain;       /* 0: the default (3) */
 } jopt_t;
 
 static void fx_start(fx_t *f, const jopt_t *jo) {
@@ -151,6 +152,7 @@ static void fx_start(fx_t *f, const jopt_t *jo) {
   c.chunk_rows = jo->chunk_rows;
   c.heartbeat_ms = jo->heartbeat_ms ? jo->heartbeat_ms : 500;
   c.with_position = true;
+  c.retain = jo->retain;
   if (jo->snapshot_only) c.start = SL_POSTGRES_CDC_START_SNAPSHOT;
   if (jo->latest) c.start = SL_POSTGRES_CDC_START_LATEST;
   const sl_source_vt_t *vt;
@@ -169,6 +171,7 @@ static void fx_start(fx_t *f, const jopt_t *jo) {
   cfg.restart.kind = SL_RESTART_FIXED_DELAY;
   cfg.restart.max_attempts = 3;
   cfg.resume_latest = jo->resume;
+  if (jo->retain) cfg.checkpoint.retain = jo->retain;
   SL_ASSERT_OK(sl_job_create(&cfg, &f->job, NULL));
   sl_stream_t *s = sl_job_source(f->job, "cdc", vt, ctx, schema);
   const char *key[] = {"id"};
@@ -924,6 +927,70 @@ SL_TEST(schema_change_stops_the_job) {
     SL_TEST_FAIL("unexpected message: %s", m);
   free(m);
   SL_ASSERT_EQ_INT(sl_job_restarts(f.job), 0);
+  fx_close(&f);
+}
+
+/* A captured table renamed while the job streams: the next Relation
+ * message has the same oid and another name; the job stops (changes
+ * under the new name would otherwise be taken for another table's after
+ * the next restart). */
+SL_TEST(renamed_table_stops_the_job) {
+  fx_t f;
+  fx_open(&f, 50);
+  jopt_t jo = {1, 40, 0};
+  fx_start(&f, &jo);
+  wait_stream_phase(&f);
+  wait_equal(&f);
+  pg_ok(f.c, "ALTER TABLE public.t RENAME TO t_renamed");
+  pg_ok(f.c, "INSERT INTO public.t_renamed VALUES (8000, 1, 'x')");
+  char *m = job_failure(&f);
+  if (strstr(m, "the schema of public.t changed") == NULL ||
+      strstr(m, "renamed to public.t_renamed") == NULL)
+    SL_TEST_FAIL("unexpected message: %s", m);
+  free(m);
+  SL_ASSERT_EQ_INT(sl_job_restarts(f.job), 0);
+  fx_close(&f);
+}
+
+/* A job resumed with a lower checkpoint.retain (5, then 3): the slot
+ * keeps moving with the completed checkpoints. */
+SL_TEST(retain_lowered_flush_still_moves) {
+  fx_t f;
+  fx_open(&f, 50);
+  jopt_t jo = {1, 40, 0};
+  jo.retain = 5;
+  fx_start(&f, &jo);
+  wait_stream_phase(&f);
+  for (int i = 0; i < 7; i++) {
+    char sql[128];
+    snprintf(sql, sizeof(sql), "INSERT INTO public.t VALUES (%d, 1, 'a')",
+             6000 + i);
+    pg_ok(f.c, sql);
+    wait_equal(&f);
+  }
+  fx_stop(&f);
+  wait_slot_inactive(&f);
+  sl_inject_reset();
+  jo.retain = 3;
+  jo.resume = true;
+  fx_start(&f, &jo);
+  uint64_t conf0 = pg_lsn(f.c, "SELECT confirmed_flush_lsn::text FROM "
+                               "pg_replication_slots WHERE slot_name = "
+                               "'sl_job'");
+  uint64_t conf = conf0;
+  for (int i = 0; conf == conf0; i++) {
+    if (i > 600) SL_TEST_FAIL("the slot never moved after the resume");
+    char sql[128];
+    snprintf(sql, sizeof(sql), "INSERT INTO public.t VALUES (%d, 1, 'b')",
+             7000 + i);
+    pg_ok(f.c, sql);
+    ckpt_now(&f);
+    conf = pg_lsn(f.c, "SELECT confirmed_flush_lsn::text FROM "
+                       "pg_replication_slots WHERE slot_name = 'sl_job'");
+    nap_ms(50); /* between checkpoints, not a window */
+  }
+  wait_equal(&f);
+  fx_stop(&f);
   fx_close(&f);
 }
 

@@ -758,7 +758,10 @@ static int enum_back(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
         return sl_error_set(out_err, SL_ENOMEM, "out of memory");
       *ch->high = high;
       ch->status = CH_FINISHED;
-      ch->fin_epoch = e->last_snap + 1;
+      /* From a checkpoint (a rescale): durable, and held by no reader, so
+       * no reader's reset may roll it back. */
+      ch->fin_epoch = 0;
+      ch->owner = UINT32_MAX;
     } else if (sp[i].state_len >= 1 && sp[i].state[0] == 'U') {
       ch->status = CH_PENDING;
       /* Not finished any more: the checkpoint that held every chunk

@@ -476,7 +476,14 @@ static int rollback_lingering(mcommitter_t *m, sl_error_t **out_err) {
     if (!is_owned(m, r->subtask) || was_seen(m, r->subtask, r->epoch))
       continue;
     if (m->epoch_id != 0 && r->epoch >= m->epoch_id) continue;
-    for (int round = 0; round < 2; round++) {
+    /* A branch still attached to a connection answers XAER_NOTA: kill
+     * that connection, then retry while the server detaches the branch
+     * (KILL returns before the killed thread has let go: bounded, 2 s). */
+    for (int round = 0; round < 101; round++) {
+      if (round > 1) {
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+      }
       if (sl__mariadb_run_xa(m->conn, "XA ROLLBACK ", &r->xid, "", &e) ==
           SL_OK) {
         sl_log(SL_LOG_INFO, "%s: rolled back the lingering XA branch '%s',"
@@ -488,6 +495,7 @@ static int rollback_lingering(mcommitter_t *m, sl_error_t **out_err) {
       if (e == ER_XAER_NOTA && round == 0 &&
           kill_holder(m, r->conn, &e) == SL_OK)
         continue;
+      if (e == ER_XAER_NOTA && round > 0 && round < 100) continue;
       rc = sl_error_set(out_err, SL_EIO,
                         "%s: XA ROLLBACK of the lingering branch '%s','%s' "
                         "failed: error %u: %s", m->pfx, r->xid.gtrid,

@@ -503,6 +503,13 @@ static int enum_slot(penum_t *e, sl_error_t **out_err) {
       goto fatal;
     }
     if (strcmp(si.wal_status, "lost") == 0) return slot_lost_error(s, out_err);
+    if (strcmp(si.database, PQdb(e->c)) != 0) {
+      rc = sl_error_set(out_err, SL_EINVAL, "postgres-cdc: replication slot "
+                        "%s at %s belongs to database '%s', not '%s' (the "
+                        "conninfo's): name another slot", s->slot, s->server,
+                        si.database, PQdb(e->c));
+      goto fatal;
+    }
     if (si.confirmed == 0) {
       rc = sl_error_set(out_err, SL_EINVAL, "postgres-cdc: replication slot "
                         "%s at %s has no confirmed position (a physical "
@@ -515,6 +522,9 @@ static int enum_slot(penum_t *e, sl_error_t **out_err) {
            "confirmed position %s", s->slot, lsn_text(si.confirmed, b));
     return SL_OK;
   }
+  sl_log(SL_LOG_INFO, "postgres-cdc: creating replication slot %s; the "
+         "server first waits for the transactions in progress (also "
+         "prepared ones) to end", s->slot);
   sl_pg_repl_t *r = NULL;
   rc = sl__pg_repl_connect(s->conninfo, &r, out_err);
   uint64_t lsn = 0;
@@ -759,6 +769,12 @@ static int enum_event(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
     e->pos[e->n_pos].epoch = e->last_snap;
     e->pos[e->n_pos].lsn = sl__get_u64le(ev + 1);
     e->n_pos++;
+    /* The reader that holds the stream split (not in the state: after a
+     * restore it is whichever reader kept the split). */
+    if (e->stream_owner != subtask) {
+      e->stream_owner = subtask;
+      e->flush_sent = 0;
+    }
     return SL_OK;
   }
   sl__rcur_t c = {ev, len, 0, false};
@@ -828,7 +844,10 @@ static int enum_back(void *en, sl_enum_ctx_t *ec, uint32_t subtask,
       chigh_clear(&ch->h);
       ch->h = h;
       ch->status = CH_FINISHED;
-      ch->fin_epoch = e->last_snap + 1;
+      /* From a checkpoint (a rescale): durable, and held by no reader, so
+       * no reader's reset may roll it back. */
+      ch->fin_epoch = 0;
+      ch->owner = UINT32_MAX;
     } else if (sp[i].state_len >= 1 && sp[i].state[0] == 'U') {
       ch->status = CH_PENDING;
       if (!e->gate_open) e->all_ckpt = 0;
@@ -886,7 +905,9 @@ static void enum_complete(void *en, uint64_t checkpoint_id) {
   e->n_pos = k;
   uint32_t keep = e->src->retain;
   if (keep > DONE_MAX) keep = DONE_MAX;
-  if (e->n_done == keep) {
+  if (keep == 0) keep = 1;
+  /* while: a restore may bring more than keep (retain was lowered). */
+  while (e->n_done >= keep) {
     memmove(&e->done[0], &e->done[1], (e->n_done - 1) * sizeof(epos_t));
     e->n_done--;
   }
@@ -1276,6 +1297,7 @@ typedef struct sstate_s {
   int64_t commit_us;
   batch_t *b;
   int64_t b_since;     /* when b got its first row */
+  int64_t last_push;   /* when the last batch was handed over */
   bool dirty;          /* pos moved since the last push */
   sl_row_builder_t bb, ba; /* before and after images */
   bool has_bb, has_ba;
@@ -1314,14 +1336,19 @@ static bool batch_push(sstate_t *ss) {
   if (!ok) batch_free(b);
   ss->b = NULL;
   ss->dirty = false;
+  ss->last_push = mono_ms();
   if (ok && rd->waker) sl_source_waker_wake(rd->waker);
   return ok;
 }
 
+/* The captured table a change's relation is (by oid), -1 for another
+ * table; -2 for a captured table whose Relation message was not checked
+ * (cannot happen: the server describes a relation before its first
+ * change). */
 static int table_of_rel(sstate_t *ss, const sl_pgo_relation_t *rel) {
   const psrc_t *s = ss->rd->src;
   for (uint32_t t = 0; t < s->n_tables; t++)
-    if (ss->rel_ok[t] && ss->rel_oid[t] == rel->oid) return (int)t;
+    if (s->tables[t]->oid == rel->oid) return ss->rel_ok[t] ? (int)t : -2;
   return -1;
 }
 
@@ -1330,15 +1357,20 @@ static int table_of_rel(sstate_t *ss, const sl_pgo_relation_t *rel) {
 static int on_relation(sstate_t *ss, const sl_pgo_relation_t *rel,
                        sl_error_t **out_err) {
   const psrc_t *s = ss->rd->src;
+  const char *nsp = rel->nspname[0] ? rel->nspname : "pg_catalog";
   for (uint32_t t = 0; t < s->n_tables; t++) {
     const sl__pgc_table_t *tb = s->tables[t];
-    const char *nsp = rel->nspname[0] ? rel->nspname : "pg_catalog";
-    if (strcmp(nsp, tb->schema) != 0 || strcmp(rel->relname, tb->name) != 0)
-      continue;
+    bool same_name =
+        strcmp(nsp, tb->schema) == 0 && strcmp(rel->relname, tb->name) == 0;
+    /* Matched by oid first: a renamed table keeps its oid. */
+    if (rel->oid != tb->oid && !same_name) continue;
     char why[512] = "";
     if (rel->oid != tb->oid)
       snprintf(why, sizeof(why), "the table was dropped and made again (oid "
                "%u, was %u)", rel->oid, tb->oid);
+    else if (!same_name)
+      snprintf(why, sizeof(why), "it was renamed to %.200s.%.200s", nsp,
+               rel->relname);
     else if (rel->n_cols != tb->rel.n_cols)
       snprintf(why, sizeof(why), "it has %u columns, the job was built with "
                "%u", rel->n_cols, tb->rel.n_cols);
@@ -1476,7 +1508,15 @@ static int on_change(sstate_t *ss, const sl_pgo_msg_t *m,
   ss->pos.skip = ss->idx;
   ss->dirty = true;
   int ti = table_of_rel(ss, m->u.change.rel);
-  if (ti < 0) return SL_OK;
+  if (ti == -1) return SL_OK;
+  if (ti < 0) {
+    int rc = sl_error_set(out_err, SL_ECORRUPT, "postgres-cdc: a %s of "
+                          "relation %u (a captured table) before any Relation "
+                          "message described it", sl__pgo_type_name(m->type),
+                          m->u.change.rel->oid);
+    if (out_err && *out_err) sl_error_set_fatal(*out_err, true);
+    return rc;
+  }
   uint32_t t = (uint32_t)ti;
   const sl_pgo_relation_t *rel = m->u.change.rel;
   const sl_pgo_tuple_t *old =
@@ -1570,8 +1610,7 @@ static int on_truncate(sstate_t *ss, const sl_pgo_msg_t *m,
   if (ss->skip_txn) return SL_OK;
   for (uint32_t i = 0; i < m->u.truncate.n_rels; i++)
     for (uint32_t t = 0; t < s->n_tables; t++) {
-      if (!ss->rel_ok[t] || ss->rel_oid[t] != m->u.truncate.rel_oids[i])
-        continue;
+      if (s->tables[t]->oid != m->u.truncate.rel_oids[i]) continue;
       char l[SL_PG_LSN_SIZE];
       int rc = sl_error_set(out_err, SL_ENOTSUP, "postgres-cdc: TRUNCATE of "
                             "%s (transaction committed at %s): a changelog "
@@ -1755,8 +1794,8 @@ static int stream_run(preader_t *rd, sl_error_t **out_err) {
       ss.pos.commit = 0;
       ss.pos.skip = 0;
       ss.dirty = true;
-      if (ss.b && ss.b->rows.n > 0 &&
-          (ss.b->rows.n >= BATCH_ROWS || mono_ms() - ss.b_since >= 50) &&
+      if (((ss.b && ss.b->rows.n >= BATCH_ROWS) ||
+           mono_ms() - ss.last_push >= 50) &&
           !batch_push(&ss))
         goto out;
       break;
@@ -1776,7 +1815,7 @@ static int stream_run(preader_t *rd, sl_error_t **out_err) {
     }
   }
 out:
-  if (rd->stop && rc != SL_OK && out_err && *out_err &&
+  if (rc != SL_OK && reader_stopping(rd) && out_err && *out_err &&
       !sl_error_is_fatal(*out_err)) {
     /* Closing: a failure caused by the close is not the job's. */
     sl_error_destroy(*out_err);
@@ -1885,13 +1924,14 @@ static int take_stream(preader_t *rd, const sl_split_init_t *si,
   sl__rcur_t c = {si->position, si->position_len, 0, false};
   uint32_t fl = 0;
   const uint8_t *fp = NULL;
-  if (sl__cur_u8(&c) == 'W') {
+  bool is_w = sl__cur_u8(&c) == 'W';
+  if (is_w) {
     rd->pos.start = sl__cur_u64(&c);
     rd->pos.commit = sl__cur_u64(&c);
     rd->pos.skip = sl__cur_u32(&c);
     fp = sl__cur_blob(&c, &fl);
   }
-  if (fp == NULL && (c.bad || fl != 0))
+  if (!is_w || c.bad)
     return sl_error_set(out_err, SL_ECORRUPT, "postgres-cdc: the stream "
                         "split's position is corrupt");
   if ((rd->pure = sl_calloc(s->n_tables + 1, 1)) == NULL ||
@@ -2333,13 +2373,17 @@ static bool name_ok(const char *n) {
   return true;
 }
 
-/* conninfo with the password added (libpq takes the last value of a key). */
-static char *conninfo_with(const char *conninfo, const char *password) {
-  if (password == NULL) return sl_strdup(conninfo);
-  size_t n = strlen(conninfo) + 2 * strlen(password) + 16;
+/* conninfo with the password and connect_timeout (whole seconds, at least
+ * 1) added: libpq takes the last value of a key. */
+static char *conninfo_with(const char *conninfo, const char *password,
+                           uint32_t connect_timeout_ms) {
+  size_t n = strlen(conninfo) + 2 * (password ? strlen(password) : 0) + 64;
   char *out = sl_malloc(n);
   if (out == NULL) return NULL;
-  size_t k = (size_t)snprintf(out, n, "%s password='", conninfo);
+  size_t k = (size_t)snprintf(out, n, "%s connect_timeout=%u", conninfo,
+                              (connect_timeout_ms + 999) / 1000);
+  if (password == NULL) return out;
+  k += (size_t)snprintf(out + k, n - k, " password='");
   for (const char *p = password; *p; p++) {
     if (*p == '\'' || *p == '\\') out[k++] = '\\';
     out[k++] = *p;
@@ -2395,7 +2439,9 @@ int sl_postgres_cdc_source_create(const sl_postgres_cdc_config_t *cfg,
   psrc_t *s = sl_calloc(1, sizeof(*s));
   if (s == NULL) return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   bool ok = true;
-  s->conninfo = conninfo_with(cfg->conninfo, cfg->password);
+  s->conninfo = conninfo_with(cfg->conninfo, cfg->password,
+                              cfg->connect_timeout_ms ? cfg->connect_timeout_ms
+                                                      : 10000);
   if (s->conninfo == NULL) ok = false;
   s->slot = dup_or_null(cfg->slot ? cfg->slot : "sluice_snapshot", &ok);
   s->publication = dup_or_null(cfg->publication ? cfg->publication : s->slot,
