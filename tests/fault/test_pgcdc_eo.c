@@ -994,6 +994,67 @@ SL_TEST(retain_lowered_flush_still_moves) {
   fx_close(&f);
 }
 
+/* A restore at another parallelism (1, then 3; then 2 in the snapshot
+ * phase): the splits come back to the enumerator, the stream split goes to
+ * one of the new readers (whose position events teach the enumerator
+ * where to send the flush), and the changelog stays exact; the slot keeps
+ * moving after each rescale. */
+static uint64_t slot_conf(fx_t *f) {
+  return pg_lsn(f->c, "SELECT confirmed_flush_lsn::text FROM "
+                      "pg_replication_slots WHERE slot_name = 'sl_job'");
+}
+
+static void wait_slot_moves(fx_t *f, int base_id) {
+  uint64_t conf0 = slot_conf(f), conf = conf0;
+  for (int i = 0; conf == conf0; i++) {
+    if (i > 600) SL_TEST_FAIL("the slot never moved after the rescale");
+    char sql[128];
+    snprintf(sql, sizeof(sql), "INSERT INTO public.t VALUES (%d, 1, 'r')",
+             base_id + i);
+    pg_ok(f->c, sql);
+    ckpt_now(f);
+    conf = slot_conf(f);
+    nap_ms(50); /* between checkpoints, not a window */
+  }
+}
+
+SL_TEST(rescale_restores) {
+  fx_t f;
+  fx_open(&f, 300);
+  /* p2 in the snapshot phase: a chunk is held, a checkpoint completes. */
+  SL_ASSERT_OK(sl_inject_arm("pgcdc.snapshot.before_read", SL_INJECT_PAUSE, 4,
+                             false));
+  jopt_t jo = {2, 40, 0};
+  fx_start(&f, &jo);
+  SL_ASSERT_OK(sl_inject_wait_paused("pgcdc.snapshot.before_read", 60000));
+  ckpt_now(&f);
+  pg_ok(f.c, "UPDATE public.t SET v = 'snap' WHERE id % 3 = 0");
+  sl_inject_reset(); /* releases the held read: the job is cancelled next */
+  fx_stop(&f);
+  wait_slot_inactive(&f);
+  /* p1 from that checkpoint: the rest of the snapshot, then the stream. */
+  jo.par = 1;
+  jo.resume = true;
+  fx_start(&f, &jo);
+  wait_stream_phase(&f);
+  some_dml(f.c);
+  wait_equal(&f);
+  wait_slot_moves(&f, 30000);
+  fx_stop(&f);
+  wait_slot_inactive(&f);
+  /* p3 from a checkpoint of the stream phase. */
+  pg_ok(f.c, "UPDATE public.t SET v = 'down' WHERE id % 4 = 0");
+  sl_inject_reset();
+  jo.par = 3;
+  fx_start(&f, &jo);
+  wait_equal(&f);
+  wait_slot_moves(&f, 40000);
+  wait_equal(&f);
+  SL_ASSERT_EQ_INT(sl_job_restarts(f.job), 0);
+  fx_stop(&f);
+  fx_close(&f);
+}
+
 /* startup: snapshot reads every chunk and ends (parallelism 2). */
 SL_TEST(snapshot_only_ends) {
   fx_t f;
