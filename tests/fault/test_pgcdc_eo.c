@@ -837,17 +837,23 @@ static void wait_slot_inactive(fx_t *f) {
   }
 }
 
+/* Run the job until the stream phase has committed the table, then stop it
+ * and wait until the server has let the slot go. */
+static void run_then_stop(fx_t *f, jopt_t *jo) {
+  fx_start(f, jo);
+  wait_stream_phase(f);
+  wait_equal(f);
+  fx_stop(f);
+  wait_slot_inactive(f);
+}
+
 /* A restore whose slot was dropped while the job was down: the job stops
  * with a message naming the slot and the position, without a restart. */
 SL_TEST(slot_dropped_while_down) {
   fx_t f;
   fx_open(&f, 50);
   jopt_t jo = {1, 40, 0};
-  fx_start(&f, &jo);
-  wait_stream_phase(&f);
-  wait_equal(&f);
-  fx_stop(&f);
-  wait_slot_inactive(&f);
+  run_then_stop(&f, &jo);
   pg_ok(f.c, "SELECT pg_drop_replication_slot('sl_job')");
   pg_ok(f.c, "INSERT INTO public.t VALUES (7000, 1, 'lost')");
   sl_inject_reset();
@@ -868,11 +874,7 @@ SL_TEST(slot_ahead_of_checkpoint_refused) {
   fx_t f;
   fx_open(&f, 50);
   jopt_t jo = {1, 40, 0};
-  fx_start(&f, &jo);
-  wait_stream_phase(&f);
-  wait_equal(&f);
-  fx_stop(&f);
-  wait_slot_inactive(&f);
+  run_then_stop(&f, &jo);
   pg_ok(f.c, "INSERT INTO public.t VALUES (7000, 1, 'skipped')");
   pg_ok(f.c, "SELECT pg_replication_slot_advance('sl_job', "
              "pg_current_wal_lsn())");
@@ -1132,11 +1134,7 @@ SL_TEST(slot_lost_while_down) {
   fx_open(&f, 50);
   pg_ok(f.c, "CREATE TABLE public.busy (id bigint PRIMARY KEY, pad text)");
   jopt_t jo = {1, 40, 0};
-  fx_start(&f, &jo);
-  wait_stream_phase(&f);
-  wait_equal(&f);
-  fx_stop(&f);
-  wait_slot_inactive(&f);
+  run_then_stop(&f, &jo);
   pg_ok(f.c, "ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'");
   pg_ok(f.c, "SELECT pg_reload_conf()");
   /* WAL past the limit, segment switches and server checkpoints until

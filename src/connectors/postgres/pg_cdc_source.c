@@ -570,6 +570,8 @@ static int enum_plan(penum_t *e, sl_error_t **out_err) {
     }
   }
   if (s->start == SL_POSTGRES_CDC_START_LATEST) {
+    PQfinish(e->c);
+    e->c = NULL;
     if (stream_only_lists(e) != SL_OK)
       return sl_error_set(out_err, SL_ENOMEM, "out of memory");
     return stream_state_make(e, false, out_err);
@@ -590,6 +592,9 @@ static int enum_plan(penum_t *e, sl_error_t **out_err) {
     }
   }
   e->planned = true;
+  /* Planned for good: the session is not needed any more. */
+  PQfinish(e->c);
+  e->c = NULL;
   sl_log(SL_LOG_INFO, "postgres-cdc: %u table(s) planned for the snapshot",
          s->n_tables);
   return SL_OK;
@@ -1287,7 +1292,6 @@ typedef struct sstate_s {
   sl_pgo_decoder_t dec;
   ftab_t *f;
   uint8_t *pure;
-  uint32_t *rel_oid;  /* per table: the oid its Relation message had */
   bool *rel_ok;       /* per table: a Relation message was checked */
   spos_t pos;         /* after the last change processed */
   spos_t restart;     /* the position the stream was started from */
@@ -1296,7 +1300,6 @@ typedef struct sstate_s {
   uint64_t final_lsn;
   int64_t commit_us;
   batch_t *b;
-  int64_t b_since;     /* when b got its first row */
   int64_t last_push;   /* when the last batch was handed over */
   bool dirty;          /* pos moved since the last push */
   sl_row_builder_t bb, ba; /* before and after images */
@@ -1399,7 +1402,6 @@ static int on_relation(sstate_t *ss, const sl_pgo_relation_t *rel,
       if (out_err && *out_err) sl_error_set_fatal(*out_err, true);
       return rc;
     }
-    ss->rel_oid[t] = rel->oid;
     ss->rel_ok[t] = true;
     return SL_OK;
   }
@@ -1488,11 +1490,8 @@ static bool same_pk(const sl__pgc_table_t *tb, const sl_pgo_tuple_t *a,
 }
 
 static int add_row(sstate_t *ss, const sl_row_t *row, sl_error_t **out_err) {
-  if (ss->b == NULL) {
-    if (batch_new(ss->rd->src, &ss->b) != SL_OK)
-      return sl_error_set(out_err, SL_ENOMEM, "out of memory");
-    ss->b_since = mono_ms();
-  }
+  if (ss->b == NULL && batch_new(ss->rd->src, &ss->b) != SL_OK)
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   if (rowbuf_add(&ss->b->rows, row) != SL_OK)
     return sl_error_set(out_err, SL_ENOMEM, "out of memory");
   return SL_OK;
@@ -1684,11 +1683,10 @@ static int stream_run(preader_t *rd, sl_error_t **out_err) {
   if (ss.pure && rd->pure) memcpy(ss.pure, rd->pure, s->n_tables);
   pthread_mutex_unlock(&rd->lock);
   ss.restart = ss.pos;
-  ss.rel_oid = sl_calloc(s->n_tables + 1, sizeof(uint32_t));
   ss.rel_ok = sl_calloc(s->n_tables + 1, sizeof(bool));
   sl_pg_repl_t *r = NULL;
   int rc = SL_OK;
-  if (ss.pure == NULL || ss.rel_oid == NULL || ss.rel_ok == NULL ||
+  if (ss.pure == NULL || ss.rel_ok == NULL ||
       sl_row_builder_init(&ss.bb, s->schema) != SL_OK ||
       !(ss.has_bb = true) ||
       sl_row_builder_init(&ss.ba, s->schema) != SL_OK || !(ss.has_ba = true))
@@ -1829,7 +1827,6 @@ out:
   if (ss.has_bb) sl_row_builder_close(&ss.bb);
   if (ss.has_ba) sl_row_builder_close(&ss.ba);
   sl_free(ss.pure);
-  sl_free(ss.rel_oid);
   sl_free(ss.rel_ok);
   return rc;
 }
