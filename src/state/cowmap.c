@@ -1,69 +1,106 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Versioned copy-on-write hash array mapped trie.  One map holds the
- * entries of one (state, key group); the heap backend snapshots every map of
- * a subtask in its sync phase.  See README.md.
+ * Versioned copy-on-write hash table.  One map holds the entries of one
+ * (state, key group); the heap backend snapshots every map of a subtask in
+ * its sync phase.  See README.md.
  *
  * DESIGN NOTES
  *
+ * Shape.  A flat open-addressing table of 2^b slots, each {64-bit hash,
+ * entry pointer}, probed linearly from slot (hash >> (64 - b)).  The slots
+ * are cut into segments of at most SEG_SLOTS; a directory holds the segment
+ * pointers.  A lookup reads the directory (small, hot), one slot line and
+ * the entry: one cache miss for the slot and one for the entry.  The full
+ * hash in the slot means an entry is only read when its hash matches.  A
+ * removed key leaves a tombstone; the table is rebuilt (doubled when the
+ * live entries need it) when entries plus tombstones pass 3/4 of the slots.
+ *
  * Versions.  The map has a current version V (starts at 1).  Every node
- * (branch or entry) records the version that created it.  A snapshot pins
- * the root and takes the version s = V, then V becomes s + 1.  A node
- * created at version c is part of snapshot s exactly when c <= s and it was
- * still in the tree when s was taken.
+ * (directory, segment or entry) records the version that created it.  A
+ * snapshot pins the directory and takes the version s = V, then V becomes
+ * s + 1.  A node created at version c is part of snapshot s exactly when
+ * c <= s and it was still in the table when s was taken.
  *
  *     node state        may be written in place?    freed when
  *     ----------        ------------------------    ----------
- *     LIVE, c > L       yes                         removed from the tree
+ *     LIVE, c > L       yes                         it leaves the table
  *     LIVE, c <= L      no: copy, then RETIRE old   -
  *     RETIRED(c, r)     never                       no live s with c <= s < r
  *
  * where L is the largest version of a live snapshot (0 if none) and r is V
- * at the moment the node left the tree.
+ * at the moment the node left the table.  A write to a slot first makes the
+ * directory writable (copied once after a snapshot), then the segment
+ * (copied on the first write to it after a snapshot), then, for an update,
+ * the entry.  A rebuild makes a new directory and new segments that point
+ * to the same entries; the old directory and segments leave the table.
  *
- * Transitions: map_copy_branch()/entry_copy() retire shared nodes;
- * retire_or_free() moves a removed node to RETIRED or frees it; gc() frees
- * RETIRED nodes and forgets released snapshots.
+ * Transitions: dir_writable()/seg_writable()/entry_copy() retire shared
+ * nodes; retire_or_free() moves a node that left the table to RETIRED or
+ * frees it; gc() frees RETIRED nodes and forgets released snapshots.
  *
  * Invariants:
  *  C1. A node reachable from a live snapshot is never modified or freed.
- *  C2. Every node is freed exactly once: as LIVE at destroy, when removed
- *      while no snapshot shares it, or from the retired list.
- *  C3. Freeing a retired node never frees its children; they are LIVE or
- *      RETIRED in their own right.
- *  C4. Snapshot is O(1): it stores the root pointer and bumps V.
+ *  C2. Every node is freed exactly once: as LIVE at destroy, when it leaves
+ *      the table while no snapshot shares it, or from the retired list.
+ *  C3. Freeing a retired directory never frees its segments, and freeing a
+ *      retired segment never frees its entries; they are LIVE or RETIRED in
+ *      their own right.
+ *  C4. Snapshot is O(1): it stores the directory pointer and bumps V.
+ *
+ * Why a node reachable from a snapshot s has c <= s: a node is created at
+ * the then current V, and s >= V when s is taken.  A segment or directory is
+ * written in place only while c > L, so it cannot gain a pointer to a newer
+ * node after a live snapshot saw it.
  *
  * Threads: the owner thread does every write, snapshot and gc.  Another
  * thread may iterate a snapshot and release it; releasing only stores an
  * atomic flag and drops a reference, so the owner frees memory later.
- *
- * Trie shape: level d uses hash bits [5d, 5d + 5); 12 levels cover 60 bits.
- * Entries whose hashes agree on those 60 bits form a chain at depth 12.
+ * There is no shared mutable global: different maps may be built on
+ * different threads at once.
  */
 #include <stdatomic.h>
 
 #include "state/cowmap.h"
 
-#define BITS 5
-#define FANOUT 32
-#define MAX_DEPTH SL_COWMAP_MAX_DEPTH
+#define SEG_LOG2 7 /* 128 slots of 16 bytes: 2 KiB copied per segment */
+#define MIN_LOG2 3
+#define MAX_LOG2 40
 
-typedef struct branch_s {
+typedef struct slot_s {
+  uint64_t hash;
+  sl_cowmap_entry_t *e; /* NULL: empty; TOMB: removed */
+} slot_t;
+
+#define TOMB ((sl_cowmap_entry_t *)(uintptr_t)1)
+static inline bool is_live(const sl_cowmap_entry_t *e) {
+  return (uintptr_t)e > (uintptr_t)1;
+}
+
+typedef struct seg_s {
   uint64_t version;
-  uint32_t bitmap;
-  uint32_t cap;
-  uintptr_t child[]; /* bit 0 set: sl_cowmap_entry_t *, else branch_t * */
-} branch_t;
+  slot_t slot[];
+} seg_t;
+
+typedef struct dir_s {
+  uint64_t version;
+  uint32_t log2;     /* 2^log2 slots */
+  uint32_t seg_log2; /* 2^seg_log2 slots per segment */
+  size_t n_seg;
+  seg_t *seg[];
+} dir_t;
+
+enum { NODE_ENTRY, NODE_SEG, NODE_DIR };
 
 typedef struct retired_s {
-  uintptr_t node; /* tagged like a child */
+  void *node;
+  uint32_t kind;
   uint64_t created;
   uint64_t retired_at;
 } retired_t;
 
 struct sl_cowmap_snap_s {
   sl_cowmap_t *map;
-  branch_t *root;
+  dir_t *dir;
   uint64_t version;
   size_t size;
   _Atomic bool is_released; /* set by the releasing thread */
@@ -72,12 +109,13 @@ struct sl_cowmap_snap_s {
 
 struct sl_cowmap_s {
   /* Owner-thread fields. */
-  branch_t *root;
+  dir_t *dir;
   uint64_t version;     /* V */
   uint64_t max_live;    /* L, possibly stale-high until gc */
   size_t size;
+  size_t n_tombs;
   uint64_t n_copies;
-  uint64_t epoch;       /* bumped whenever an entry leaves the tree */
+  uint64_t epoch;       /* bumped whenever an entry leaves the table */
   retired_t *retired;
   size_t n_retired, cap_retired;
   sl_cowmap_snap_t *snaps; /* live or released-not-yet-collected */
@@ -86,42 +124,15 @@ struct sl_cowmap_s {
   _Atomic uint32_t n_released;    /* releases not yet collected */
 };
 
-static inline bool is_entry(uintptr_t c) { return (c & 1u) != 0; }
-static inline sl_cowmap_entry_t *as_entry(uintptr_t c) {
-  return (sl_cowmap_entry_t *)(c & ~(uintptr_t)1);
+static inline size_t dir_cap(const dir_t *d) { return (size_t)1 << d->log2; }
+static inline size_t seg_slots(const dir_t *d) {
+  return (size_t)1 << d->seg_log2;
 }
-static inline branch_t *as_branch(uintptr_t c) { return (branch_t *)c; }
-static inline uintptr_t tag_entry(sl_cowmap_entry_t *e) {
-  return (uintptr_t)e | 1u;
+static inline size_t home_of(const dir_t *d, uint64_t hash) {
+  return (size_t)(hash >> (64 - d->log2));
 }
-static inline uint32_t slot_of(uint64_t hash, int depth) {
-  return (uint32_t)(hash >> (BITS * depth)) & (FANOUT - 1);
-}
-/* popcount without a libgcc call on CPUs built for plain x86-64. */
-static inline uint32_t popcount32(uint32_t x) {
-#if defined(__POPCNT__)
-  return (uint32_t)__builtin_popcount(x);
-#else
-  x = x - ((x >> 1) & 0x55555555u);
-  x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
-  return (((x + (x >> 4)) & 0x0f0f0f0fu) * 0x01010101u) >> 24;
-#endif
-}
-
-static inline uint32_t pos_of(uint32_t bitmap, uint32_t bit) {
-  return popcount32(bitmap & (bit - 1));
-}
-static inline uint64_t node_version(uintptr_t c) {
-  return is_entry(c) ? as_entry(c)->version : as_branch(c)->version;
-}
-
-static branch_t *branch_new(uint64_t version, uint32_t cap) {
-  branch_t *b = sl_malloc(sizeof(*b) + cap * sizeof(uintptr_t));
-  if (b == NULL) return NULL;
-  b->version = version;
-  b->bitmap = 0;
-  b->cap = cap;
-  return b;
+static inline slot_t *slot_at(const dir_t *d, size_t p) {
+  return &d->seg[p >> d->seg_log2]->slot[p & (seg_slots(d) - 1)];
 }
 
 /*
@@ -139,26 +150,37 @@ static void entry_free(sl_cowmap_entry_t *e) {
   sl_free(e);
 }
 
-static void node_free_one(uintptr_t c) {
-  if (is_entry(c)) entry_free(as_entry(c));
-  else sl_free(as_branch(c));
+static void node_free(void *node, uint32_t kind) {
+  if (kind == NODE_ENTRY) entry_free(node);
+  else sl_free(node);
 }
 
-/* Frees a LIVE subtree (destroy only). */
-static void tree_free(uintptr_t c) {
-  if (is_entry(c)) {
-    sl_cowmap_entry_t *e = as_entry(c);
-    while (e) {
-      sl_cowmap_entry_t *n = e->next;
-      entry_free(e);
-      e = n;
+static seg_t *seg_new(uint64_t version, size_t n_slots) {
+  seg_t *s = sl_calloc(1, sizeof(*s) + n_slots * sizeof(slot_t));
+  if (s != NULL) s->version = version;
+  return s;
+}
+
+/* A directory of 2^log2 slots with empty segments; NULL when out of
+ * memory (nothing allocated is left). */
+static dir_t *dir_new(uint64_t version, uint32_t log2) {
+  uint32_t seg_log2 = log2 < SEG_LOG2 ? log2 : SEG_LOG2;
+  size_t n_seg = (size_t)1 << (log2 - seg_log2);
+  dir_t *d = sl_malloc(sizeof(*d) + n_seg * sizeof(seg_t *));
+  if (d == NULL) return NULL;
+  d->version = version;
+  d->log2 = log2;
+  d->seg_log2 = seg_log2;
+  d->n_seg = n_seg;
+  for (size_t i = 0; i < n_seg; i++) {
+    d->seg[i] = seg_new(version, (size_t)1 << seg_log2);
+    if (d->seg[i] == NULL) {
+      for (size_t k = 0; k < i; k++) sl_free(d->seg[k]);
+      sl_free(d);
+      return NULL;
     }
-    return;
   }
-  branch_t *b = as_branch(c);
-  uint32_t n = popcount32(b->bitmap);
-  for (uint32_t i = 0; i < n; i++) tree_free(b->child[i]);
-  sl_free(b);
+  return d;
 }
 
 static bool is_shared(const sl_cowmap_t *m, uint64_t created) {
@@ -167,7 +189,7 @@ static bool is_shared(const sl_cowmap_t *m, uint64_t created) {
 
 /*
  * Make room for k retirements, so that a write, once it starts changing the
- * tree, cannot fail half way.
+ * table, cannot fail half way.
  */
 static int retired_reserve(sl_cowmap_t *m, size_t k) {
   if (m->cap_retired - m->n_retired >= k) return SL_OK;
@@ -180,18 +202,18 @@ static int retired_reserve(sl_cowmap_t *m, size_t k) {
   return SL_OK;
 }
 
-/* A node left the tree: free it, or keep it for the snapshots that see it.
- * The caller reserved room with retired_reserve(). */
-static void retire_or_free(sl_cowmap_t *m, uintptr_t c) {
-  uint64_t created = node_version(c);
-  if (is_entry(c)) m->epoch++;
+/* A node left the table: free it, or keep it for the snapshots that see
+ * it.  The caller reserved room with retired_reserve(). */
+static void retire_or_free(sl_cowmap_t *m, void *node, uint32_t kind,
+                           uint64_t created) {
+  if (kind == NODE_ENTRY) m->epoch++;
   if (!is_shared(m, created)) {
-    node_free_one(c);
+    node_free(node, kind);
     return;
   }
   if (SL_NEVER(m->n_retired == m->cap_retired))
     sl_panic("cowmap: retirement without reservation");
-  m->retired[m->n_retired++] = (retired_t){c, created, m->version};
+  m->retired[m->n_retired++] = (retired_t){node, kind, created, m->version};
 }
 
 static sl_cowmap_entry_t *entry_alloc(uint32_t klen, uint32_t vcap) {
@@ -203,7 +225,6 @@ static sl_cowmap_entry_t *entry_alloc(uint32_t klen, uint32_t vcap) {
   e->val = inline_val(e);
   e->vcap = vcap;
   e->vlen = 0;
-  e->next = NULL;
   return e;
 }
 
@@ -233,12 +254,10 @@ static sl_cowmap_entry_t *entry_copy(sl_cowmap_t *m,
   }
   e->hash = o->hash;
   e->version = m->version;
-  e->next = o->next;
   e->nslen = o->nslen;
   e->vlen = o->vlen;
   memcpy(e->key, o->key, o->klen);
   if (o->vlen) memcpy(e->val, o->val, o->vlen);
-  m->n_copies++;
   return e;
 }
 
@@ -246,8 +265,8 @@ int sl__cowmap_create(sl_cowmap_t **out) {
   sl_cowmap_t *m = sl_calloc(1, sizeof(*m));
   if (m == NULL) return SL_ENOMEM;
   m->version = 1;
-  m->root = branch_new(1, 4);
-  if (m->root == NULL) {
+  m->dir = dir_new(1, MIN_LOG2);
+  if (m->dir == NULL) {
     sl_free(m);
     return SL_ENOMEM;
   }
@@ -258,8 +277,16 @@ int sl__cowmap_create(sl_cowmap_t **out) {
 }
 
 static void map_free(sl_cowmap_t *m) {
-  tree_free((uintptr_t)m->root);
-  for (size_t i = 0; i < m->n_retired; i++) node_free_one(m->retired[i].node);
+  dir_t *d = m->dir;
+  for (size_t i = 0; i < d->n_seg; i++) {
+    seg_t *s = d->seg[i];
+    for (size_t k = 0; k < seg_slots(d); k++)
+      if (is_live(s->slot[k].e)) entry_free(s->slot[k].e);
+    sl_free(s);
+  }
+  sl_free(d);
+  for (size_t i = 0; i < m->n_retired; i++)
+    node_free(m->retired[i].node, m->retired[i].kind);
   sl_free(m->retired);
   sl_cowmap_snap_t *s = m->snaps;
   while (s) {
@@ -291,100 +318,137 @@ bool sl__cowmap_is_writable(const sl_cowmap_t *m,
 }
 uint64_t sl__cowmap_copies(const sl_cowmap_t *m) { return m->n_copies; }
 size_t sl__cowmap_retired(const sl_cowmap_t *m) { return m->n_retired; }
+size_t sl__cowmap_capacity(const sl_cowmap_t *m) { return dir_cap(m->dir); }
 
-static inline bool key_eq(const sl_cowmap_entry_t *e, uint64_t hash,
-                          const void *key, uint32_t klen) {
-  return e->hash == hash && e->klen == klen && memcmp(e->key, key, klen) == 0;
+static inline uint64_t load64(const void *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+/*
+ * Key comparison once the hashes agree.  Keys of 8 to 16 bytes (an int64
+ * key is 9: a tag byte and 8 big-endian bytes) compare with two possibly
+ * overlapping 8-byte loads instead of a call to memcmp.
+ */
+static inline bool key_eq(const sl_cowmap_entry_t *e, const void *key,
+                          uint32_t klen) {
+  if (e->klen != klen) return false;
+  if (klen >= 8 && klen <= 16) {
+    const uint8_t *a = e->key, *b = key;
+    return ((load64(a) ^ load64(b)) |
+            (load64(a + klen - 8) ^ load64(b + klen - 8))) == 0;
+  }
+  return memcmp(e->key, key, klen) == 0;
+}
+
+/* The slot holding the key, or the index of the empty slot that ends its
+ * probe sequence (found false). */
+static inline size_t probe(const dir_t *d, uint64_t hash, const void *key,
+                           uint32_t klen, bool *out_found) {
+  size_t mask = dir_cap(d) - 1;
+  for (size_t p = home_of(d, hash);; p = (p + 1) & mask) {
+    const slot_t *s = slot_at(d, p);
+    if (s->e == NULL) {
+      *out_found = false;
+      return p;
+    }
+    if (s->hash == hash && s->e != TOMB && key_eq(s->e, key, klen)) {
+      *out_found = true;
+      return p;
+    }
+  }
 }
 
 const sl_cowmap_entry_t *sl__cowmap_get(const sl_cowmap_t *m, uint64_t hash,
                                         const void *key, uint32_t klen) {
-  const branch_t *b = m->root;
-  for (int depth = 0;; depth++) {
-    uint32_t bit = 1u << slot_of(hash, depth);
-    if (!(b->bitmap & bit)) return NULL;
-    uintptr_t c = b->child[pos_of(b->bitmap, bit)];
-    if (is_entry(c)) {
-      for (const sl_cowmap_entry_t *e = as_entry(c); e; e = e->next)
-        if (key_eq(e, hash, key, klen)) return e;
-      return NULL;
-    }
-    b = as_branch(c);
+  const dir_t *d = m->dir;
+  size_t mask = dir_cap(d) - 1;
+  for (size_t p = home_of(d, hash);; p = (p + 1) & mask) {
+    const slot_t *s = slot_at(d, p);
+    if (s->e == NULL) return NULL;
+    if (s->hash == hash && s->e != TOMB && key_eq(s->e, key, klen))
+      return s->e;
   }
 }
 
-/*
- * Make the branch in *slot writable, copying it if a snapshot shares it,
- * with room for one more child when grow is set.
- */
-static branch_t *branch_writable(sl_cowmap_t *m, uintptr_t *slot, bool grow) {
-  branch_t *b = as_branch(*slot);
-  uint32_t n = popcount32(b->bitmap);
-  uint32_t need = n + (grow ? 1u : 0u);
-  if (!is_shared(m, b->version)) {
-    if (need <= b->cap) return b;
-    uint32_t cap = b->cap * 2 > FANOUT ? FANOUT : b->cap * 2;
-    branch_t *g = sl_realloc(b, sizeof(*b) + cap * sizeof(uintptr_t));
-    if (g == NULL) return NULL;
-    g->cap = cap;
-    *slot = (uintptr_t)g;
-    return g;
-  }
-  if (retired_reserve(m, 1) != SL_OK) return NULL;
-  branch_t *c = branch_new(m->version, need < 4 ? 4 : need);
+/* Make the directory writable, copying it if a snapshot shares it.  The
+ * caller reserved one retirement. */
+static dir_t *dir_writable(sl_cowmap_t *m) {
+  dir_t *d = m->dir;
+  if (!is_shared(m, d->version)) return d;
+  size_t sz = sizeof(*d) + d->n_seg * sizeof(seg_t *);
+  dir_t *c = sl_malloc(sz);
   if (c == NULL) return NULL;
-  c->bitmap = b->bitmap;
-  memcpy(c->child, b->child, n * sizeof(uintptr_t));
-  retire_or_free(m, (uintptr_t)b);
+  memcpy(c, d, sz);
+  c->version = m->version;
+  retire_or_free(m, d, NODE_DIR, d->version);
   m->n_copies++;
-  *slot = (uintptr_t)c;
+  m->dir = c;
   return c;
 }
 
-static void branch_insert(branch_t *b, uint32_t bit, uintptr_t child) {
-  uint32_t n = popcount32(b->bitmap);
-  uint32_t pos = pos_of(b->bitmap, bit);
-  memmove(&b->child[pos + 1], &b->child[pos], (n - pos) * sizeof(uintptr_t));
-  b->child[pos] = child;
-  b->bitmap |= bit;
+/* Make the slot at p writable: the directory and then its segment.  The
+ * caller reserved two retirements. */
+static slot_t *slot_writable(sl_cowmap_t *m, size_t p) {
+  dir_t *d = dir_writable(m);
+  if (d == NULL) return NULL;
+  size_t si = p >> d->seg_log2;
+  seg_t *s = d->seg[si];
+  if (is_shared(m, s->version)) {
+    size_t sz = sizeof(*s) + seg_slots(d) * sizeof(slot_t);
+    seg_t *c = sl_malloc(sz);
+    if (c == NULL) return NULL;
+    memcpy(c, s, sz);
+    c->version = m->version;
+    retire_or_free(m, s, NODE_SEG, s->version);
+    m->n_copies++;
+    d->seg[si] = s = c;
+  }
+  return &s->slot[p & (seg_slots(d) - 1)];
 }
 
 /*
- * Rewrite a chain so that the entry at index `target` is writable: copy it
- * and every entry before it when any of them is shared (their next links
- * change).  Returns the writable entry, or NULL when memory ran out (the
- * tree is then unchanged).
+ * Rebuild the table with 2^log2 slots: a new directory and new segments
+ * pointing to the same entries (so entry pointers and the epoch stay
+ * valid).  The old directory and segments leave the table.
  */
-#define MAX_CHAIN_COPY 64
-static sl_cowmap_entry_t *chain_make_writable(sl_cowmap_t *m, uintptr_t *slot,
-                                              int target) {
-  sl_cowmap_entry_t *head = as_entry(*slot);
-  bool any_shared = false;
-  sl_cowmap_entry_t *e = head;
-  for (int i = 0; i <= target; i++, e = e->next)
-    if (is_shared(m, e->version)) any_shared = true;
-  e = head;
-  if (!any_shared) {
-    for (int i = 0; i < target; i++) e = e->next;
-    return e;
-  }
-  if (target >= MAX_CHAIN_COPY) return NULL; /* 64 full 60-bit collisions */
-  if (retired_reserve(m, (size_t)target + 1) != SL_OK) return NULL;
-  sl_cowmap_entry_t *copies[MAX_CHAIN_COPY], *olds[MAX_CHAIN_COPY];
-  int n = 0;
-  for (; n <= target; n++, e = e->next) {
-    olds[n] = e;
-    copies[n] = entry_copy(m, e);
-    if (copies[n] == NULL) {
-      for (int k = 0; k < n; k++) entry_free(copies[k]);
-      return NULL;
+static int rebuild(sl_cowmap_t *m, uint32_t log2) {
+  dir_t *o = m->dir;
+  if (retired_reserve(m, o->n_seg + 1) != SL_OK) return SL_ENOMEM;
+  dir_t *d = dir_new(m->version, log2);
+  if (d == NULL) return SL_ENOMEM;
+  size_t mask = dir_cap(d) - 1;
+  for (size_t i = 0; i < o->n_seg; i++) {
+    seg_t *s = o->seg[i];
+    for (size_t k = 0; k < seg_slots(o); k++) {
+      slot_t v = s->slot[k];
+      if (!is_live(v.e)) continue;
+      size_t p = home_of(d, v.hash);
+      while (slot_at(d, p)->e != NULL) p = (p + 1) & mask;
+      *slot_at(d, p) = v;
     }
+    retire_or_free(m, s, NODE_SEG, s->version);
   }
-  for (int i = 0; i + 1 < n; i++) copies[i]->next = copies[i + 1];
-  copies[n - 1]->next = olds[n - 1]->next;
-  for (int i = 0; i < n; i++) retire_or_free(m, tag_entry(olds[i]));
-  *slot = tag_entry(copies[0]);
-  return copies[n - 1];
+  retire_or_free(m, o, NODE_DIR, o->version);
+  m->dir = d;
+  m->n_tombs = 0;
+  return SL_OK;
+}
+
+/* The smallest table that holds n entries below 3/4 load. */
+static uint32_t log2_for(size_t n) {
+  uint32_t b = MIN_LOG2;
+  while (b < MAX_LOG2 && ((size_t)3 << b) < (n + 1) * 4) b++;
+  return b;
+}
+
+int sl__cowmap_reserve(sl_cowmap_t *m, size_t n) {
+  if (n < m->size) n = m->size;
+  if (n > ((size_t)3 << (MAX_LOG2 - 2))) return SL_EOVERFLOW;
+  uint32_t b = log2_for(n);
+  if (b <= m->dir->log2) return SL_OK;
+  return rebuild(m, b);
 }
 
 int sl__cowmap_upsert(sl_cowmap_t *m, uint64_t hash, const void *key,
@@ -393,66 +457,60 @@ int sl__cowmap_upsert(sl_cowmap_t *m, uint64_t hash, const void *key,
   if (m->max_live &&
       atomic_load_explicit(&m->n_released, memory_order_relaxed))
     sl__cowmap_gc(m);
-  uintptr_t root_slot = (uintptr_t)m->root;
-  uintptr_t *slot = &root_slot;
-  int rc = SL_ENOMEM;
-  for (int depth = 0;; depth++) {
-    uint32_t bit = 1u << slot_of(hash, depth);
-    bool will_insert = !(as_branch(*slot)->bitmap & bit);
-    branch_t *b = branch_writable(m, slot, will_insert);
-    if (b == NULL) goto out;
-    if (will_insert) {
-      sl_cowmap_entry_t *e = entry_new(m, hash, key, klen, nslen, val_hint);
-      if (e == NULL) goto out;
-      branch_insert(b, bit, tag_entry(e));
-      m->size++;
+  bool found;
+  size_t p = probe(m->dir, hash, key, klen, &found);
+  if (found) {
+    sl_cowmap_entry_t *e = slot_at(m->dir, p)->e;
+    if (!is_shared(m, e->version)) {
       *out_entry = e;
-      *out_created = true;
-      rc = SL_OK;
-      goto out;
+      *out_created = false;
+      return SL_OK;
     }
-    uintptr_t *child = &b->child[pos_of(b->bitmap, bit)];
-    if (!is_entry(*child)) {
-      slot = child;
-      continue;
+    if (retired_reserve(m, 3) != SL_OK) return SL_ENOMEM;
+    sl_cowmap_entry_t *c = entry_copy(m, e);
+    if (c == NULL) return SL_ENOMEM;
+    slot_t *s = slot_writable(m, p);
+    if (s == NULL) {
+      entry_free(c);
+      return SL_ENOMEM;
     }
-    /* An entry chain: look for the key. */
-    int idx = 0;
-    for (sl_cowmap_entry_t *e = as_entry(*child); e; e = e->next, idx++) {
-      if (key_eq(e, hash, key, klen)) {
-        sl_cowmap_entry_t *w = chain_make_writable(m, child, idx);
-        if (w == NULL) goto out;
-        *out_entry = w;
-        *out_created = false;
-        rc = SL_OK;
-        goto out;
-      }
-    }
-    if (depth == MAX_DEPTH) {
-      /* All 60 bits agree: prepend to the chain; the old chain stays
-       * shared unchanged, so nothing is copied. */
-      sl_cowmap_entry_t *ne = entry_new(m, hash, key, klen, nslen, val_hint);
-      if (ne == NULL) goto out;
-      ne->next = as_entry(*child);
-      *child = tag_entry(ne);
-      m->size++;
-      *out_entry = ne;
-      *out_created = true;
-      rc = SL_OK;
-      goto out;
-    }
-    /* Push the existing entry one level down into a new branch and go on
-     * there.  The entry itself is not modified, so it may stay shared. */
-    branch_t *nb = branch_new(m->version, 4);
-    if (nb == NULL) goto out;
-    nb->bitmap = 1u << slot_of(as_entry(*child)->hash, depth + 1);
-    nb->child[0] = *child;
-    *child = (uintptr_t)nb;
-    slot = child;
+    s->e = c;
+    m->n_copies++;
+    retire_or_free(m, e, NODE_ENTRY, e->version);
+    *out_entry = c;
+    *out_created = false;
+    return SL_OK;
   }
-out:
-  m->root = as_branch(root_slot);
-  return rc;
+  if ((m->size + m->n_tombs + 1) * 4 > dir_cap(m->dir) * 3) {
+    if (m->size + 1 > ((size_t)3 << (MAX_LOG2 - 2))) return SL_ENOMEM;
+    int rc = rebuild(m, log2_for(m->size + 1 + (m->size + 1) / 2));
+    if (rc != SL_OK) return rc;
+    p = probe(m->dir, hash, key, klen, &found);
+  } else {
+    /* Reuse the first tombstone of the probe sequence, if any. */
+    const dir_t *d = m->dir;
+    size_t mask = dir_cap(d) - 1;
+    for (size_t q = home_of(d, hash); q != p; q = (q + 1) & mask)
+      if (slot_at(d, q)->e == TOMB) {
+        p = q;
+        break;
+      }
+  }
+  if (retired_reserve(m, 2) != SL_OK) return SL_ENOMEM;
+  sl_cowmap_entry_t *e = entry_new(m, hash, key, klen, nslen, val_hint);
+  if (e == NULL) return SL_ENOMEM;
+  slot_t *s = slot_writable(m, p);
+  if (s == NULL) {
+    entry_free(e);
+    return SL_ENOMEM;
+  }
+  if (s->e == TOMB) m->n_tombs--;
+  s->hash = hash;
+  s->e = e;
+  m->size++;
+  *out_entry = e;
+  *out_created = true;
+  return SL_OK;
 }
 
 /* Move the value out of line (or grow it there) to hold cap bytes. */
@@ -493,67 +551,32 @@ int sl__cowmap_entry_reserve_value(sl_cowmap_entry_t *e, uint32_t more) {
 
 int sl__cowmap_remove(sl_cowmap_t *m, uint64_t hash, const void *key,
                       uint32_t klen) {
-  if (sl__cowmap_get(m, hash, key, klen) == NULL) return SL_ENOTFOUND;
-  /* Reserve first: path copies plus the victim. */
-  if (retired_reserve(m, MAX_DEPTH + 2) != SL_OK) return SL_ENOMEM;
-  uintptr_t root_slot = (uintptr_t)m->root;
-  uintptr_t *slots[MAX_DEPTH + 1];
-  uint32_t bits[MAX_DEPTH + 1];
-  uintptr_t *slot = &root_slot;
-  int rc = SL_ENOMEM;
-  int depth = 0;
-  uintptr_t *child;
-  for (;; depth++) {
-    branch_t *b = branch_writable(m, slot, false);
-    if (b == NULL) goto out;
-    slots[depth] = slot;
-    uint32_t bit = 1u << slot_of(hash, depth);
-    bits[depth] = bit;
-    child = &b->child[pos_of(b->bitmap, bit)];
-    if (is_entry(*child)) break;
-    slot = child;
-  }
-  int idx = 0;
-  sl_cowmap_entry_t *e = as_entry(*child);
-  for (; !key_eq(e, hash, key, klen); e = e->next) idx++;
-  sl_cowmap_entry_t *victim;
-  if (idx == 0) {
-    victim = e;
-    if (victim->next) {
-      *child = tag_entry(victim->next);
-    } else {
-      /* Remove the slot; drop branches that become empty, upward.  Every
-       * branch on the path was made writable, so none is shared. */
-      for (int d = depth; d >= 0; d--) {
-        branch_t *b = as_branch(*slots[d]);
-        uint32_t n = popcount32(b->bitmap);
-        uint32_t pos = pos_of(b->bitmap, bits[d]);
-        memmove(&b->child[pos], &b->child[pos + 1],
-                (n - pos - 1) * sizeof(uintptr_t));
-        b->bitmap &= ~bits[d];
-        if (b->bitmap != 0 || d == 0) break;
-        sl_free(b);
-      }
-    }
+  bool found;
+  size_t p = probe(m->dir, hash, key, klen, &found);
+  if (!found) return SL_ENOTFOUND;
+  if (retired_reserve(m, 3) != SL_OK) return SL_ENOMEM;
+  /* The next slot empty: no probe sequence passes this one, so it can be
+   * emptied instead of becoming a tombstone. */
+  bool is_end = slot_at(m->dir, (p + 1) & (dir_cap(m->dir) - 1))->e == NULL;
+  slot_t *s = slot_writable(m, p);
+  if (s == NULL) return SL_ENOMEM;
+  sl_cowmap_entry_t *victim = s->e;
+  if (is_end) {
+    s->e = NULL;
   } else {
-    sl_cowmap_entry_t *prev = chain_make_writable(m, child, idx - 1);
-    if (prev == NULL) goto out;
-    victim = prev->next;
-    prev->next = victim->next;
+    s->e = TOMB;
+    m->n_tombs++;
   }
   m->size--;
-  retire_or_free(m, tag_entry(victim));
-  rc = SL_OK;
-out:
-  m->root = as_branch(root_slot);
-  return rc;
+  retire_or_free(m, victim, NODE_ENTRY, victim->version);
+  return SL_OK;
 }
 
 int sl__cowmap_snapshot(sl_cowmap_t *m, sl_cowmap_snap_t **out) {
   sl_cowmap_snap_t *s = sl_calloc(1, sizeof(*s));
   if (s == NULL) return SL_ENOMEM;
   s->map = m;
-  s->root = m->root;
+  s->dir = m->dir;
   s->version = m->version;
   s->size = m->size;
   atomic_init(&s->is_released, false);
@@ -609,49 +632,28 @@ void sl__cowmap_gc(sl_cowmap_t *m) {
         break;
       }
     if (is_visible) m->retired[keep++] = r;
-    else node_free_one(r.node);
+    else node_free(r.node, r.kind);
   }
   m->n_retired = keep;
 }
 
-/* Iteration: depth-first over branches, then along each chain. */
-static void iter_init(sl_cowmap_iter_t *it, const branch_t *root) {
-  it->depth = 0;
-  it->stack[0] = root;
-  it->pos[0] = 0;
-  it->chain = NULL;
-}
-
+/* Iteration: the slots of one directory in order. */
 void sl__cowmap_snap_iter(const sl_cowmap_snap_t *s, sl_cowmap_iter_t *it) {
-  iter_init(it, s->root);
+  it->dir = s->dir;
+  it->pos = 0;
 }
 
 void sl__cowmap_iter(const sl_cowmap_t *m, sl_cowmap_iter_t *it) {
-  iter_init(it, m->root);
+  it->dir = m->dir;
+  it->pos = 0;
 }
 
 const sl_cowmap_entry_t *sl__cowmap_next(sl_cowmap_iter_t *it) {
-  if (it->chain) {
-    const sl_cowmap_entry_t *e = it->chain;
-    it->chain = e->next;
-    return e;
-  }
-  while (it->depth >= 0) {
-    const branch_t *b = it->stack[it->depth];
-    uint32_t n = popcount32(b->bitmap);
-    if (it->pos[it->depth] >= n) {
-      it->depth--;
-      continue;
-    }
-    uintptr_t c = b->child[it->pos[it->depth]++];
-    if (is_entry(c)) {
-      const sl_cowmap_entry_t *e = as_entry(c);
-      it->chain = e->next;
-      return e;
-    }
-    it->depth++;
-    it->stack[it->depth] = as_branch(c);
-    it->pos[it->depth] = 0;
+  const dir_t *d = it->dir;
+  size_t cap = dir_cap(d);
+  while (it->pos < cap) {
+    const sl_cowmap_entry_t *e = slot_at(d, (size_t)it->pos++)->e;
+    if (is_live(e)) return e;
   }
   return NULL;
 }

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Versioned copy-on-write hash map (a hash array mapped trie) that backs
- * the heap state backend: one map per (state, key group).  A snapshot pins
- * the current version in O(1); writes after it copy only the nodes they
- * touch, so a background thread can iterate the pinned version while the
- * owning task goes on writing.  See README.md for the design notes.
+ * Versioned copy-on-write hash map (a flat open-addressing table split into
+ * segments) that backs the heap state backend: one map per (state, key
+ * group).  A snapshot pins the current version in O(1); writes after it
+ * copy only the segments and entries they touch, so a background thread can
+ * iterate the pinned version while the owning task goes on writing.  See
+ * README.md for the design notes.
  */
 #ifndef SL_STATE_COWMAP_H
 #define SL_STATE_COWMAP_H
@@ -22,12 +23,11 @@
 typedef struct sl_cowmap_entry_s {
   uint64_t hash;
   uint64_t version; /* map version that created this entry */
-  struct sl_cowmap_entry_s *next; /* same 60-bit hash prefix */
+  uint8_t *val;     /* inline after the key, or a separate allocation */
   uint32_t klen;    /* composite key: key bytes then namespace bytes */
   uint32_t nslen;   /* trailing namespace bytes inside key */
   uint32_t vlen;
   uint32_t vcap;
-  uint8_t *val;     /* inline after the key, or a separate allocation */
   uint8_t key[];
 } sl_cowmap_entry_t;
 
@@ -47,7 +47,8 @@ const sl_cowmap_entry_t *sl__cowmap_get(const sl_cowmap_t *m, uint64_t hash,
                                         const void *key, uint32_t klen);
 /**
  * @brief Find or create the entry for a key and make it writable (copying
- * it and its path when a snapshot shares them).  A new entry has vlen 0.
+ * it, its segment and the directory when a snapshot shares them).  A new
+ * entry has vlen 0.
  * @return SL_OK or SL_ENOMEM.  @thread owner.
  */
 int sl__cowmap_upsert(sl_cowmap_t *m, uint64_t hash, const void *key,
@@ -60,8 +61,8 @@ int sl__cowmap_upsert(sl_cowmap_t *m, uint64_t hash, const void *key,
  */
 bool sl__cowmap_is_writable(const sl_cowmap_t *m, const sl_cowmap_entry_t *e);
 /**
- * @brief A counter that changes whenever an entry leaves the tree (removed
- * or replaced by a copy).  An entry pointer read while it had one value is
+ * @brief A counter that changes whenever an entry leaves the table (removed
+ * or replaced by a copy; growing the table moves no entry).  An entry pointer read while it had one value is
  * still valid while it has the same value.
  */
 uint64_t sl__cowmap_epoch(const sl_cowmap_t *m);
@@ -74,6 +75,13 @@ int sl__cowmap_entry_reserve_value(sl_cowmap_entry_t *e, uint32_t more);
 int sl__cowmap_remove(sl_cowmap_t *m, uint64_t hash, const void *key,
                       uint32_t klen);
 size_t sl__cowmap_size(const sl_cowmap_t *m);
+/**
+ * @brief Pre-size the table for n entries in all, so that inserting up to
+ * n entries never grows it (a restore that knows its entry count builds
+ * each map in one pass).  Never shrinks.  @return SL_OK, SL_ENOMEM,
+ * SL_EOVERFLOW.  @thread owner.
+ */
+int sl__cowmap_reserve(sl_cowmap_t *m, size_t n);
 
 
 /**
@@ -93,20 +101,24 @@ void sl__cowmap_gc(sl_cowmap_t *m);
 
 /* Iteration over a pinned version (any thread holding the snapshot) or the
  * current version (owner, no writes during iteration). */
-#define SL_COWMAP_MAX_DEPTH 12
 typedef struct sl_cowmap_iter_s {
-  const void *stack[SL_COWMAP_MAX_DEPTH + 1];
-  uint32_t pos[SL_COWMAP_MAX_DEPTH + 1];
-  int depth;
-  const sl_cowmap_entry_t *chain;
+  const void *dir; /* the table iterated */
+  uint64_t pos;    /* next slot */
 } sl_cowmap_iter_t;
 
 void sl__cowmap_snap_iter(const sl_cowmap_snap_t *s, sl_cowmap_iter_t *it);
 void sl__cowmap_iter(const sl_cowmap_t *m, sl_cowmap_iter_t *it);
 const sl_cowmap_entry_t *sl__cowmap_next(sl_cowmap_iter_t *it);
 
-/* Statistics for tests: nodes copied since creation, nodes awaiting gc. */
+/*
+ * Statistics for tests: nodes (directories, segments, entries) copied on
+ * write since creation; nodes awaiting gc; slots of the current table.  One
+ * write copies at most SL_COWMAP_MAX_WRITE_COPIES nodes (the directory,
+ * one segment, the entry).
+ */
+#define SL_COWMAP_MAX_WRITE_COPIES 3
 uint64_t sl__cowmap_copies(const sl_cowmap_t *m);
 size_t sl__cowmap_retired(const sl_cowmap_t *m);
+size_t sl__cowmap_capacity(const sl_cowmap_t *m);
 
 #endif

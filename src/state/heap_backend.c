@@ -239,6 +239,16 @@ int sl__kstate_restore_entry(sl_state_t *st, uint32_t kg, const uint8_t *key,
   return sl__cowmap_entry_set_value(e, val, vlen);
 }
 
+int sl__kstate_restore_reserve(sl_state_t *st, uint32_t kg, uint64_t n) {
+  sl_kstate_t *be = st->be;
+  if (kg < be->kg_start || kg > be->kg_end) return SL_ECORRUPT;
+  sl_cowmap_t *m = st->maps[kg - be->kg_start];
+  /* A count beyond what a map could hold is a corrupt file, not a reason
+   * to allocate: the entries themselves are checked as they come. */
+  if (n > SIZE_MAX / 2) return SL_EOVERFLOW;
+  return sl__cowmap_reserve(m, sl__cowmap_size(m) + (size_t)n);
+}
+
 const char *sl__kstate_undeclared(const sl_kstate_t *be) {
   for (uint32_t i = 0; i < be->n_states; i++)
     if (be->states[i]->is_restored && !be->states[i]->is_declared)

@@ -79,6 +79,15 @@ int sl__kstate_restore_state(sl_kstate_t *be, const sl_state_desc_t *desc,
 int sl__kstate_restore_entry(sl_state_t *st, uint32_t kg, const uint8_t *key,
                              uint32_t klen, uint32_t nslen, const uint8_t *val,
                              uint32_t vlen);
+/**
+ * @brief Before restoring key group kg of st: the number of entries about
+ * to be restored into it (sl__kstate_restore_entry), so that its map is
+ * sized once instead of growing while it fills.  Optional; the caller
+ * bounds n by what it can still read (a corrupt count must not allocate).
+ * @return SL_OK, SL_ECORRUPT (kg outside the range), SL_ENOMEM,
+ * SL_EOVERFLOW.
+ */
+int sl__kstate_restore_reserve(sl_state_t *st, uint32_t kg, uint64_t n);
 /** @brief A restored state the operator did not declare, or NULL. */
 const char *sl__kstate_undeclared(const sl_kstate_t *be);
 

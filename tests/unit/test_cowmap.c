@@ -185,7 +185,7 @@ SL_TEST(snapshot_is_constant_time) {
   put_u64(m, 42, 1, ~0ull);
   uint64_t after_first = sl__cowmap_copies(m);
   SL_ASSERT_TRUE(after_first > before);
-  SL_ASSERT_LE_INT(after_first - before, SL_COWMAP_MAX_DEPTH + 2);
+  SL_ASSERT_LE_INT(after_first - before, SL_COWMAP_MAX_WRITE_COPIES);
   put_u64(m, 42, 2, ~0ull);
   SL_ASSERT_EQ_INT(sl__cowmap_copies(m), after_first);
   sl__cowmap_snap_release(s);
@@ -311,4 +311,410 @@ SL_TEST(concurrent_snapshot_iteration) {
   sl__cowmap_destroy(m);
   pthread_mutex_destroy(&c.lock);
   pthread_cond_destroy(&c.cond);
+}
+
+/* ------------------------------------------------------------------ */
+/* The flat table: segment copy-on-write, growth, tombstones, fixed-width
+ * keys, bulk reserve, and a differential test against a reference. */
+
+/* Iterate a snapshot into want-or-absent form: vals[k] = value + 1, 0 when
+ * absent; fails on a key seen twice or out of range. */
+static size_t snap_collect(const sl_cowmap_snap_t *s, uint64_t *vals,
+                           uint64_t n_keys) {
+  memset(vals, 0, n_keys * sizeof(uint64_t));
+  sl_cowmap_iter_t it;
+  sl__cowmap_snap_iter(s, &it);
+  const sl_cowmap_entry_t *e;
+  size_t n = 0;
+  while ((e = sl__cowmap_next(&it)) != NULL) {
+    uint64_t k, v;
+    SL_ASSERT_EQ_INT(e->klen, 8);
+    SL_ASSERT_EQ_INT(e->vlen, 8);
+    memcpy(&k, e->key, 8);
+    memcpy(&v, e->val, 8);
+    SL_ASSERT_TRUE(k < n_keys);
+    SL_ASSERT_EQ_INT(vals[k], 0);
+    vals[k] = v + 1;
+    n++;
+  }
+  return n;
+}
+
+/* Rewriting every key under a snapshot copies each entry once and each
+ * segment at most once (plus the directory); the pinned version keeps
+ * exactly the old contents, and gc frees every copy's original after the
+ * release. */
+SL_TEST(segment_copy_on_write) {
+  enum { N = 20000 };
+  sl_cowmap_t *m;
+  SL_ASSERT_OK(sl__cowmap_create(&m));
+  for (uint64_t k = 0; k < N; k++) put_u64(m, k, k, ~0ull);
+  size_t cap = sl__cowmap_capacity(m);
+  uint64_t c0 = sl__cowmap_copies(m);
+  SL_ASSERT_EQ_INT(c0, 0);
+  sl_cowmap_snap_t *s;
+  SL_ASSERT_OK(sl__cowmap_snapshot(m, &s));
+  SL_ASSERT_EQ_INT(sl__cowmap_retired(m), 0);
+  for (uint64_t k = 0; k < N; k++) put_u64(m, k, k + 5, ~0ull);
+  SL_ASSERT_EQ_INT(sl__cowmap_capacity(m), cap); /* no growth */
+  uint64_t copies = sl__cowmap_copies(m) - c0;
+  /* N entries, at most one copy per 128-slot segment, one directory. */
+  SL_ASSERT_TRUE(copies >= N);
+  SL_ASSERT_LE_INT(copies, N + cap / 128 + 1);
+  SL_ASSERT_EQ_INT(sl__cowmap_retired(m), copies);
+  /* Writing again copies nothing: every node is the owner's now. */
+  for (uint64_t k = 0; k < N; k++) put_u64(m, k, k + 6, ~0ull);
+  SL_ASSERT_EQ_INT(sl__cowmap_copies(m) - c0, copies);
+  uint64_t *vals = calloc(N, sizeof(uint64_t));
+  SL_ASSERT_EQ_INT(snap_collect(s, vals, N), N);
+  for (uint64_t k = 0; k < N; k++) SL_ASSERT_EQ_INT(vals[k], k + 1);
+  for (uint64_t k = 0; k < N; k++) {
+    uint64_t v;
+    SL_ASSERT_TRUE(get_u64(m, k, &v, ~0ull));
+    SL_ASSERT_EQ_INT(v, k + 6);
+  }
+  /* gc before the release frees nothing the snapshot can see. */
+  sl__cowmap_gc(m);
+  SL_ASSERT_EQ_INT(sl__cowmap_retired(m), copies);
+  SL_ASSERT_EQ_INT(snap_collect(s, vals, N), N);
+  sl__cowmap_snap_release(s);
+  sl__cowmap_gc(m);
+  SL_ASSERT_EQ_INT(sl__cowmap_retired(m), 0);
+  free(vals);
+  sl__cowmap_destroy(m);
+}
+
+/* The table grows (several rebuilds) while a snapshot pins a small old
+ * version: the snapshot keeps its directory and segments, the rebuilt
+ * table shares the entries, and everything old is freed after release. */
+SL_TEST(growth_under_snapshot) {
+  enum { OLD = 50, N = 30000 };
+  sl_cowmap_t *m;
+  SL_ASSERT_OK(sl__cowmap_create(&m));
+  for (uint64_t k = 0; k < OLD; k++) put_u64(m, k, k * 3, ~0ull);
+  size_t cap0 = sl__cowmap_capacity(m);
+  sl_cowmap_snap_t *s;
+  SL_ASSERT_OK(sl__cowmap_snapshot(m, &s));
+  uint64_t epoch = sl__cowmap_epoch(m);
+  for (uint64_t k = OLD; k < N; k++) put_u64(m, k, k * 3, ~0ull);
+  /* Growing moves no entry: pointers read before stay valid. */
+  SL_ASSERT_EQ_INT(sl__cowmap_epoch(m), epoch);
+  SL_ASSERT_TRUE(sl__cowmap_capacity(m) >= (size_t)N * 4 / 3);
+  SL_ASSERT_TRUE(sl__cowmap_capacity(m) > cap0);
+  SL_ASSERT_TRUE(sl__cowmap_retired(m) > 0); /* the pinned dir + segments */
+  for (uint64_t k = 0; k < OLD; k++) put_u64(m, k, 1, ~0ull);
+  SL_ASSERT_EQ_INT(sl__cowmap_snap_size(s), OLD);
+  uint64_t *vals = calloc(N, sizeof(uint64_t));
+  SL_ASSERT_EQ_INT(snap_collect(s, vals, N), OLD);
+  for (uint64_t k = 0; k < OLD; k++) SL_ASSERT_EQ_INT(vals[k], k * 3 + 1);
+  SL_ASSERT_EQ_INT(sl__cowmap_size(m), N);
+  for (uint64_t k = 0; k < N; k++) {
+    uint64_t v;
+    SL_ASSERT_TRUE(get_u64(m, k, &v, ~0ull));
+    SL_ASSERT_EQ_INT(v, k < OLD ? 1 : k * 3);
+  }
+  sl__cowmap_snap_release(s);
+  sl__cowmap_gc(m);
+  SL_ASSERT_EQ_INT(sl__cowmap_retired(m), 0);
+  free(vals);
+  sl__cowmap_destroy(m);
+}
+
+/* Remove and reinsert under snapshots: each snapshot keeps its version,
+ * tombstones are reused or rebuilt away (the table does not grow without
+ * bound under churn), and gc frees all after the releases. */
+SL_TEST(remove_reinsert_under_snapshot) {
+  enum { N = 4000 };
+  sl_cowmap_t *m;
+  SL_ASSERT_OK(sl__cowmap_create(&m));
+  for (uint64_t k = 0; k < N; k++) put_u64(m, k, 100, ~0ull);
+  sl_cowmap_snap_t *s1, *s2;
+  SL_ASSERT_OK(sl__cowmap_snapshot(m, &s1));
+  for (uint64_t k = 0; k < N; k += 2) {
+    uint64_t kk = k;
+    SL_ASSERT_OK(sl__cowmap_remove(m, hash_of(kk, ~0ull), &kk, 8));
+    SL_ASSERT_EQ_INT(sl__cowmap_remove(m, hash_of(kk, ~0ull), &kk, 8),
+                     SL_ENOTFOUND);
+  }
+  SL_ASSERT_EQ_INT(sl__cowmap_size(m), N / 2);
+  for (uint64_t k = 0; k < N; k += 4) put_u64(m, k, 200, ~0ull);
+  SL_ASSERT_OK(sl__cowmap_snapshot(m, &s2));
+  for (uint64_t k = 0; k < N; k++) {
+    uint64_t kk = k;
+    int rc = sl__cowmap_remove(m, hash_of(kk, ~0ull), &kk, 8);
+    SL_ASSERT_EQ_INT(rc, (k % 4 == 2) ? SL_ENOTFOUND : SL_OK);
+  }
+  SL_ASSERT_EQ_INT(sl__cowmap_size(m), 0);
+  for (uint64_t k = 0; k < N; k++) SL_ASSERT_TRUE(!get_u64(m, k, &(uint64_t){0}, ~0ull));
+  for (uint64_t k = 0; k < N; k += 3) put_u64(m, k, 300, ~0ull);
+  uint64_t *vals = calloc(N, sizeof(uint64_t));
+  SL_ASSERT_EQ_INT(snap_collect(s1, vals, N), N);
+  for (uint64_t k = 0; k < N; k++) SL_ASSERT_EQ_INT(vals[k], 101);
+  size_t n2 = snap_collect(s2, vals, N);
+  SL_ASSERT_EQ_INT(n2, sl__cowmap_snap_size(s2));
+  for (uint64_t k = 0; k < N; k++)
+    SL_ASSERT_EQ_INT(vals[k], k % 4 == 0 ? 201 : k % 2 == 1 ? 101 : 0);
+  sl__cowmap_snap_release(s2);
+  sl__cowmap_gc(m);
+  SL_ASSERT_TRUE(sl__cowmap_retired(m) > 0); /* s1 still sees old nodes */
+  SL_ASSERT_EQ_INT(snap_collect(s1, vals, N), N);
+  sl__cowmap_snap_release(s1);
+  sl__cowmap_gc(m);
+  SL_ASSERT_EQ_INT(sl__cowmap_retired(m), 0);
+  /* Churn without snapshots: the tombstones never make the table grow
+   * past what its live entries need. */
+  size_t cap = sl__cowmap_capacity(m);
+  for (int round = 0; round < 200; round++) {
+    for (uint64_t k = 0; k < N; k += 3) {
+      uint64_t kk = k;
+      SL_ASSERT_OK(sl__cowmap_remove(m, hash_of(kk, ~0ull), &kk, 8));
+    }
+    for (uint64_t k = 0; k < N; k += 3) put_u64(m, k, (uint64_t)round, ~0ull);
+  }
+  SL_ASSERT_LE_INT(sl__cowmap_capacity(m), cap);
+  SL_ASSERT_EQ_INT(sl__cowmap_size(m), (N + 2) / 3);
+  for (uint64_t k = 0; k < N; k++) {
+    uint64_t v;
+    SL_ASSERT_EQ_INT(get_u64(m, k, &v, ~0ull), k % 3 == 0);
+    if (k % 3 == 0) SL_ASSERT_EQ_INT(v, 199);
+  }
+  free(vals);
+  sl__cowmap_destroy(m);
+}
+
+/* Pre-sizing: inserting up to the reserved count never rebuilds. */
+SL_TEST(reserve_then_fill) {
+  enum { N = 50000 };
+  sl_cowmap_t *m;
+  SL_ASSERT_OK(sl__cowmap_create(&m));
+  put_u64(m, 7, 7, ~0ull);
+  SL_ASSERT_OK(sl__cowmap_reserve(m, N));
+  size_t cap = sl__cowmap_capacity(m);
+  SL_ASSERT_TRUE(cap * 3 / 4 >= N);
+  SL_ASSERT_LE_INT(cap, (size_t)N * 8 / 3 + 8); /* no more than needed */
+  uint64_t v;
+  SL_ASSERT_TRUE(get_u64(m, 7, &v, ~0ull)); /* kept across the rebuild */
+  SL_ASSERT_EQ_INT(v, 7);
+  for (uint64_t k = 0; k < N; k++) put_u64(m, k, k, ~0ull);
+  SL_ASSERT_EQ_INT(sl__cowmap_capacity(m), cap);
+  /* Smaller or equal requests change nothing; absurd ones are refused. */
+  SL_ASSERT_OK(sl__cowmap_reserve(m, 10));
+  SL_ASSERT_EQ_INT(sl__cowmap_capacity(m), cap);
+  SL_ASSERT_EQ_INT(sl__cowmap_reserve(m, SIZE_MAX / 2), SL_EOVERFLOW);
+  SL_ASSERT_EQ_INT(sl__cowmap_capacity(m), cap);
+  for (uint64_t k = 0; k < N; k++) {
+    SL_ASSERT_TRUE(get_u64(m, k, &v, ~0ull));
+    SL_ASSERT_EQ_INT(v, k);
+  }
+  /* Reserving under a snapshot rebuilds into new segments; the snapshot
+   * keeps the old ones. */
+  sl_cowmap_snap_t *s;
+  SL_ASSERT_OK(sl__cowmap_snapshot(m, &s));
+  SL_ASSERT_OK(sl__cowmap_reserve(m, 4 * N));
+  SL_ASSERT_TRUE(sl__cowmap_capacity(m) > cap);
+  SL_ASSERT_TRUE(sl__cowmap_retired(m) > 0);
+  uint64_t *vals = calloc(N, sizeof(uint64_t));
+  SL_ASSERT_EQ_INT(snap_collect(s, vals, N), N);
+  sl__cowmap_snap_release(s);
+  sl__cowmap_gc(m);
+  SL_ASSERT_EQ_INT(sl__cowmap_retired(m), 0);
+  free(vals);
+  sl__cowmap_destroy(m);
+}
+
+/* The fixed-width comparison: keys of 1..24 bytes that differ only in
+ * their last byte or only in their first, all with one hash, and keys that
+ * are prefixes of each other.  Every one must stay distinct. */
+SL_TEST(fixed_width_keys_of_equal_hash) {
+  sl_cowmap_t *m;
+  SL_ASSERT_OK(sl__cowmap_create(&m));
+  const uint64_t h = 0x0123456789abcdefull;
+  uint8_t key[24];
+  uint32_t n = 0;
+  for (uint32_t len = 1; len <= 24; len++)
+    for (uint32_t which = 0; which < 2; which++)
+      for (uint32_t b = 0; b < 4; b++) {
+        memset(key, 0xa5, sizeof(key));
+        key[which ? 0 : len - 1] = (uint8_t)b;
+        sl_cowmap_entry_t *e;
+        bool created;
+        SL_ASSERT_OK(sl__cowmap_upsert(m, h, key, len, 0, 4, &e, &created));
+        uint32_t tag = len * 16 + which * 4 + b;
+        /* b < 4 never equals the 0xa5 filler, so all keys differ except
+         * at len 1, where the first byte is the last. */
+        if (len == 1 && which == 1) {
+          SL_ASSERT_TRUE(!created);
+          continue;
+        }
+        SL_ASSERT_TRUE(created);
+        SL_ASSERT_OK(sl__cowmap_entry_set_value(e, &tag, 4));
+        n++;
+      }
+  SL_ASSERT_EQ_INT(sl__cowmap_size(m), n);
+  for (uint32_t len = 1; len <= 24; len++)
+    for (uint32_t which = 0; which < 2; which++)
+      for (uint32_t b = 0; b < 4; b++) {
+        memset(key, 0xa5, sizeof(key));
+        key[which ? 0 : len - 1] = (uint8_t)b;
+        const sl_cowmap_entry_t *e = sl__cowmap_get(m, h, key, len);
+        SL_ASSERT_TRUE(e != NULL);
+        SL_ASSERT_EQ_INT(e->klen, len);
+        uint32_t tag;
+        memcpy(&tag, e->val, 4);
+        uint32_t want = len * 16 + (len == 1 ? 0 : which * 4) + b;
+        SL_ASSERT_EQ_INT(tag, want);
+        /* A different byte in the middle is a different key. */
+        if (len >= 3) {
+          key[len / 2] ^= 0x10;
+          SL_ASSERT_TRUE(sl__cowmap_get(m, h, key, len) == NULL);
+        }
+      }
+  /* int64 keys as the key codec writes them (tag byte, 8 bytes big
+   * endian): consecutive values differ only in the last byte. */
+  for (int64_t v = 0; v < 300; v++) {
+    uint8_t k9[9] = {1};
+    for (int i = 0; i < 8; i++) k9[1 + i] = (uint8_t)((uint64_t)v >> (56 - 8 * i));
+    sl_cowmap_entry_t *e;
+    bool created;
+    SL_ASSERT_OK(sl__cowmap_upsert(m, h ^ 1, k9, 9, 0, 8, &e, &created));
+    SL_ASSERT_TRUE(created);
+    SL_ASSERT_OK(sl__cowmap_entry_set_value(e, &v, 8));
+  }
+  for (int64_t v = 0; v < 300; v++) {
+    uint8_t k9[9] = {1};
+    for (int i = 0; i < 8; i++) k9[1 + i] = (uint8_t)((uint64_t)v >> (56 - 8 * i));
+    const sl_cowmap_entry_t *e = sl__cowmap_get(m, h ^ 1, k9, 9);
+    SL_ASSERT_TRUE(e != NULL);
+    int64_t got;
+    memcpy(&got, e->val, 8);
+    SL_ASSERT_EQ_INT(got, v);
+    SL_ASSERT_TRUE(sl__cowmap_get(m, h, k9, 9) == NULL); /* other hash */
+  }
+  sl__cowmap_destroy(m);
+}
+
+/*
+ * Differential test: random upserts (values of 0..40 bytes, some out of
+ * line), removes, reserves, snapshots taken and released at random points,
+ * gc, against a plain array per version.  Runs with full hashes and with
+ * 8-bit hashes (long probe clusters).  Seeded: a failure names its seed.
+ */
+enum { DIFF_KEYS = 1500, DIFF_SNAPS = 6 };
+typedef struct {
+  uint8_t len[DIFF_KEYS]; /* value length + 1; 0 = absent */
+  uint8_t val[DIFF_KEYS][40];
+} diff_ref_t;
+
+static void diff_check(const diff_ref_t *r, sl_cowmap_iter_t *it,
+                       size_t want_n, uint64_t seed) {
+  static bool seen[DIFF_KEYS];
+  memset(seen, 0, sizeof(seen));
+  const sl_cowmap_entry_t *e;
+  size_t n = 0;
+  while ((e = sl__cowmap_next(it)) != NULL) {
+    uint64_t k;
+    SL_ASSERT_EQ_INT(e->klen, 8);
+    memcpy(&k, e->key, 8);
+    if (k >= DIFF_KEYS || seen[k] || r->len[k] == 0 ||
+        e->vlen != (uint32_t)r->len[k] - 1u ||
+        memcmp(e->val, r->val[k], e->vlen) != 0)
+      SL_TEST_FAIL("seed %llu: key %llu differs from the reference",
+               (unsigned long long)seed, (unsigned long long)k);
+    seen[k] = true;
+    n++;
+  }
+  SL_ASSERT_EQ_INT(n, want_n);
+}
+
+static void differential(uint64_t seed, uint64_t mask) {
+  rng_state = seed;
+  sl_cowmap_t *m;
+  SL_ASSERT_OK(sl__cowmap_create(&m));
+  diff_ref_t *cur = calloc(1, sizeof(*cur));
+  diff_ref_t *refs = calloc(DIFF_SNAPS, sizeof(*refs));
+  sl_cowmap_snap_t *snaps[DIFF_SNAPS] = {NULL};
+  size_t snap_n[DIFF_SNAPS] = {0};
+  size_t n_cur = 0;
+  for (int op = 0; op < 40000; op++) {
+    uint64_t r = rnd() % 1000;
+    uint64_t k = rnd() % DIFF_KEYS;
+    if (r < 600) {
+      uint32_t len = (uint32_t)(rnd() % 41);
+      uint8_t v[40];
+      for (uint32_t i = 0; i < len; i++) v[i] = (uint8_t)rnd();
+      sl_cowmap_entry_t *e;
+      bool created;
+      uint64_t kk = k;
+      SL_ASSERT_OK(sl__cowmap_upsert(m, hash_of(kk, mask), &kk, 8, 0,
+                                     (uint32_t)(rnd() % 16), &e, &created));
+      SL_ASSERT_EQ_INT(created, cur->len[k] == 0);
+      SL_ASSERT_TRUE(sl__cowmap_is_writable(m, e));
+      SL_ASSERT_OK(sl__cowmap_entry_set_value(e, v, len));
+      if (created) n_cur++;
+      cur->len[k] = (uint8_t)(len + 1);
+      memcpy(cur->val[k], v, len);
+    } else if (r < 900) {
+      uint64_t kk = k;
+      int rc = sl__cowmap_remove(m, hash_of(kk, mask), &kk, 8);
+      SL_ASSERT_EQ_INT(rc, cur->len[k] ? SL_OK : SL_ENOTFOUND);
+      if (cur->len[k]) n_cur--;
+      cur->len[k] = 0;
+    } else if (r < 950) {
+      int i = (int)(rnd() % DIFF_SNAPS);
+      if (snaps[i] == NULL) {
+        SL_ASSERT_OK(sl__cowmap_snapshot(m, &snaps[i]));
+        refs[i] = *cur;
+        snap_n[i] = n_cur;
+      } else {
+        sl_cowmap_iter_t it;
+        sl__cowmap_snap_iter(snaps[i], &it);
+        diff_check(&refs[i], &it, snap_n[i], seed);
+        sl__cowmap_snap_release(snaps[i]);
+        snaps[i] = NULL;
+      }
+    } else if (r < 980) {
+      sl__cowmap_gc(m);
+    } else if (r < 985) {
+      SL_ASSERT_OK(sl__cowmap_reserve(m, n_cur + rnd() % 3000));
+    } else {
+      sl_cowmap_iter_t it;
+      sl__cowmap_iter(m, &it);
+      diff_check(cur, &it, n_cur, seed);
+      SL_ASSERT_EQ_INT(sl__cowmap_size(m), n_cur);
+      for (int i = 0; i < DIFF_SNAPS; i++) {
+        if (snaps[i] == NULL) continue;
+        SL_ASSERT_EQ_INT(sl__cowmap_snap_size(snaps[i]), snap_n[i]);
+        sl__cowmap_snap_iter(snaps[i], &it);
+        diff_check(&refs[i], &it, snap_n[i], seed);
+      }
+    }
+    /* Every lookup agrees with the reference. */
+    uint64_t q = rnd() % DIFF_KEYS;
+    const sl_cowmap_entry_t *e = sl__cowmap_get(m, hash_of(q, mask), &q, 8);
+    SL_ASSERT_EQ_INT(e != NULL, cur->len[q] != 0);
+    if (e != NULL) {
+      SL_ASSERT_EQ_INT(e->vlen, cur->len[q] - 1u);
+      SL_ASSERT_TRUE(memcmp(e->val, cur->val[q], e->vlen) == 0);
+    }
+  }
+  for (int i = 0; i < DIFF_SNAPS; i++) {
+    if (snaps[i] == NULL) continue;
+    sl_cowmap_iter_t it;
+    sl__cowmap_snap_iter(snaps[i], &it);
+    diff_check(&refs[i], &it, snap_n[i], seed);
+    sl__cowmap_snap_release(snaps[i]);
+  }
+  sl__cowmap_gc(m);
+  SL_ASSERT_EQ_INT(sl__cowmap_retired(m), 0);
+  free(cur);
+  free(refs);
+  sl__cowmap_destroy(m);
+}
+
+SL_TEST(differential_against_reference) {
+  for (uint64_t seed = 1; seed <= 4; seed++) differential(seed, ~0ull);
+}
+
+SL_TEST(differential_with_equal_hashes) {
+  for (uint64_t seed = 11; seed <= 12; seed++) differential(seed, 0xffull);
 }
