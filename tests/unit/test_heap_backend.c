@@ -568,3 +568,45 @@ SL_TEST(restore_malformed_values) {
   SL_ASSERT_TRUE(map_has(sm, "x", "y"));
   sl__kstate_destroy(be);
 }
+
+/* A restore that knows each key group's entry count sizes its maps first
+ * (sl__kstate_restore_reserve); the state comes back the same, and a key
+ * group outside the range is refused. */
+SL_TEST(restore_with_reserve) {
+  sl_kstate_t *be = backend(0, MAX_PAR - 1);
+  sl_state_t *st = declare(be, "v", SL_STATE_VALUE);
+  fill(be, st, 2000);
+  sl_kstate_snap_t *s;
+  SL_ASSERT_OK(sl__kstate_snapshot(be, &s));
+  sl_kstate_t *be2 = backend(0, MAX_PAR - 1);
+  sl_state_t *st2;
+  sl_error_t *err = NULL;
+  SL_ASSERT_OK_E(sl__kstate_restore_state(be2, sl__kstate_snap_desc(s, 0),
+                                          NULL, &st2, &err), err);
+  for (uint32_t kg = 0; kg < MAX_PAR; kg++) {
+    const sl_cowmap_snap_t *m = sl__kstate_snap_map(s, 0, kg);
+    SL_ASSERT_OK(sl__kstate_restore_reserve(st2, kg, sl__cowmap_snap_size(m)));
+    sl_cowmap_iter_t it;
+    sl__cowmap_snap_iter(m, &it);
+    const sl_cowmap_entry_t *e;
+    while ((e = sl__cowmap_next(&it)) != NULL)
+      SL_ASSERT_OK(sl__kstate_restore_entry(st2, kg, e->key, e->klen,
+                                            e->nslen, e->val, e->vlen));
+  }
+  st2 = declare(be2, "v", SL_STATE_VALUE);
+  SL_ASSERT_EQ_INT(sl__state_size(st2), 3000);
+  visit_t v = {st2, 0, 0};
+  SL_ASSERT_OK(sl__state_for_each(st2, visit, &v));
+  SL_ASSERT_EQ_INT(v.n, 3000);
+  SL_ASSERT_EQ_INT(v.n_ns, 1000);
+  sl__kstate_destroy(be2);
+  /* Outside the range of the backend restored into. */
+  be2 = backend(0, 3);
+  SL_ASSERT_OK_E(sl__kstate_restore_state(be2, sl__kstate_snap_desc(s, 0),
+                                          NULL, &st2, &err), err);
+  SL_ASSERT_EQ_INT(sl__kstate_restore_reserve(st2, 4, 10), SL_ECORRUPT);
+  SL_ASSERT_OK(sl__kstate_restore_reserve(st2, 3, 10));
+  sl__kstate_destroy(be2);
+  sl__kstate_snap_release(s);
+  sl__kstate_destroy(be);
+}
