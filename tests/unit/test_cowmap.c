@@ -597,7 +597,8 @@ SL_TEST(fixed_width_keys_of_equal_hash) {
  * Differential test: random upserts (values of 0..40 bytes, some out of
  * line), removes, reserves, snapshots taken and released at random points,
  * gc, against a plain array per version.  Runs with full hashes and with
- * 8-bit hashes (long probe clusters).  Seeded: a failure names its seed.
+ * only the top 8 bits of the hash kept (about 6 keys per hash value, long
+ * probe clusters).  Seeded: a failure names its seed.
  */
 enum { DIFF_KEYS = 1500, DIFF_SNAPS = 6 };
 typedef struct {
@@ -635,7 +636,7 @@ static void differential(uint64_t seed, uint64_t mask) {
   sl_cowmap_snap_t *snaps[DIFF_SNAPS] = {NULL};
   size_t snap_n[DIFF_SNAPS] = {0};
   size_t n_cur = 0;
-  for (int op = 0; op < 40000; op++) {
+  for (int op = 0; op < 15000; op++) {
     uint64_t r = rnd() % 1000;
     uint64_t k = rnd() % DIFF_KEYS;
     if (r < 600) {
@@ -674,7 +675,7 @@ static void differential(uint64_t seed, uint64_t mask) {
       }
     } else if (r < 980) {
       sl__cowmap_gc(m);
-    } else if (r < 985) {
+    } else if (r < 990) {
       SL_ASSERT_OK(sl__cowmap_reserve(m, n_cur + rnd() % 3000));
     } else {
       sl_cowmap_iter_t it;
@@ -712,9 +713,10 @@ static void differential(uint64_t seed, uint64_t mask) {
 }
 
 SL_TEST(differential_against_reference) {
-  for (uint64_t seed = 1; seed <= 4; seed++) differential(seed, ~0ull);
+  for (uint64_t seed = 1; seed <= 2; seed++) differential(seed, ~0ull);
 }
 
 SL_TEST(differential_with_equal_hashes) {
-  for (uint64_t seed = 11; seed <= 12; seed++) differential(seed, 0xffull);
+  for (uint64_t seed = 11; seed <= 12; seed++)
+    differential(seed, 0xff00000000000000ull);
 }
