@@ -313,8 +313,9 @@ SL_TEST(window_kind_changed_fails) {
   expect_incompatible(
       T_WINDOW,
       "operator 'per-window' (subtask 1 of 1): state 'window.acc' does not "
-      "match the checkpoint: the checkpoint holds version 1 with layout "
-      "[tumbling 37000 us; key key:int64; sum(seq):int64, count():int64], "
+      "match the checkpoint: the checkpoint holds version 2 with layout "
+      "[per key: slices of 37000 us, tumbling 37000 us; key key:int64; "
+      "sum(seq):int64, count():int64], "
       "the operator declares version 1 with layout [session; key "
       "key:int64; sum(seq):int64, count():int64]; sluice cannot migrate "
       "state yet, so resume with the definition the checkpoint was taken "
