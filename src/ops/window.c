@@ -1345,15 +1345,15 @@ static void assigner_layout(const sl_window_spec_t *s, sl_acc_t *b) {
 static char *acc_layout(const wcfg_t *c) {
   sl_acc_t b;
   sl__acc_init(&b);
-  /* Slices are found from the key's value, and a window from its end by
-   * the slice length and the assigner (window.c, "Slicing"). */
+  /* Slices: their length and alignment define which rows a slice holds;
+   * the windows are combined from them when they fire, so a change of
+   * slide or allowed lateness keeps the bytes' meaning (window.c,
+   * "Slicing"). */
   if (c->is_sliced)
-    sl__acc_printf(&b, "per key: slices of %lld us, ", (long long)c->g);
+    sl__acc_printf(&b, "per key: slices of %lld us (offset %lld us), ",
+                   (long long)c->g,
+                   (long long)sl__floor_mod(c->spec.offset_us, c->g));
   assigner_layout(&c->spec, &b);
-  if (c->is_sliced && c->spec.kind == SL_WINDOW_SLIDING)
-    sl__acc_printf(&b, " every %lld us", (long long)c->spec.slide_us);
-  if (c->is_sliced && c->spec.kind == SL_WINDOW_CUMULATE)
-    sl__acc_printf(&b, " step %lld us", (long long)c->spec.step_us);
   if (c->mode == WM_REDUCE) sl__acc_printf(&b, "; user aggregate");
   if (c->mode == WM_PROCESS) sl__acc_printf(&b, "; rows in window.rows");
   if (c->mode == WM_AGG) {

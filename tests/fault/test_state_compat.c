@@ -361,7 +361,8 @@ SL_TEST(window_kind_changed_fails) {
       T_WINDOW,
       "operator 'per-window' (subtask 1 of 1): state 'window.acc' does not "
       "match the checkpoint: the checkpoint holds version 2 with layout "
-      "[per key: slices of 37000 us, tumbling 37000 us; key key:int64; "
+      "[per key: slices of 37000 us (offset 0 us), tumbling 37000 us; key "
+      "key:int64; "
       "sum(seq):int64, count():int64], "
       "the operator declares version 1 with layout [session; key "
       "key:int64; sum(seq):int64, count():int64]; sluice cannot migrate "
@@ -380,8 +381,8 @@ SL_TEST(window_per_window_layout_to_slices_fails) {
       "operator 'per-window' (subtask 1 of 1): state 'window.acc' does not "
       "match the checkpoint: the checkpoint holds version 1 with layout "
       "[tumbling 37000 us; user aggregate], the operator declares version 2 "
-      "with layout [per key: slices of 37000 us, tumbling 37000 us; user "
-      "aggregate]; sluice cannot migrate state yet, so resume with the "
+      "with layout [per key: slices of 37000 us (offset 0 us), tumbling "
+      "37000 us; user aggregate]; sluice cannot migrate state yet, so resume with the "
       "definition the checkpoint was taken with");
 }
 
