@@ -75,7 +75,8 @@ SL_API sl_stream_t *sl_stream_window_aggregate(sl_stream_t *keyed,
 typedef struct sl_window_agg_fns_s {
   /** Fold a row into acc (empty for a new window). */
   int (*add)(void *user, const sl_row_t *row, sl_bytes_t *acc);
-  /** Session windows: fold accumulator `from` into `into`. */
+  /** Fold accumulator `from` into `into` (session windows; with slices,
+   * combine a window's slices).  Optional except for session windows. */
   int (*merge)(void *user, sl_slice_t from, sl_bytes_t *into);
   /** Fill the output row of a window (the builder is reset). */
   int (*result)(sl_ctx_t *ctx, void *user, const sl_window_t *w,

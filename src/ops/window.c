@@ -1,19 +1,30 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Window operators (sl_window.h) as keyed process functions on event-time
- * timers.  Per (key, window) the state "window.acc" (namespace: the window
- * as 16 big-endian bytes start, end) holds a header and a payload:
+ * timers, in two layouts.
+ *
+ * Slices (tumbling, sliding and cumulate windows with built-in aggregates,
+ * or a user aggregate with merge): per key one value of "window.acc" (no
+ * namespace) holds partial accumulators per slice of time, and one timer
+ * per key is pending; a window fires by combining its slices.  The layout
+ * and invariants are in the "Slicing" section below.
+ *
+ * Per window (process functions, user aggregates without merge, session
+ * windows): per (key, window) the state "window.acc" (namespace: the
+ * window as 16 big-endian bytes start, end) holds a header and a payload:
  *
  *   header   i64 rows, i64 largest event time, u8 fired, 7 bytes padding
  *   payload  built-in aggregates: per column i64 count and 8 bytes value,
  *            then the key fields as a row; user aggregates: their bytes;
  *            process functions: nothing (the rows are in "window.rows").
  *
+ * The slices combine into this same accumulator format to be emitted.
  * Session windows keep, per key, the sorted list of their windows in
  * "window.sessions" (pairs of i64 start, end).  A window's timer at end - 1
  * fires it; with allowed lateness the state stays until end - 1 +
  * lateness, when a second timer clears it.  Timers are (time, key): the
- * window is found again from the time (tumbling, sliding: end = time + 1)
+ * window is found again from the time (tumbling, sliding: end = time + 1,
+ * start = end - size; cumulate: start = the size-aligned start of end - 1)
  * or in the session list.  See docs/windows.md.
  */
 #include <math.h>

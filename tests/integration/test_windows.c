@@ -1266,6 +1266,24 @@ SL_TEST(join_errors_name_the_problem) {
   SL_ASSERT_TRUE(strstr(sl_error_message(err),
                         "join 'j' needs both inputs keyed by fields") != NULL);
   sl_job_destroy(job);
+  /* A cumulate window is not a window join's. */
+  job = new_job(1);
+  vsrc_init(&ls, 1, 0, cl_gen, NULL);
+  a = sl_job_source(job, "left", &vsrc_vt, &ls, schema);
+  ka = sl_stream_key_by_fields(a, key, 1);
+  sl_window_spec_t ws;
+  sl_window_spec_init(&ws);
+  ws.kind = SL_WINDOW_CUMULATE;
+  ws.time_field = "v";
+  ws.size_us = 10;
+  ws.step_us = 5;
+  sl_stream_window_join(ka, ka, "j", &ws, "v");
+  err = sl_job_error(job);
+  SL_ASSERT_TRUE(err != NULL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err),
+                        "window joins take tumbling or sliding windows") !=
+                 NULL);
+  sl_job_destroy(job);
   sl_schema_unref(schema);
 }
 
