@@ -950,6 +950,8 @@ SL_TEST(window_and_watermark_errors_name_the_problem) {
       {5, "window 'w': min(ts) over windows"},
       {6, "window 'w' needs a keyed stream"},
       {7, "'events' has no late rows: it is not a window operator"},
+      {8, "window 'w': a cumulate window needs a step > 0 and a size that "
+          "is a multiple of it"},
   };
   for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
     sl_job_t *job = new_job(1);
@@ -970,6 +972,10 @@ SL_TEST(window_and_watermark_errors_name_the_problem) {
     spec.time_field = cases[c].what == 2 ? "when" : "ts";
     spec.size_us = cases[c].what == 3 ? 0 : 1000;
     if (cases[c].what == 4) spec.kind = SL_WINDOW_SESSION;
+    if (cases[c].what == 8) {
+      spec.kind = SL_WINDOW_CUMULATE;
+      spec.step_us = 300; /* does not divide 1000 */
+    }
     sl_agg_t aggs[] = {{"m", cases[c].what == 5 ? SL_AGG_MIN : SL_AGG_COUNT,
                         cases[c].what == 5 ? "ts" : NULL}};
     if (cases[c].what == 7) {
