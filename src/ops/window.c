@@ -1260,6 +1260,11 @@ static int sliced_process(const wcfg_t *c, wlocal_t *l, const sl_row_t *row,
                        "close to the limits of int64 for a window of %lld "
                        "us", c->uid, (long long)ts, s->time_field,
                        (long long)s->size_us);
+  /* A sliding window whose slide exceeds its size leaves gaps: a row in
+   * one is in no window and goes, as a late row does, to the side
+   * output. */
+  if (s->kind != SL_WINDOW_CUMULATE && base < lo)
+    return sl__op_emit_side(l->ctx, 1, row);
   /* ts - offset does not overflow (checked above). */
   a = ts - sl__floor_mod(ts - s->offset_us, c->g);
   if (ts <= wm) {

@@ -1494,8 +1494,9 @@ SL_TEST(window_join_event_time_at_the_int64_limit) {
 /* Every (key, window) of every event, summed: the brute force for any
  * tumbling, sliding or cumulate spec. */
 static wres_t *expect_any(const evset_t *e, const sl_window_spec_t *sp,
-                          size_t *out_n) {
+                          size_t *out_n, size_t *out_n_none) {
   size_t cap = 1024, n = 0;
+  *out_n_none = 0;
   wres_t *w = malloc(cap * sizeof(*w));
   int64_t off = sp->offset_us;
   for (uint32_t s = 0; s < e->n_splits; s++)
@@ -1515,6 +1516,7 @@ static wres_t *expect_any(const evset_t *e, const sl_window_spec_t *sp,
              a > x->ts - sp->size_us; a -= slide)
           st[m][0] = a, st[m++][1] = a + sp->size_us;
       }
+      *out_n_none += m == 0; /* in a gap between sliding windows */
       for (size_t k = 0; k < m; k++) {
         if (n == cap) w = realloc(w, (cap *= 2) * sizeof(*w));
         w[n++] = (wres_t){x->key, st[k][0], st[k][1], 1, x->v, x->ts, 0};
@@ -1576,6 +1578,7 @@ SL_TEST(sliced_windows_match_brute_force_on_random_streams) {
       {SL_WINDOW_SLIDING, 9000, 6000, 0},    /* slide > size / 2 */
       {SL_WINDOW_SLIDING, 5000, 5000, 0},    /* slide == size */
       {SL_WINDOW_SLIDING, 21000, 700, 0},    /* 30 slices per window */
+      {SL_WINDOW_SLIDING, 3000, 5000, 1000}, /* gaps between windows */
       {SL_WINDOW_TUMBLING, 4000, 0, 1500},
       {SL_WINDOW_CUMULATE, 12000, 3000, 0},
       {SL_WINDOW_CUMULATE, 10000, 1000, 400},
@@ -1601,11 +1604,13 @@ SL_TEST(sliced_windows_match_brute_force_on_random_streams) {
     j.wm.max_out_of_orderness_us = 16 * 70;
     j.wm.per_record = ci % 3 == 0;
     j.wm.interval_ms = 1;
-    size_t n_want, n_got;
-    wres_t *want = expect_any(&e, &j.spec, &n_want);
-    csink_t out;
+    size_t n_want, n_got, n_none;
+    wres_t *want = expect_any(&e, &j.spec, &n_want, &n_none);
+    csink_t out, late;
     csink_init(&out);
-    run_window_job(&j, &e, &out, NULL);
+    csink_init(&late);
+    run_window_job(&j, &e, &out, &late);
+    SL_ASSERT_EQ_INT(late.n_rows, n_none); /* no row is late otherwise */
     wres_t *got = collected_windows(&out, &n_got);
     char what[96];
     snprintf(what, sizeof(what), "case %zu (kind %d, %lld / %lld, offset %lld)",
@@ -1616,6 +1621,7 @@ SL_TEST(sliced_windows_match_brute_force_on_random_streams) {
     free(got);
     free(want);
     csink_free(&out);
+    csink_free(&late);
     evset_free(&e);
   }
 }
@@ -1733,6 +1739,7 @@ SL_TEST(sliced_late_rows_and_lateness_equal_the_per_window_layout) {
       {SL_WINDOW_SLIDING, 10000, 3000, 7000},
       {SL_WINDOW_SLIDING, 8000, 2000, 15000},
       {SL_WINDOW_TUMBLING, 5000, 0, 4000},
+      {SL_WINDOW_SLIDING, 3000, 5000, 20000}, /* gaps between windows */
       {SL_WINDOW_CUMULATE, 12000, 4000, 0},
       {SL_WINDOW_CUMULATE, 12000, 3000, 9000},
   };
