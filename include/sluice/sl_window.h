@@ -2,9 +2,10 @@
 /*
  * Windows and joins in event time (sl_time.h).  A window operator runs on
  * a keyed stream; it assigns each row, by the event time in one of its
- * fields, to tumbling, sliding or session windows, keeps per (key, window)
- * an accumulator or the rows, and emits a window's result when the
- * watermark passes the window's end.  Rows that arrive after their window
+ * fields, to tumbling, sliding, cumulate or session windows, keeps per key
+ * partial aggregates of slices (or, for process functions and session
+ * windows, per (key, window) an accumulator or the rows), and emits a
+ * window's result when the watermark passes the window's end.  Rows that arrive after their window
  * was cleaned up (end - 1 + allowed lateness <= watermark) go to the late
  * side output, not into results.  See docs/windows.md.
  */
@@ -23,20 +24,27 @@ extern "C" {
 typedef enum sl_window_kind_e {
   SL_WINDOW_TUMBLING = 1, /* [offset + k*size, offset + (k+1)*size) */
   SL_WINDOW_SLIDING = 2,  /* size long, one starting every slide */
-  SL_WINDOW_SESSION = 3   /* rows closer than gap share a window */
+  SL_WINDOW_SESSION = 3,  /* rows closer than gap share a window */
+  /* As Flink's CUMULATE(step, size): windows [s, s + step), [s, s + 2
+   * step), ... [s, s + size) that share the start s = offset + k*size; a
+   * row is in every one of them that ends after it.  size must be a
+   * multiple of step. */
+  SL_WINDOW_CUMULATE = 4
 } sl_window_kind_t;
 
 typedef struct sl_window_spec_s {
   sl_window_kind_t kind;
   const char *time_field;      /* event time of the input (timestamp or
                                   int64 microseconds) */
-  int64_t size_us;             /* tumbling, sliding */
+  int64_t size_us;             /* tumbling, sliding, cumulate */
   int64_t slide_us;            /* sliding */
   int64_t gap_us;              /* session */
-  int64_t offset_us;           /* tumbling, sliding: alignment, default 0 */
+  int64_t offset_us;           /* tumbling, sliding, cumulate: alignment,
+                                  default 0 */
   /* A window's state is kept this long past its end: rows arriving in
    * that time update its result (-U old, +U new). */
   int64_t allowed_lateness_us;
+  int64_t step_us;             /* cumulate: the windows grow by this much */
 } sl_window_spec_t;
 
 SL_API void sl_window_spec_init(sl_window_spec_t *spec);
@@ -67,7 +75,8 @@ SL_API sl_stream_t *sl_stream_window_aggregate(sl_stream_t *keyed,
 typedef struct sl_window_agg_fns_s {
   /** Fold a row into acc (empty for a new window). */
   int (*add)(void *user, const sl_row_t *row, sl_bytes_t *acc);
-  /** Session windows: fold accumulator `from` into `into`. */
+  /** Fold accumulator `from` into `into` (session windows; with slices,
+   * combine a window's slices).  Optional except for session windows. */
   int (*merge)(void *user, sl_slice_t from, sl_bytes_t *into);
   /** Fill the output row of a window (the builder is reset). */
   int (*result)(sl_ctx_t *ctx, void *user, const sl_window_t *w,
@@ -77,7 +86,10 @@ typedef struct sl_window_agg_fns_s {
 /**
  * @brief Windowed user aggregate: result() builds each output row; the
  * engine emits it with the kinds described for sl_stream_window_aggregate.
- * Session windows need merge.
+ * Session windows need merge.  With merge, tumbling, sliding and cumulate
+ * windows keep one accumulator per key and slice (add() folds rows into a
+ * slice, merge() combines the slices of a window when it fires); without
+ * it, one per key and window.
  */
 SL_API sl_stream_t *sl_stream_window_reduce(sl_stream_t *keyed, const char *uid,
                                             const sl_window_spec_t *spec,

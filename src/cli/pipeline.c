@@ -1944,14 +1944,15 @@ static int get_window_duration(sl_pipeline_t *pl, int wv, const char *path,
 static int build_window(build_t *b, int wv, const char *f, const char *uid) {
   sl_pipeline_t *pl = b->pl;
   static const char *keys[] = {"type", "time_field", "size", "slide", "gap",
-                               "offset", "allowed_lateness", "key", "values",
-                               "late_sink", NULL};
+                               "step", "offset", "allowed_lateness", "key",
+                               "values", "late_sink", NULL};
   int rc = check_keys(pl, wv, f, keys);
   if (rc != SL_OK) return rc;
   if (!b->has_watermarks)
     return FAIL(pl, wv, f, "a window needs event time: give the source a "
                 "'watermarks' section with a time_field");
-  static const char *types[] = {"tumbling", "sliding", "session", NULL};
+  static const char *types[] = {"tumbling", "sliding", "session", "cumulate",
+                                NULL};
   int type = -1;
   if ((rc = get_enum(pl, wv, f, "type", types, &type)) != SL_OK) return rc;
   if (type < 0) return FAIL(pl, wv, f, "missing required field 'type'");
@@ -1961,12 +1962,13 @@ static int build_window(build_t *b, int wv, const char *f, const char *uid) {
     unsigned allowed, required;
     const char *msg;
   } fields[] = {
-      {"size", 3, 3, "a session window has no size; it ends after a gap "
-                     "without rows"},
+      {"size", 11, 11, "a session window has no size; it ends after a gap "
+                       "without rows"},
       {"slide", 2, 2, "only a sliding window has a slide; a tumbling window "
                       "moves by its size"},
       {"gap", 4, 4, "only a session window has a gap"},
-      {"offset", 3, 0, "a session window has no offset"},
+      {"step", 8, 8, "only a cumulate window has a step"},
+      {"offset", 11, 0, "a session window has no offset"},
   };
   for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
     int kidx = 0;
@@ -1984,11 +1986,13 @@ static int build_window(build_t *b, int wv, const char *f, const char *uid) {
   sl_window_spec_init(&spec);
   spec.kind = type == 0   ? SL_WINDOW_TUMBLING
               : type == 1 ? SL_WINDOW_SLIDING
-                          : SL_WINDOW_SESSION;
+              : type == 2 ? SL_WINDOW_SESSION
+                          : SL_WINDOW_CUMULATE;
   if ((rc = get_str(pl, wv, f, "time_field", true, &spec.time_field)) ||
       (rc = get_window_duration(pl, wv, f, "size", &spec.size_us)) ||
       (rc = get_window_duration(pl, wv, f, "slide", &spec.slide_us)) ||
       (rc = get_window_duration(pl, wv, f, "gap", &spec.gap_us)) ||
+      (rc = get_window_duration(pl, wv, f, "step", &spec.step_us)) ||
       (rc = get_duration(pl, wv, f, "offset", &spec.offset_us)) ||
       (rc = get_duration(pl, wv, f, "allowed_lateness",
                          &spec.allowed_lateness_us)))
@@ -1998,6 +2002,13 @@ static int build_window(build_t *b, int wv, const char *f, const char *uid) {
   if ((rc = check_time_field(pl, map_get(pl, wv, "time_field", NULL), tf,
                              b->schema, spec.time_field, "input")) != SL_OK)
     return rc;
+  if (type == 3 && spec.size_us % spec.step_us != 0) {
+    char sf[300];
+    join_path(sf, sizeof(sf), f, "step");
+    return FAIL(pl, map_get(pl, wv, "step", NULL), sf,
+                "must divide the size: a cumulate window grows by its step "
+                "up to its size");
+  }
   int64_t period = type == 1 ? spec.slide_us : spec.size_us;
   if (type != 2 && spec.offset_us >= period) {
     char of[300];

@@ -141,7 +141,7 @@ int sl__join_config_create(int kind, const sl_schema_t *left,
     c->spec = *spec;
     c->spec.time_field = NULL;
     c->has_window_cols = true;
-    if (spec->kind == SL_WINDOW_SESSION)
+    if (spec->kind != SL_WINDOW_TUMBLING && spec->kind != SL_WINDOW_SLIDING)
       rc = sl_error_set(out_err, SL_ENOTSUP,
                         "window joins take tumbling or sliding windows");
     else if (spec->size_us <= 0 ||

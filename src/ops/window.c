@@ -1,19 +1,30 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Window operators (sl_window.h) as keyed process functions on event-time
- * timers.  Per (key, window) the state "window.acc" (namespace: the window
- * as 16 big-endian bytes start, end) holds a header and a payload:
+ * timers, in two layouts.
+ *
+ * Slices (tumbling, sliding and cumulate windows with built-in aggregates,
+ * or a user aggregate with merge): per key one value of "window.acc" (no
+ * namespace) holds partial accumulators per slice of time, and one timer
+ * per key is pending; a window fires by combining its slices.  The layout
+ * and invariants are in the "Slicing" section below.
+ *
+ * Per window (process functions, user aggregates without merge, session
+ * windows): per (key, window) the state "window.acc" (namespace: the
+ * window as 16 big-endian bytes start, end) holds a header and a payload:
  *
  *   header   i64 rows, i64 largest event time, u8 fired, 7 bytes padding
  *   payload  built-in aggregates: per column i64 count and 8 bytes value,
  *            then the key fields as a row; user aggregates: their bytes;
  *            process functions: nothing (the rows are in "window.rows").
  *
+ * The slices combine into this same accumulator format to be emitted.
  * Session windows keep, per key, the sorted list of their windows in
  * "window.sessions" (pairs of i64 start, end).  A window's timer at end - 1
  * fires it; with allowed lateness the state stays until end - 1 +
  * lateness, when a second timer clears it.  Timers are (time, key): the
- * window is found again from the time (tumbling, sliding: end = time + 1)
+ * window is found again from the time (tumbling, sliding: end = time + 1,
+ * start = end - size; cumulate: start = the size-aligned start of end - 1)
  * or in the session list.  See docs/windows.md.
  */
 #include <math.h>
@@ -54,6 +65,11 @@ typedef struct wcfg_s {
   void *user;
   const sl_schema_t *in_schema;
   char *uid;
+  /* Slicing (tumbling, sliding, cumulate with built-in aggregates or a
+   * user aggregate with merge): slice length, the spacing of window ends,
+   * and the ends' residue modulo it. */
+  bool is_sliced;
+  int64_t g, fs, eoff;
 } wcfg_t;
 
 typedef struct wlocal_s {
@@ -64,7 +80,12 @@ typedef struct wlocal_s {
   sl_bytes_t sess;      /* session list */
   sl_bytes_t moved;     /* rows moved between session windows */
   sl_row_builder_t kb;  /* key row */
+  /* Slicing: the key's slices, the windows of a row and their old results
+   * (scratch, reused: nothing is allocated per record once they grew). */
+  sl_bytes_t ks, wins, old;
 } wlocal_t;
+
+static void slicing_setup(wcfg_t *c);
 
 struct sl_window_rows_s {
   sl_list_iter_t it;
@@ -126,6 +147,17 @@ static int check_spec(const sl_window_spec_t *s, const sl_schema_t *in,
                           "a sliding window of size %lld us and slide %lld us "
                           "puts each row into more than 100000 windows",
                           (long long)s->size_us, (long long)s->slide_us);
+    break;
+  case SL_WINDOW_CUMULATE:
+    if (s->size_us <= 0 || s->step_us <= 0 || s->size_us % s->step_us != 0)
+      return sl_error_set(out_err, SL_EINVAL,
+                          "a cumulate window needs a step > 0 and a size "
+                          "that is a multiple of it");
+    if (s->size_us / s->step_us > 100000)
+      return sl_error_set(out_err, SL_EINVAL,
+                          "a cumulate window of size %lld us and step %lld us "
+                          "puts each row into more than 100000 windows",
+                          (long long)s->size_us, (long long)s->step_us);
     break;
   case SL_WINDOW_SESSION:
     if (s->gap_us <= 0)
@@ -191,6 +223,7 @@ int sl__window_config_create(const sl_schema_t *in, const uint32_t *key_fields,
       (c->uid = sl_strdup(uid ? uid : "window")) == NULL)
     goto fail;
   if (aggs == NULL) {
+    slicing_setup(c);
     *out_cfg = c;
     sl_free(kf);
     sl_free(of);
@@ -268,6 +301,7 @@ int sl__window_config_create(const sl_schema_t *in, const uint32_t *key_fields,
   if (rc != SL_OK) goto fail;
   sl_free(kf);
   sl_free(of);
+  slicing_setup(c);
   *out_cfg = c;
   return SL_OK;
 fail:
@@ -278,6 +312,43 @@ fail:
   return rc;
 }
 
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* Whether the windows are kept as slices, and their grid (window.c's
+ * "Slicing" section). */
+static void slicing_setup(wcfg_t *c) {
+  const sl_window_spec_t *s = &c->spec;
+  c->is_sliced = s->kind != SL_WINDOW_SESSION &&
+                 (c->mode == WM_AGG ||
+                  (c->mode == WM_REDUCE && c->fns.merge != NULL));
+  switch (s->kind) {
+  case SL_WINDOW_TUMBLING:
+    c->g = c->fs = s->size_us;
+    break;
+  case SL_WINDOW_SLIDING:
+    c->g = gcd64(s->size_us, s->slide_us);
+    c->fs = s->slide_us;
+    break;
+  case SL_WINDOW_CUMULATE:
+    c->g = c->fs = s->step_us;
+    break;
+  default:
+    c->is_sliced = false;
+    return;
+  }
+  /* Window ends: offset + size + k*slide, or offset + k*step. */
+  c->eoff = sl__floor_mod(s->offset_us, c->fs);
+  if (s->kind != SL_WINDOW_CUMULATE)
+    c->eoff = (c->eoff + sl__floor_mod(s->size_us, c->fs)) % c->fs;
+}
+
 void sl__window_config_set_user(void *cfg, const sl_window_agg_fns_t *fns,
                                 sl_window_process_fn fn, void *user) {
   wcfg_t *c = cfg;
@@ -285,6 +356,7 @@ void sl__window_config_set_user(void *cfg, const sl_window_agg_fns_t *fns,
   c->fn = fn;
   c->user = user;
   c->mode = fn ? WM_PROCESS : c->mode;
+  slicing_setup(c);
 }
 
 /* ------------------------------------------------------------------ */
@@ -779,6 +851,487 @@ static int session_add(const wcfg_t *c, wlocal_t *l, const sl_row_t *row,
 }
 
 /* ------------------------------------------------------------------ */
+/* Window enumeration shared by both layouts: the windows that hold event
+ * time ts, latest start first (cumulate: largest first), as (start, end)
+ * pairs in l->wins.  False when one of them would overflow int64 (see
+ * sl__window_starts). */
+
+static int64_t cum_base(const wcfg_t *c, int64_t x) {
+  int64_t d = sl__floor_mod(x, c->spec.size_us) -
+              sl__floor_mod(c->spec.offset_us, c->spec.size_us);
+  if (d < 0) d += c->spec.size_us;
+  return x - d;
+}
+
+static bool cum_check(const wcfg_t *c, int64_t ts, int64_t *out_base) {
+  int64_t rel, base, end, cleanup;
+  if (__builtin_sub_overflow(ts, c->spec.offset_us, &rel) ||
+      __builtin_sub_overflow(ts, sl__floor_mod(rel, c->spec.size_us), &base) ||
+      __builtin_add_overflow(base, c->spec.size_us, &end) ||
+      __builtin_add_overflow(end - 1, c->spec.allowed_lateness_us, &cleanup) ||
+      cleanup == INT64_MAX)
+    return false;
+  *out_base = base;
+  return true;
+}
+
+static int wins_of(const wcfg_t *c, wlocal_t *l, int64_t ts, bool *out_ok) {
+  const sl_window_spec_t *s = &c->spec;
+  l->wins.len = 0;
+  *out_ok = false;
+  int rc = SL_OK;
+  if (s->kind == SL_WINDOW_CUMULATE) {
+    int64_t base;
+    if (!cum_check(c, ts, &base)) return SL_OK;
+    for (int64_t e = base + s->size_us; e > ts && rc == SL_OK;
+         e -= s->step_us) {
+      int64_t w[2] = {base, e};
+      rc = sl_bytes_append(&l->wins, w, sizeof(w));
+    }
+    *out_ok = true;
+    return rc;
+  }
+  int64_t size = s->size_us;
+  int64_t slide = s->kind == SL_WINDOW_SLIDING ? s->slide_us : size;
+  int64_t start, lo;
+  if (!sl__window_starts(ts, size, slide, s->offset_us, s->allowed_lateness_us,
+                         &start, &lo))
+    return SL_OK;
+  for (bool more = start >= lo; more && rc == SL_OK;
+       more = sl__window_next_start(&start, lo, slide)) {
+    int64_t w[2] = {start, start + size};
+    rc = sl_bytes_append(&l->wins, w, sizeof(w));
+  }
+  *out_ok = true;
+  return rc;
+}
+
+static uint32_t wins_n(const wlocal_t *l) {
+  return (uint32_t)(l->wins.len / 16);
+}
+
+static sl_window_t wins_at(const wlocal_t *l, uint32_t i) {
+  sl_window_t w = {get64(l->wins.data + 16 * i),
+                   get64(l->wins.data + 16 * i + 8), 0};
+  return w;
+}
+
+/* ------------------------------------------------------------------ */
+/* Slicing (tumbling, sliding and cumulate windows with built-in aggregates,
+ * or a user aggregate with merge).  Time is cut into slices of length g
+ * (the size for tumbling, gcd(size, slide) for sliding, the step for
+ * cumulate), aligned to the offset; every window is a run of whole slices.
+ * Per key one value of "window.acc" (no namespace) holds
+ *
+ *   header  i64 fired end: windows ending at or before it have fired (or
+ *               were due with nothing in them)
+ *           i64 pending timer: the earliest event timer this key has
+ *               registered and not yet seen fire (INT64_MAX: none)
+ *           u32 slices, u32 key row length
+ *   slices  by start: i64 start, i64 rows, i64 largest event time,
+ *           u32 payload length, u32 zero, payload (built-in aggregates:
+ *           per column i64 count and 8 bytes value; a user aggregate:
+ *           its bytes)
+ *   key row (built-in aggregates), as in the per-window layout.
+ *
+ * A row goes into one slice.  A window [start, end) fires by combining
+ * its slices (agg_merge, or the user's merge) into the per-window
+ * accumulator format above, so emitting is shared with the per-window
+ * layout.  One event timer per key is pending at a time: at the end - 1
+ * of the key's earliest window with rows that has not fired, or at the
+ * time its oldest slice can go.  When it fires, the key emits every
+ * window the watermark has passed, oldest first, drops the slices that
+ * no window can be updated through any more (the last window holding it
+ * is past end - 1 + allowed lateness), and registers the next timer.  The
+ * timers stay exact over checkpoints: they are the timer service's, and
+ * the pending time is in the value. */
+
+#define SHDR 24u
+#define SLH 32u
+#define NO_END INT64_MAX
+
+static uint32_t get32(const uint8_t *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+
+/* Smallest window end >= x, or NO_END. */
+static int64_t end_ceil(const wcfg_t *c, int64_t x) {
+  int64_t d = c->eoff - sl__floor_mod(x, c->fs), r;
+  if (d < 0) d += c->fs;
+  return __builtin_add_overflow(x, d, &r) ? NO_END : r;
+}
+
+/* Largest window end <= x. */
+static int64_t end_floor(const wcfg_t *c, int64_t x) {
+  int64_t d = sl__floor_mod(x, c->fs) - c->eoff;
+  if (d < 0) d += c->fs;
+  return x - d;
+}
+
+static int64_t win_start(const wcfg_t *c, int64_t end) {
+  return c->spec.kind == SL_WINDOW_CUMULATE ? cum_base(c, end - 1)
+                                            : end - c->spec.size_us;
+}
+
+/* The windows holding slice a end in [first_end(a), last_end(a)]. */
+static int64_t first_end(const wcfg_t *c, int64_t a) {
+  return end_ceil(c, a + 1);
+}
+
+static int64_t last_end(const wcfg_t *c, int64_t a) {
+  if (c->spec.kind == SL_WINDOW_CUMULATE)
+    return sl__sat_add(cum_base(c, a), c->spec.size_us);
+  return end_floor(c, sl__sat_add(a, c->spec.size_us));
+}
+
+/* When no window holding slice a can change any more. */
+static int64_t slice_death(const wcfg_t *c, int64_t a) {
+  return sl__sat_add(last_end(c, a) - 1, c->spec.allowed_lateness_us);
+}
+
+static uint32_t ks_n(const wlocal_t *l) { return get32(l->ks.data + 16); }
+
+static size_t slice_size(const uint8_t *sp) { return SLH + get32(sp + 24); }
+
+/* Load the current key's slices into l->ks; *exists says whether any. */
+static int ks_load(wlocal_t *l, bool *exists) {
+  int rc = clear_ns(l);
+  if (rc != SL_OK) return rc;
+  l->ks.len = 0;
+  sl_slice_t v;
+  rc = sl_value_get(l->acc, &v);
+  if (rc == SL_ENOTFOUND) {
+    *exists = false;
+    return SL_OK;
+  }
+  if (rc != SL_OK) return rc;
+  *exists = true;
+  if ((rc = sl_bytes_append(&l->ks, v.ptr, v.len)) != SL_OK) return rc;
+  /* Validate the walk once here; the rest trusts it. */
+  if (v.len < SHDR) goto bad;
+  size_t off = SHDR;
+  for (uint32_t i = 0, n = ks_n(l); i < n; i++) {
+    if (l->ks.len - off < SLH || l->ks.len - off < slice_size(l->ks.data + off))
+      goto bad;
+    off += slice_size(l->ks.data + off);
+  }
+  if (l->ks.len - off != get32(l->ks.data + 20)) goto bad;
+  return SL_OK;
+bad:
+  return sl_ctx_fail(l->ctx, SL_ECORRUPT, "window state of a key (%u bytes) "
+                     "does not hold whole slices", v.len);
+}
+
+/* A fresh value for the current key: the header and, for built-in
+ * aggregates, the key row of `row`. */
+static int ks_init(const wcfg_t *c, wlocal_t *l, const sl_row_t *row) {
+  l->ks.len = 0;
+  uint8_t h[SHDR] = {0};
+  put64(h, INT64_MIN);
+  put64(h + 8, INT64_MAX);
+  int rc = sl_bytes_append(&l->ks, h, SHDR);
+  if (rc != SL_OK || c->mode != WM_AGG) return rc;
+  sl_row_builder_reset(&l->kb, SL_ROW_INSERT);
+  for (uint32_t k = 0; k < c->n_keys; k++) {
+    sl_value_t v;
+    sl_row_get_value(row, c->key_fields[k], &v);
+    sl_row_builder_set_value(&l->kb, k, &v);
+  }
+  sl_row_t kr;
+  sl_error_t *err = NULL;
+  if ((rc = sl_row_builder_finish(&l->kb, &kr, &err)) != SL_OK) {
+    int r = sl_ctx_fail(l->ctx, rc, "%s", sl_error_message(err));
+    sl_error_destroy(err);
+    return r;
+  }
+  put32(l->ks.data + 20, kr.len);
+  return sl_bytes_append(&l->ks, kr.data, kr.len);
+}
+
+static int ks_store(wlocal_t *l) {
+  int rc = clear_ns(l);
+  if (rc != SL_OK) return rc;
+  if (ks_n(l) == 0) return sl_state_clear(l->acc);
+  return sl_value_put(l->acc, l->ks.data, l->ks.len);
+}
+
+/* Make the slice payload at offset `off` `len` bytes long. */
+static int slice_resize(wlocal_t *l, size_t off, uint32_t len) {
+  uint8_t *sp = l->ks.data + off;
+  uint32_t old = get32(sp + 24);
+  if (len > old) {
+    int rc = sl_bytes_reserve(&l->ks, l->ks.len + (len - old));
+    if (rc != SL_OK) return rc;
+    sp = l->ks.data + off;
+  }
+  size_t tail = off + SLH + old;
+  memmove(sp + SLH + len, l->ks.data + tail, l->ks.len - tail);
+  l->ks.len = l->ks.len - old + len;
+  put32(sp + 24, len);
+  return SL_OK;
+}
+
+/* Fold a row at ts into slice a (created if missing). */
+static int slice_add(const wcfg_t *c, wlocal_t *l, int64_t a,
+                     const sl_row_t *row, int64_t ts) {
+  size_t off = SHDR;
+  uint32_t n = ks_n(l), i = 0;
+  for (; i < n; i++) {
+    int64_t s = get64(l->ks.data + off);
+    if (s >= a) break;
+    off += slice_size(l->ks.data + off);
+  }
+  if (i == n || get64(l->ks.data + off) != a) {
+    uint32_t plen = c->mode == WM_AGG ? 16 * c->n_cols : 0;
+    int rc = sl_bytes_reserve(&l->ks, l->ks.len + SLH + plen);
+    if (rc != SL_OK) return rc;
+    uint8_t *sp = l->ks.data + off;
+    memmove(sp + SLH + plen, sp, l->ks.len - off);
+    memset(sp, 0, SLH + plen);
+    put64(sp, a);
+    put64(sp + 16, INT64_MIN);
+    put32(sp + 24, plen);
+    l->ks.len += SLH + plen;
+    put32(l->ks.data + 16, n + 1);
+  }
+  uint8_t *sp = l->ks.data + off;
+  put64(sp + 8, get64(sp + 8) + 1);
+  if (ts > get64(sp + 16)) put64(sp + 16, ts);
+  if (c->mode == WM_AGG) return agg_add(c, l, sp + SLH, row);
+  l->u.len = 0;
+  int rc = sl_bytes_append(&l->u, sp + SLH, get32(sp + 24));
+  if (rc == SL_OK && (rc = c->fns.add(c->user, row, &l->u)) != SL_OK)
+    return sl_ctx_fail(l->ctx, rc, "window add function failed");
+  if (rc == SL_OK) rc = slice_resize(l, off, (uint32_t)l->u.len);
+  if (rc == SL_OK) memcpy(l->ks.data + off + SLH, l->u.data, l->u.len);
+  return rc;
+}
+
+/* Combine the slices of the window ending at `end` into dst, in the
+ * per-window accumulator format (header, payload, key row). */
+static int combine(const wcfg_t *c, wlocal_t *l, int64_t end, sl_bytes_t *dst) {
+  int64_t start = win_start(c, end);
+  dst->len = 0;
+  uint8_t h[HDR] = {0};
+  put64(h + 8, INT64_MIN);
+  int rc = sl_bytes_append(dst, h, HDR);
+  if (rc == SL_OK && c->mode == WM_AGG) {
+    rc = sl_bytes_reserve(dst, HDR + 16 * (size_t)c->n_cols);
+    if (rc == SL_OK) {
+      memset(dst->data + HDR, 0, 16 * (size_t)c->n_cols);
+      dst->len += 16 * (size_t)c->n_cols;
+    }
+  }
+  if (rc != SL_OK) return rc;
+  bool is_first = true;
+  size_t off = SHDR;
+  for (uint32_t i = 0, n = ks_n(l); i < n && rc == SL_OK; i++) {
+    const uint8_t *sp = l->ks.data + off;
+    off += slice_size(sp);
+    int64_t a = get64(sp);
+    if (a < start) continue;
+    if (a >= end) break;
+    put64(dst->data, get64(dst->data) + get64(sp + 8));
+    if (get64(sp + 16) > get64(dst->data + 8)) put64(dst->data + 8, get64(sp + 16));
+    sl_slice_t p = {sp + SLH, get32(sp + 24)};
+    if (c->mode == WM_AGG) {
+      rc = agg_merge(c, l, dst->data + HDR, p.ptr);
+    } else if (is_first) {
+      l->u.len = 0;
+      rc = sl_bytes_append(&l->u, p.ptr, p.len);
+    } else if ((rc = c->fns.merge(c->user, p, &l->u)) != SL_OK) {
+      rc = sl_ctx_fail(l->ctx, rc, "window merge function failed");
+    }
+    is_first = false;
+  }
+  if (rc != SL_OK) return rc;
+  if (c->mode == WM_AGG) {
+    uint32_t klen = get32(l->ks.data + 20);
+    return sl_bytes_append(dst, l->ks.data + l->ks.len - klen, klen);
+  }
+  return is_first ? SL_OK : sl_bytes_append(dst, l->u.data, l->u.len);
+}
+
+/* The first window end >= x whose window holds a slice, or NO_END. */
+static int64_t next_end(const wcfg_t *c, const wlocal_t *l, int64_t x) {
+  int64_t cx = end_ceil(c, x);
+  if (cx == NO_END) return NO_END;
+  size_t off = SHDR;
+  for (uint32_t i = 0, n = ks_n(l); i < n; i++) {
+    const uint8_t *sp = l->ks.data + off;
+    off += slice_size(sp);
+    int64_t a = get64(sp), fe = first_end(c, a);
+    int64_t e = fe > cx ? fe : cx;
+    if (e <= last_end(c, a)) return e;
+  }
+  return NO_END;
+}
+
+static int emit_end(const wcfg_t *c, wlocal_t *l, int64_t end,
+                    const sl_bytes_t *acc, sl_row_kind_t kind) {
+  sl_window_t w = {win_start(c, end), end, 0};
+  return emit_result(c, l, &w, acc, kind);
+}
+
+/* Register the key's timer at t unless an earlier one is pending. */
+static int want_timer(wlocal_t *l, int64_t t) {
+  if (t >= get64(l->ks.data + 8)) return SL_OK;
+  put64(l->ks.data + 8, t);
+  return sl_ctx_event_timer_register(l->ctx, t);
+}
+
+/* A row at ts that the watermark has passed: per window as the
+ * per-window layout does (late rows skip the window; a window that fired
+ * emits -U and +U; one the watermark passed with nothing in it fires at
+ * once). */
+static int sliced_add_behind(const wcfg_t *c, wlocal_t *l, const sl_row_t *row,
+                             int64_t ts, int64_t a, int64_t wm) {
+  uint32_t n = wins_n(l), n_late = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    sl_window_t w = wins_at(l, i);
+    if (cleanup_time(c, &w) <= wm) n_late++;
+  }
+  if (n_late == n) return sl__op_emit_side(l->ctx, 1, row);
+  bool exists;
+  int rc = ks_load(l, &exists);
+  if (rc == SL_OK && !exists) rc = ks_init(c, l, row);
+  if (rc != SL_OK) return rc;
+  int64_t fired_end = get64(l->ks.data);
+  /* The old results, one accumulator per window (length first). */
+  l->old.len = 0;
+  for (uint32_t i = 0; i < n && rc == SL_OK; i++) {
+    sl_window_t w = wins_at(l, i);
+    if (cleanup_time(c, &w) <= wm) continue;
+    if ((rc = combine(c, l, w.end_us, &l->a)) != SL_OK) break;
+    uint64_t len = get64(l->a.data) ? l->a.len : 0;
+    rc = sl_bytes_append(&l->old, &len, 8);
+    if (rc == SL_OK) rc = sl_bytes_append(&l->old, l->a.data, len);
+  }
+  if (rc == SL_OK) rc = slice_add(c, l, a, row, ts);
+  int64_t need = slice_death(c, a);
+  size_t off = 0;
+  for (uint32_t i = 0; i < n && rc == SL_OK; i++) {
+    sl_window_t w = wins_at(l, i);
+    if (cleanup_time(c, &w) <= wm) continue;
+    uint64_t len;
+    memcpy(&len, l->old.data + off, 8);
+    off += 8;
+    if ((rc = combine(c, l, w.end_us, &l->a)) != SL_OK) break;
+    if (len && w.end_us <= fired_end) {
+      l->b.len = 0;
+      rc = sl_bytes_append(&l->b, l->old.data + off, len);
+      if (rc == SL_OK)
+        rc = emit_end(c, l, w.end_us, &l->b, SL_ROW_UPDATE_BEFORE);
+      if (rc == SL_OK)
+        rc = emit_end(c, l, w.end_us, &l->a, SL_ROW_UPDATE_AFTER);
+    } else if (len == 0 && fire_time(&w) <= wm) {
+      rc = emit_end(c, l, w.end_us, &l->a, SL_ROW_INSERT);
+    } else if (fire_time(&w) > wm && fire_time(&w) < need) {
+      need = fire_time(&w);
+    }
+    off += len;
+  }
+  if (rc != SL_OK) return rc;
+  /* Every window the watermark passed has fired or stays empty. */
+  int64_t due = end_floor(c, sl__sat_add(wm, 1));
+  if (due > fired_end) put64(l->ks.data, due);
+  if ((rc = want_timer(l, need)) != SL_OK) return rc;
+  return ks_store(l);
+}
+
+static int sliced_process(const wcfg_t *c, wlocal_t *l, const sl_row_t *row,
+                          int64_t ts, int64_t wm) {
+  const sl_window_spec_t *s = &c->spec;
+  int64_t base, lo, a;
+  bool ok;
+  if (s->kind == SL_WINDOW_CUMULATE) ok = cum_check(c, ts, &base);
+  else
+    ok = sl__window_starts(ts, s->size_us,
+                           s->kind == SL_WINDOW_SLIDING ? s->slide_us
+                                                        : s->size_us,
+                           s->offset_us, s->allowed_lateness_us, &base, &lo);
+  if (!ok)
+    return sl_ctx_fail(l->ctx, SL_EOVERFLOW,
+                       "window '%s': event time %lld (field '%s') is too "
+                       "close to the limits of int64 for a window of %lld "
+                       "us", c->uid, (long long)ts, s->time_field,
+                       (long long)s->size_us);
+  /* A sliding window whose slide exceeds its size leaves gaps: a row in
+   * one is in no window and goes, as a late row does, to the side
+   * output. */
+  if (s->kind != SL_WINDOW_CUMULATE && base < lo)
+    return sl__op_emit_side(l->ctx, 1, row);
+  /* ts - offset does not overflow (checked above). */
+  a = ts - sl__floor_mod(ts - s->offset_us, c->g);
+  if (ts <= wm) {
+    int rc = wins_of(c, l, ts, &ok);
+    return rc == SL_OK ? sliced_add_behind(c, l, row, ts, a, wm) : rc;
+  }
+  /* Ahead of the watermark: no window of ts is due, none is late. */
+  bool exists;
+  int rc = ks_load(l, &exists);
+  if (rc == SL_OK && !exists) rc = ks_init(c, l, row);
+  if (rc == SL_OK) rc = slice_add(c, l, a, row, ts);
+  if (rc == SL_OK) rc = want_timer(l, first_end(c, a) - 1);
+  return rc == SL_OK ? ks_store(l) : rc;
+}
+
+/* The key's timer at ts: fire what the watermark passed, drop dead slices,
+ * register the next timer. */
+static int sliced_timer(const wcfg_t *c, wlocal_t *l, int64_t ts) {
+  bool exists;
+  int rc = ks_load(l, &exists);
+  if (rc != SL_OK || !exists) return rc;
+  int64_t wm = sl_ctx_watermark(l->ctx);
+  if (wm < ts) wm = ts;
+  bool changed = false;
+  if (get64(l->ks.data + 8) == ts) {
+    put64(l->ks.data + 8, INT64_MAX); /* consumed */
+    changed = true;
+  }
+  int64_t fired = get64(l->ks.data);
+  int64_t e = next_end(c, l, fired == INT64_MAX ? INT64_MAX : fired + 1);
+  while (e != NO_END && e - 1 <= wm) {
+    if ((rc = combine(c, l, e, &l->a)) != SL_OK) return rc;
+    if (get64(l->a.data) &&
+        (rc = emit_end(c, l, e, &l->a, SL_ROW_INSERT)) != SL_OK)
+      return rc;
+    put64(l->ks.data, e);
+    changed = true;
+    e = e == NO_END ? NO_END : next_end(c, l, e + 1);
+  }
+  /* Drop the slices no window can be updated through any more. */
+  size_t off = SHDR;
+  uint32_t n = ks_n(l), k = 0;
+  while (k < n && slice_death(c, get64(l->ks.data + off)) <= wm) {
+    off += slice_size(l->ks.data + off);
+    k++;
+  }
+  if (k) {
+    memmove(l->ks.data + SHDR, l->ks.data + off, l->ks.len - off);
+    l->ks.len -= off - SHDR;
+    put32(l->ks.data + 16, n - k);
+    changed = true;
+  }
+  if (ks_n(l) == 0) {
+    if ((rc = clear_ns(l)) != SL_OK) return rc;
+    return sl_state_clear(l->acc);
+  }
+  int64_t next = e == NO_END ? INT64_MAX : e - 1;
+  int64_t d = slice_death(c, get64(l->ks.data + SHDR));
+  if (d < next) next = d;
+  if (next != INT64_MAX && next < get64(l->ks.data + 8)) {
+    if ((rc = want_timer(l, next)) != SL_OK) return rc;
+    changed = true;
+  }
+  return changed ? ks_store(l) : SL_OK;
+}
+
+/* ------------------------------------------------------------------ */
 /* The process function. */
 
 /*
@@ -797,6 +1350,9 @@ static void assigner_layout(const sl_window_spec_t *s, sl_acc_t *b) {
   case SL_WINDOW_SLIDING:
     sl__acc_printf(b, "sliding %lld us", (long long)s->size_us);
     break;
+  case SL_WINDOW_CUMULATE:
+    sl__acc_printf(b, "cumulate %lld us", (long long)s->size_us);
+    break;
   default:
     sl__acc_printf(b, "session");
   }
@@ -805,6 +1361,14 @@ static void assigner_layout(const sl_window_spec_t *s, sl_acc_t *b) {
 static char *acc_layout(const wcfg_t *c) {
   sl_acc_t b;
   sl__acc_init(&b);
+  /* Slices: their length and alignment define which rows a slice holds;
+   * the windows are combined from them when they fire, so a change of
+   * slide or allowed lateness keeps the bytes' meaning (window.c,
+   * "Slicing"). */
+  if (c->is_sliced)
+    sl__acc_printf(&b, "per key: slices of %lld us (offset %lld us), ",
+                   (long long)c->g,
+                   (long long)sl__floor_mod(c->spec.offset_us, c->g));
   assigner_layout(&c->spec, &b);
   if (c->mode == WM_REDUCE) sl__acc_printf(&b, "; user aggregate");
   if (c->mode == WM_PROCESS) sl__acc_printf(&b, "; rows in window.rows");
@@ -852,13 +1416,16 @@ static int w_open(sl_ctx_t *ctx, void *user) {
   sl_bytes_init(&l->u);
   sl_bytes_init(&l->sess);
   sl_bytes_init(&l->moved);
+  sl_bytes_init(&l->ks);
+  sl_bytes_init(&l->wins);
+  sl_bytes_init(&l->old);
   if (c->mode == WM_AGG && sl_row_builder_init(&l->kb, c->key_schema) != SL_OK)
     return SL_ENOMEM;
   /* The layouts are copied by sl_ctx_state. */
   char *layout = acc_layout(c);
   if (layout == NULL) return SL_ENOMEM;
   sl_state_desc_t d = {.name = "window.acc", .kind = SL_STATE_VALUE,
-                       .version = 1, .layout = layout};
+                       .version = c->is_sliced ? 2 : 1, .layout = layout};
   int rc = sl_ctx_state(ctx, &d, &l->acc);
   sl_free(layout);
   if (rc == SL_OK && c->mode == WM_PROCESS) {
@@ -886,6 +1453,9 @@ static void w_close(sl_ctx_t *ctx, void *user) {
   sl_bytes_close(&l->u);
   sl_bytes_close(&l->sess);
   sl_bytes_close(&l->moved);
+  sl_bytes_close(&l->ks);
+  sl_bytes_close(&l->wins);
+  sl_bytes_close(&l->old);
   if (c->mode == WM_AGG) sl_row_builder_close(&l->kb);
   sl_free(l);
 }
@@ -906,27 +1476,24 @@ static int w_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
   int64_t wm = sl_ctx_watermark(ctx);
   const sl_window_spec_t *s = &c->spec;
   if (s->kind == SL_WINDOW_SESSION) return session_add(c, l, row, ts, wm);
-  int64_t size = s->size_us;
-  int64_t slide = s->kind == SL_WINDOW_SLIDING ? s->slide_us : size;
-  int64_t start, lo;
-  if (!sl__window_starts(ts, size, slide, s->offset_us,
-                         s->allowed_lateness_us, &start, &lo))
+  if (c->is_sliced) return sliced_process(c, l, row, ts, wm);
+  bool ok;
+  int rc = wins_of(c, l, ts, &ok);
+  if (rc != SL_OK) return rc;
+  if (!ok)
     return sl_ctx_fail(ctx, SL_EOVERFLOW,
                        "window '%s': event time %lld (field '%s') is too "
                        "close to the limits of int64 for a window of %lld "
                        "us", c->uid, (long long)ts, s->time_field,
-                       (long long)size);
-  uint32_t n = 0, n_late = 0;
-  for (bool more = start >= lo; more;
-       more = sl__window_next_start(&start, lo, slide)) {
-    sl_window_t w = {start, start + size, 0};
-    n++;
+                       (long long)s->size_us);
+  uint32_t n = wins_n(l), n_late = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    sl_window_t w = wins_at(l, i);
     if (cleanup_time(c, &w) <= wm) {
       n_late++;
       continue;
     }
-    int rc = window_add(c, l, &w, row, ts);
-    if (rc != SL_OK) return rc;
+    if ((rc = window_add(c, l, &w, row, ts)) != SL_OK) return rc;
   }
   if (n_late == n) return sl__op_emit_side(ctx, 1, row);
   return SL_OK;
@@ -939,14 +1506,19 @@ static int w_on_event_timer(sl_ctx_t *ctx, void *user, int64_t ts) {
   int64_t late = s->allowed_lateness_us;
   bool removed;
   int rc = SL_OK;
+  if (c->is_sliced) return sliced_timer(c, l, ts);
   if (s->kind != SL_WINDOW_SESSION) {
     /* Timers are below INT64_MAX (sl__window_starts), and a window that
      * would start below INT64_MIN does not exist. */
     int64_t end = sl__sat_add(ts, 1), xe, xs;
-    sl_window_t w = {sl__sat_add(end, -s->size_us), end, 0};
+    sl_window_t w = {s->kind == SL_WINDOW_CUMULATE
+                         ? cum_base(c, end - 1)
+                         : sl__sat_add(end, -s->size_us),
+                     end, 0};
     rc = window_fire(c, l, &w, &removed);
     if (rc == SL_OK && late > 0 && !__builtin_sub_overflow(end, late, &xe) &&
         !__builtin_sub_overflow(xe, s->size_us, &xs)) {
+      if (s->kind == SL_WINDOW_CUMULATE) xs = cum_base(c, xe - 1);
       sl_window_t x = {xs, xe, 0};
       bool exists;
       rc = acc_load(l, &x, &l->a, &exists);

@@ -19,7 +19,7 @@
 #include "sluice/sl_ops.h"
 #include "sluice/sl_window.h"
 
-typedef enum topo_e { T_AGG, T_WINDOW, T_JOIN, T_USER } topo_t;
+typedef enum topo_e { T_AGG, T_WINDOW, T_JOIN, T_USER, T_REDUCE } topo_t;
 
 /* What the job looks like; each test changes one thing for the resume. */
 static sl_agg_t aggs[4];
@@ -28,6 +28,7 @@ static sl_window_kind_t win_kind;
 static bool is_right_widened; /* join: the right input gains a column */
 static const char *user_layout;
 static uint32_t user_version;
+static bool has_merge; /* T_REDUCE: the user aggregate has a merge */
 
 static void set_aggs(const sl_agg_t *a, uint32_t n) {
   memcpy(aggs, a, n * sizeof(*a));
@@ -42,6 +43,7 @@ static void original(void) {
   is_right_widened = false;
   user_layout = "count:int64, sum:int64";
   user_version = 1;
+  has_merge = false;
 }
 
 static sl_job_config_t config(bool is_resume) {
@@ -106,6 +108,38 @@ static int user_process(sl_ctx_t *ctx, void *user, const sl_row_t *row) {
   return sl_ctx_emit_builder(ctx);
 }
 
+/* A windowed user aggregate: (count, sum of seq). */
+static int red_add(void *user, const sl_row_t *row, sl_bytes_t *acc) {
+  (void)user;
+  int64_t v[2] = {0, 0};
+  if (acc->len == 16) memcpy(v, acc->data, 16);
+  v[0]++;
+  v[1] += sl_row_get_i64(row, 1);
+  acc->len = 0;
+  return sl_bytes_append(acc, v, 16);
+}
+static int red_merge(void *user, sl_slice_t from, sl_bytes_t *into) {
+  (void)user;
+  int64_t a[2], b[2];
+  memcpy(a, from.ptr, 16);
+  memcpy(b, into->data, 16);
+  b[0] += a[0];
+  b[1] += a[1];
+  memcpy(into->data, b, 16);
+  return SL_OK;
+}
+static int red_result(sl_ctx_t *ctx, void *user, const sl_window_t *w,
+                      sl_slice_t acc, sl_row_builder_t *out) {
+  (void)ctx;
+  (void)user;
+  (void)w;
+  int64_t v[2];
+  memcpy(v, acc.ptr, 16);
+  sl_row_builder_set_i64(out, 0, v[0]);
+  sl_row_builder_set_i64(out, 1, v[1]);
+  return SL_OK;
+}
+
 static sl_stream_t *keyed_source(sl_job_t *job, const char *uid, void *ctx,
                                  sl_schema_t *schema, bool is_widened) {
   sl_stream_t *s = sl_job_source(job, uid, &src_vt, ctx, schema);
@@ -147,6 +181,19 @@ static sl_job_t *build(topo_t topo, const sl_job_config_t *cfg) {
     if (win_kind == SL_WINDOW_SESSION) spec.gap_us = 37000;
     else spec.size_us = 37000;
     s = sl_stream_window_aggregate(s, "per-window", &spec, aggs, n_aggs);
+  } else if (topo == T_REDUCE) {
+    sl_window_spec_t spec;
+    sl_window_spec_init(&spec);
+    spec.time_field = "ts";
+    spec.size_us = 37000;
+    sl_field_t of[2] = {{"n", {SL_TYPE_INT64, 0, 0, false}},
+                        {"total", {SL_TYPE_INT64, 0, 0, false}}};
+    sl_schema_t *out;
+    SL_ASSERT_OK(sl_schema_create(of, 2, &out, NULL));
+    sl_window_agg_fns_t fns = {red_add, has_merge ? red_merge : NULL,
+                               red_result};
+    s = sl_stream_window_reduce(s, "per-window", &spec, out, &fns, NULL);
+    sl_schema_unref(out);
   } else if (topo == T_JOIN) {
     sl_stream_t *r = keyed_source(job, "seq-source-2", SEQ_SOURCE_2, schema,
                                   is_right_widened);
@@ -313,12 +360,30 @@ SL_TEST(window_kind_changed_fails) {
   expect_incompatible(
       T_WINDOW,
       "operator 'per-window' (subtask 1 of 1): state 'window.acc' does not "
-      "match the checkpoint: the checkpoint holds version 1 with layout "
-      "[tumbling 37000 us; key key:int64; sum(seq):int64, count():int64], "
+      "match the checkpoint: the checkpoint holds version 2 with layout "
+      "[per key: slices of 37000 us (offset 0 us), tumbling 37000 us; key "
+      "key:int64; "
+      "sum(seq):int64, count():int64], "
       "the operator declares version 1 with layout [session; key "
       "key:int64; sum(seq):int64, count():int64]; sluice cannot migrate "
       "state yet, so resume with the definition the checkpoint was taken "
       "with");
+}
+
+/* A checkpoint of the per-window layout (every window before slicing; a
+ * user aggregate without merge still keeps it) does not restore into the
+ * sliced layout: the error names the operator and both layouts. */
+SL_TEST(window_per_window_layout_to_slices_fails) {
+  make_checkpoint(T_REDUCE);
+  has_merge = true;
+  expect_incompatible(
+      T_REDUCE,
+      "operator 'per-window' (subtask 1 of 1): state 'window.acc' does not "
+      "match the checkpoint: the checkpoint holds version 1 with layout "
+      "[tumbling 37000 us; user aggregate], the operator declares version 2 "
+      "with layout [per key: slices of 37000 us (offset 0 us), tumbling "
+      "37000 us; user aggregate]; sluice cannot migrate state yet, so resume with the "
+      "definition the checkpoint was taken with");
 }
 
 SL_TEST(join_input_schema_changed_fails) {

@@ -143,7 +143,8 @@ SL_TEST(window_kind_changed_exits_1) {
              WIN("type: session\n      gap: 1s"),
              "sluice: job 'compat' failed: operator 'per-second' (subtask 1 "
              "of 1): state 'window.acc' does not match the checkpoint: the "
-             "checkpoint holds version 1 with layout [tumbling 1000000 us; "
+             "checkpoint holds version 2 with layout [per key: slices of "
+             "1000000 us (offset 0 us), tumbling 1000000 us; "
              "key key:int64; count():int64, sum(amount):int64], the "
              "operator declares version 1 with layout [session; key "
              "key:int64; count():int64, sum(amount):int64]" MSG_TAIL);

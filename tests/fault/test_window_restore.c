@@ -16,7 +16,12 @@
 #include "sluice/sl_time.h"
 #include "sluice/sl_window.h"
 
-enum { WIN_US = 37000, N_WIN = PER_SPLIT * 1000 / WIN_US + 1, JOIN_US = 60000 };
+enum { WIN_US = 37000, N_WIN = PER_SPLIT * 1000 / WIN_US + 4, JOIN_US = 60000 };
+
+/* The windows: tumbling of WIN_US, sliding of 2 WIN_US every WIN_US, or
+ * cumulate up to 3 WIN_US by WIN_US; every window ends at a multiple of
+ * WIN_US, and is found by its end. */
+static sl_window_kind_t win_kind = SL_WINDOW_TUMBLING;
 
 static int64_t win_count[N_KEYS][N_WIN], win_sum[N_KEYS][N_WIN];
 static uint8_t pair_seen[N_SPLITS * PER_SPLIT][3];
@@ -35,12 +40,17 @@ static int win_write(void *w, const sl_row_t *row, sl_error_t **e) {
   (void)w;
   (void)e;
   int64_t k = sl_row_get_i64(row, 0), start = sl_row_get_i64(row, 1);
+  int64_t end = sl_row_get_i64(row, 2);
   int64_t n = sl_row_get_i64(row, 4), sum = sl_row_get_i64(row, 5);
-  if (k < 0 || k >= N_KEYS || start % WIN_US || start / WIN_US >= N_WIN) {
-    bad("window result for key %lld start %lld (%lld)", k, start, 0);
+  int64_t want_start = win_kind == SL_WINDOW_TUMBLING  ? end - WIN_US
+                       : win_kind == SL_WINDOW_SLIDING ? end - 2 * WIN_US
+                       : (end - 1) / (3 * WIN_US) * (3 * WIN_US);
+  if (k < 0 || k >= N_KEYS || end % WIN_US || end / WIN_US >= N_WIN ||
+      start != want_start) {
+    bad("window result for key %lld start %lld end %lld", k, start, end);
     return SL_OK;
   }
-  int64_t wi = start / WIN_US;
+  int64_t wi = end / WIN_US;
   pthread_mutex_lock(&lock);
   bool differs = win_count[k][wi] && (win_count[k][wi] != n || win_sum[k][wi] != sum);
   int64_t old = win_count[k][wi];
@@ -110,7 +120,11 @@ static sl_job_t *window_job(const sl_job_config_t *cfg) {
   sl_window_spec_t spec;
   sl_window_spec_init(&spec);
   spec.time_field = "ts";
-  spec.size_us = WIN_US;
+  spec.kind = win_kind;
+  spec.size_us = win_kind == SL_WINDOW_TUMBLING ? WIN_US
+                 : win_kind == SL_WINDOW_SLIDING ? 2 * WIN_US : 3 * WIN_US;
+  spec.slide_us = win_kind == SL_WINDOW_SLIDING ? WIN_US : 0;
+  spec.step_us = win_kind == SL_WINDOW_CUMULATE ? WIN_US : 0;
   sl_agg_t aggs[] = {{"n", SL_AGG_COUNT, NULL}, {"sum", SL_AGG_SUM, "seq"}};
   s = sl_stream_window_aggregate(s, "window", &spec, aggs, 2);
   SL_ASSERT_OK(sl_stream_sink(s, "windows", &win_sink_vt, NULL));
@@ -142,9 +156,14 @@ static void check_windows(const char *what) {
   for (int s = 0; s < N_SPLITS; s++)
     for (int64_t i = 0; i < PER_SPLIT; i++) {
       int64_t k = s * KEYS_PER_SPLIT + i % KEYS_PER_SPLIT;
-      int64_t wi = i * 1000 / WIN_US;
-      want_n[k][wi]++;
-      want_s[k][wi] += i / KEYS_PER_SPLIT;
+      int64_t ts = i * 1000, e0 = ts / WIN_US + 1; /* first end / WIN_US */
+      int64_t e1 = win_kind == SL_WINDOW_TUMBLING  ? e0
+                   : win_kind == SL_WINDOW_SLIDING ? e0 + 1
+                   : ts / (3 * WIN_US) * 3 + 3;
+      for (int64_t wi = e0; wi <= e1; wi++) {
+        want_n[k][wi]++;
+        want_s[k][wi] += i / KEYS_PER_SPLIT;
+      }
     }
   if (bad_rows) SL_TEST_FAIL("%s: %s", what, bad_msg);
   for (int k = 0; k < N_KEYS; k++)
@@ -223,7 +242,10 @@ static void run_one(bool is_join, sl_ckpt_mode_t mode, uint32_t par,
   int rc = sl_job_wait(job, &err);
   char what[160];
   snprintf(what, sizeof(what), "%s, %s, parallelism %u, point %s",
-           is_join ? "interval join" : "tumbling window",
+           is_join                          ? "interval join"
+           : win_kind == SL_WINDOW_SLIDING  ? "sliding window"
+           : win_kind == SL_WINDOW_CUMULATE ? "cumulate window"
+                                            : "tumbling window",
            mode == SL_CKPT_ALIGNED ? "aligned" : "unaligned", par,
            point ? point : "(none)");
   if (rc != SL_OK) SL_TEST_FAIL("%s: job failed: %s", what,
@@ -247,6 +269,18 @@ static void run_all(bool is_join, sl_ckpt_mode_t mode, uint32_t par) {
 SL_TEST(window_aligned_parallelism_1) { run_all(false, SL_CKPT_ALIGNED, 1); }
 SL_TEST(window_aligned_parallelism_4) { run_all(false, SL_CKPT_ALIGNED, 4); }
 SL_TEST(window_unaligned_parallelism_4) { run_all(false, SL_CKPT_UNALIGNED, 4); }
+SL_TEST(sliding_window_aligned_parallelism_1) {
+  win_kind = SL_WINDOW_SLIDING;
+  run_all(false, SL_CKPT_ALIGNED, 1);
+}
+SL_TEST(sliding_window_unaligned_parallelism_4) {
+  win_kind = SL_WINDOW_SLIDING;
+  run_all(false, SL_CKPT_UNALIGNED, 4);
+}
+SL_TEST(cumulate_window_aligned_parallelism_4) {
+  win_kind = SL_WINDOW_CUMULATE;
+  run_all(false, SL_CKPT_ALIGNED, 4);
+}
 SL_TEST(join_aligned_parallelism_1) { run_all(true, SL_CKPT_ALIGNED, 1); }
 SL_TEST(join_aligned_parallelism_4) { run_all(true, SL_CKPT_ALIGNED, 4); }
 SL_TEST(join_unaligned_parallelism_4) { run_all(true, SL_CKPT_UNALIGNED, 4); }
@@ -301,3 +335,7 @@ static void rescale(bool is_join, uint32_t p1, uint32_t p2) {
 
 SL_TEST(window_rescaled_from_2_to_3) { rescale(false, 2, 3); }
 SL_TEST(join_rescaled_from_4_to_1) { rescale(true, 4, 1); }
+SL_TEST(sliding_window_rescaled_from_3_to_2) {
+  win_kind = SL_WINDOW_SLIDING;
+  rescale(false, 3, 2);
+}

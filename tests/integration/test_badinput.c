@@ -388,6 +388,20 @@ SL_TEST(tumbling_window_with_slide) {
                  "has a slide; a tumbling window moves by its size");
 }
 
+SL_TEST(cumulate_window_step) {
+  expect_invalid(WGEN WIN "      size: 1s\n" SINK,
+                 "transforms[1].window.type=cumulate",
+                 "7:7: transforms[1].window: missing required field 'step' "
+                 "for a cumulate window");
+  expect_invalid(WGEN WIN "      size: 1s\n      step: 300ms\n" SINK,
+                 "transforms[1].window.type=cumulate",
+                 "12:13: transforms[1].window.step: must divide the size: a "
+                 "cumulate window grows by its step up to its size");
+  expect_invalid(WGEN WIN "      size: 1s\n      step: 500ms\n" SINK, NULL,
+                 "12:7: transforms[1].window.step: only a cumulate window "
+                 "has a step");
+}
+
 SL_TEST(session_window_without_gap) {
   expect_invalid(WGEN WIN SINK, "transforms[1].window.type=session",
                  "7:7: transforms[1].window: missing required field 'gap' "
@@ -397,7 +411,7 @@ SL_TEST(session_window_without_gap) {
 SL_TEST(window_unknown_field) {
   expect_invalid(WGEN WIN "      size: 1s\n      every: 1s\n" SINK, NULL,
                  "12:7: transforms[1].window.every: unknown field; expected "
-                 "one of: type, time_field, size, slide, gap, offset, "
+                 "one of: type, time_field, size, slide, gap, step, offset, "
                  "allowed_lateness, key, values, late_sink");
 }
 
@@ -406,7 +420,7 @@ SL_TEST(window_unknown_type) {
                  "transforms[1].window.type=hopping",
                  "!--set transforms[1].window.type=hopping: "
                  "transforms[1].window.type: expected one of tumbling, "
-                 "sliding, session, got 'hopping'");
+                 "sliding, session, cumulate, got 'hopping'");
 }
 
 SL_TEST(window_bad_duration_from_set) {

@@ -950,6 +950,8 @@ SL_TEST(window_and_watermark_errors_name_the_problem) {
       {5, "window 'w': min(ts) over windows"},
       {6, "window 'w' needs a keyed stream"},
       {7, "'events' has no late rows: it is not a window operator"},
+      {8, "window 'w': a cumulate window needs a step > 0 and a size that "
+          "is a multiple of it"},
   };
   for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
     sl_job_t *job = new_job(1);
@@ -970,6 +972,10 @@ SL_TEST(window_and_watermark_errors_name_the_problem) {
     spec.time_field = cases[c].what == 2 ? "when" : "ts";
     spec.size_us = cases[c].what == 3 ? 0 : 1000;
     if (cases[c].what == 4) spec.kind = SL_WINDOW_SESSION;
+    if (cases[c].what == 8) {
+      spec.kind = SL_WINDOW_CUMULATE;
+      spec.step_us = 300; /* does not divide 1000 */
+    }
     sl_agg_t aggs[] = {{"m", cases[c].what == 5 ? SL_AGG_MIN : SL_AGG_COUNT,
                         cases[c].what == 5 ? "ts" : NULL}};
     if (cases[c].what == 7) {
@@ -1266,6 +1272,24 @@ SL_TEST(join_errors_name_the_problem) {
   SL_ASSERT_TRUE(strstr(sl_error_message(err),
                         "join 'j' needs both inputs keyed by fields") != NULL);
   sl_job_destroy(job);
+  /* A cumulate window is not a window join's. */
+  job = new_job(1);
+  vsrc_init(&ls, 1, 0, cl_gen, NULL);
+  a = sl_job_source(job, "left", &vsrc_vt, &ls, schema);
+  ka = sl_stream_key_by_fields(a, key, 1);
+  sl_window_spec_t ws;
+  sl_window_spec_init(&ws);
+  ws.kind = SL_WINDOW_CUMULATE;
+  ws.time_field = "v";
+  ws.size_us = 10;
+  ws.step_us = 5;
+  sl_stream_window_join(ka, ka, "j", &ws, "v");
+  err = sl_job_error(job);
+  SL_ASSERT_TRUE(err != NULL);
+  SL_ASSERT_TRUE(strstr(sl_error_message(err),
+                        "window joins take tumbling or sliding windows") !=
+                 NULL);
+  sl_job_destroy(job);
   sl_schema_unref(schema);
 }
 
@@ -1460,4 +1484,332 @@ SL_TEST(window_join_event_time_at_the_int64_limit) {
   sl_schema_unref(schema);
   evset_free(&l);
   evset_free(&r);
+}
+
+/* ------------------------------------------------------------------ */
+/* Slices (window.c, "Slicing"): tumbling, sliding and cumulate windows
+ * against a brute force over random streams, and against the per-window
+ * layout (a user aggregate without merge keeps it) with late rows. */
+
+/* Every (key, window) of every event, summed: the brute force for any
+ * tumbling, sliding or cumulate spec. */
+static wres_t *expect_any(const evset_t *e, const sl_window_spec_t *sp,
+                          size_t *out_n, size_t *out_n_none) {
+  size_t cap = 1024, n = 0;
+  *out_n_none = 0;
+  wres_t *w = malloc(cap * sizeof(*w));
+  int64_t off = sp->offset_us;
+  for (uint32_t s = 0; s < e->n_splits; s++)
+    for (uint64_t i = 0; i < e->n[s]; i++) {
+      const ev_t *x = &e->ev[s][i];
+      int64_t st[2048][2];
+      size_t m = 0;
+      if (sp->kind == SL_WINDOW_CUMULATE) {
+        int64_t base = x->ts - fmod64(x->ts - off, sp->size_us);
+        for (int64_t end = base + sp->step_us; end <= base + sp->size_us;
+             end += sp->step_us)
+          if (end > x->ts) st[m][0] = base, st[m++][1] = end;
+      } else {
+        int64_t slide = sp->kind == SL_WINDOW_SLIDING ? sp->slide_us
+                                                      : sp->size_us;
+        for (int64_t a = x->ts - fmod64(x->ts - off, slide);
+             a > x->ts - sp->size_us; a -= slide)
+          st[m][0] = a, st[m++][1] = a + sp->size_us;
+      }
+      *out_n_none += m == 0; /* in a gap between sliding windows */
+      for (size_t k = 0; k < m; k++) {
+        if (n == cap) w = realloc(w, (cap *= 2) * sizeof(*w));
+        w[n++] = (wres_t){x->key, st[k][0], st[k][1], 1, x->v, x->ts, 0};
+      }
+    }
+  qsort(w, n, sizeof(*w), cmp_wres);
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (m && w[m - 1].key == w[i].key && w[m - 1].start == w[i].start &&
+        w[m - 1].end == w[i].end) {
+      w[m - 1].count++;
+      w[m - 1].sum += w[i].sum;
+      if (w[i].max_ts > w[m - 1].max_ts) w[m - 1].max_ts = w[i].max_ts;
+    } else {
+      w[m++] = w[i];
+    }
+  }
+  *out_n = m;
+  return w;
+}
+
+/* Random streams: per split n events, event time rising by 0..2*gap us
+ * per event, keys uniform over n_keys, then each block of `block` events
+ * shuffled (an event moves by less than block * 2 * gap us). */
+static void evset_random(evset_t *e, uint32_t n_splits, uint64_t n,
+                         uint64_t n_keys, uint64_t salt, uint32_t block,
+                         int64_t gap) {
+  memset(e, 0, sizeof(*e));
+  e->n_splits = n_splits;
+  for (uint32_t s = 0; s < n_splits; s++) {
+    e->n[s] = n;
+    e->ev[s] = calloc(n, sizeof(ev_t));
+    int64_t t = -5 * gap * (int64_t)n / 7; /* negative times too */
+    for (uint64_t i = 0; i < n; i++) {
+      uint64_t h = rnd(salt, s, i);
+      t += (int64_t)(h % (uint64_t)(2 * gap + 1));
+      e->ev[s][i] = (ev_t){(int64_t)((h >> 16) % n_keys), t,
+                           (int64_t)((h >> 40) % 1000) - 300};
+    }
+    for (uint64_t b0 = 0; block > 1 && b0 < n; b0 += block) {
+      uint64_t len = n - b0 < block ? n - b0 : block;
+      for (uint64_t k = len - 1; k > 0; k--) {
+        uint64_t j = rnd(salt ^ 0x9e3779b9u, s, b0 + k) % (k + 1);
+        ev_t x = e->ev[s][b0 + k];
+        e->ev[s][b0 + k] = e->ev[s][b0 + j];
+        e->ev[s][b0 + j] = x;
+      }
+    }
+  }
+}
+
+SL_TEST(sliced_windows_match_brute_force_on_random_streams) {
+  struct {
+    sl_window_kind_t kind;
+    int64_t size, slide_or_step, offset;
+  } cases[] = {
+      {SL_WINDOW_SLIDING, 10000, 3000, 0},   /* size not a multiple */
+      {SL_WINDOW_SLIDING, 10000, 2500, 700}, /* 4 slices, offset */
+      {SL_WINDOW_SLIDING, 9000, 6000, 0},    /* slide > size / 2 */
+      {SL_WINDOW_SLIDING, 5000, 5000, 0},    /* slide == size */
+      {SL_WINDOW_SLIDING, 21000, 700, 0},    /* 30 slices per window */
+      {SL_WINDOW_SLIDING, 3000, 5000, 1000}, /* gaps between windows */
+      {SL_WINDOW_TUMBLING, 4000, 0, 1500},
+      {SL_WINDOW_CUMULATE, 12000, 3000, 0},
+      {SL_WINDOW_CUMULATE, 10000, 1000, 400},
+      {SL_WINDOW_CUMULATE, 6000, 6000, 0},   /* one window: tumbling */
+  };
+  for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+    evset_t e;
+    /* 300 keys, about 2 events per key and 10 ms; disorder up to 16
+     * events of 2 * 35 us. */
+    evset_random(&e, 2, 6000, 300, 101 + ci, 16, 35);
+    wjob_t j = {ci % 2 ? 1 : 3, {0}, {0}, false};
+    sl_window_spec_init(&j.spec);
+    j.spec.kind = cases[ci].kind;
+    j.spec.time_field = "ts";
+    j.spec.size_us = cases[ci].size;
+    j.spec.offset_us = cases[ci].offset;
+    if (cases[ci].kind == SL_WINDOW_SLIDING)
+      j.spec.slide_us = cases[ci].slide_or_step;
+    if (cases[ci].kind == SL_WINDOW_CUMULATE)
+      j.spec.step_us = cases[ci].slide_or_step;
+    sl_watermark_config_init(&j.wm);
+    j.wm.time_field = "ts";
+    j.wm.max_out_of_orderness_us = 16 * 70;
+    j.wm.per_record = ci % 3 == 0;
+    j.wm.interval_ms = 1;
+    size_t n_want, n_got, n_none;
+    wres_t *want = expect_any(&e, &j.spec, &n_want, &n_none);
+    csink_t out, late;
+    csink_init(&out);
+    csink_init(&late);
+    run_window_job(&j, &e, &out, &late);
+    SL_ASSERT_EQ_INT(late.n_rows, n_none); /* no row is late otherwise */
+    wres_t *got = collected_windows(&out, &n_got);
+    char what[96];
+    snprintf(what, sizeof(what), "case %zu (kind %d, %lld / %lld, offset %lld)",
+             ci, (int)cases[ci].kind, (long long)cases[ci].size,
+             (long long)cases[ci].slide_or_step, (long long)cases[ci].offset);
+    SL_ASSERT_TRUE(n_want > 1000);
+    assert_windows_equal(got, n_got, want, n_want, what);
+    free(got);
+    free(want);
+    csink_free(&out);
+    csink_free(&late);
+    evset_free(&e);
+  }
+}
+
+/* A user aggregate of (key, count, sum) with or without merge: without,
+ * the operator keeps the per-window layout, the reference here. */
+static int kcs_add(void *user, const sl_row_t *row, sl_bytes_t *acc) {
+  (void)user;
+  int64_t v[3] = {sl_row_get_i64(row, 0), 0, 0};
+  if (acc->len == 24) memcpy(v, acc->data, 24);
+  v[1]++;
+  v[2] += sl_row_get_i64(row, 2);
+  acc->len = 0;
+  return sl_bytes_append(acc, v, 24);
+}
+
+static int kcs_merge(void *user, sl_slice_t from, sl_bytes_t *into) {
+  (void)user;
+  int64_t a[3], b[3];
+  memcpy(a, from.ptr, 24);
+  memcpy(b, into->data, 24);
+  b[1] += a[1];
+  b[2] += a[2];
+  memcpy(into->data, b, 24);
+  return SL_OK;
+}
+
+static int kcs_result(sl_ctx_t *ctx, void *user, const sl_window_t *w,
+                      sl_slice_t acc, sl_row_builder_t *out) {
+  (void)ctx;
+  (void)user;
+  int64_t v[3];
+  memcpy(v, acc.ptr, 24);
+  sl_row_builder_set_i64(out, 0, v[0]);
+  sl_row_builder_set_i64(out, 1, w->start_us);
+  sl_row_builder_set_i64(out, 2, w->end_us);
+  sl_row_builder_set_i64(out, 3, w->max_ts_us);
+  sl_row_builder_set_i64(out, 4, v[1]);
+  sl_row_builder_set_i64(out, 5, v[2]);
+  return SL_OK;
+}
+
+typedef enum { VIA_AGG, VIA_REDUCE_MERGE, VIA_REDUCE_PER_WINDOW } via_t;
+
+/* One split through a window aggregate or user aggregate, per-record
+ * watermarks (delay 2000 us), results and late rows collected. */
+static void run_via(via_t via, const evset_t *e, const sl_window_spec_t *spec,
+                    csink_t *out, csink_t *late) {
+  sl_job_t *job = new_job(1);
+  sl_schema_t *schema = ev_schema();
+  vsrc_t src;
+  vsrc_init(&src, 1, e->n[0], ev_gen, e);
+  sl_stream_t *s = sl_job_source(job, "events", &vsrc_vt, &src, schema);
+  sl_watermark_config_t wm;
+  sl_watermark_config_init(&wm);
+  wm.time_field = "ts";
+  wm.max_out_of_orderness_us = 2000;
+  wm.per_record = true;
+  s = sl_source_watermarks(s, &wm);
+  const char *key[] = {"key"};
+  s = sl_stream_key_by_fields(s, key, 1);
+  sl_stream_t *w;
+  if (via == VIA_AGG) {
+    sl_agg_t aggs[] = {{"n", SL_AGG_COUNT, NULL}, {"total", SL_AGG_SUM, "v"}};
+    w = sl_stream_window_aggregate(s, "window", spec, aggs, 2);
+  } else {
+    sl_type_t ts_t = {SL_TYPE_TIMESTAMP, 0, 0, false};
+    sl_field_t f[] = {I64("key"),           {"window_start", ts_t},
+                      {"window_end", ts_t}, {"event_time", ts_t},
+                      I64("n"),             I64("total")};
+    sl_schema_t *os = make_schema(f, 6);
+    sl_window_agg_fns_t fns = {kcs_add,
+                               via == VIA_REDUCE_MERGE ? kcs_merge : NULL,
+                               kcs_result};
+    w = sl_stream_window_reduce(s, "window", spec, os, &fns, NULL);
+    sl_schema_unref(os);
+  }
+  SL_ASSERT_OK(sl_stream_sink(w, "out", &csink_vt, out));
+  SL_ASSERT_OK(sl_stream_sink(sl_stream_late_rows(w), "late", &csink_vt,
+                              late));
+  run_ok(job);
+  sl_job_destroy(job);
+  sl_schema_unref(schema);
+}
+
+/* Per key, the rows in arrival order (the order across keys may differ:
+ * slices fire all of a key's due windows at its first due timer). */
+static int cmp_key_then_arrival(const void *a, const void *b) {
+  const wres_t *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return (x->max_ts > y->max_ts) - (x->max_ts < y->max_ts);
+}
+
+static wres_t *rows_by_key(const csink_t *c) {
+  wres_t *w = calloc(c->n_rows + 1, sizeof(*w));
+  for (size_t i = 0; i < c->n_rows; i++) {
+    sl_row_t r = crow(c, i);
+    /* Here max_ts holds the arrival index, and count folds in the
+     * event_time, so that comparing count compares both. */
+    w[i] = (wres_t){sl_row_get_i64(&r, 0), sl_row_get_i64(&r, 1),
+                    sl_row_get_i64(&r, 2),
+                    sl_row_get_i64(&r, 4) * 1000003 + sl_row_get_i64(&r, 3),
+                    sl_row_get_i64(&r, 5), (int64_t)i, (int)sl_row_kind(&r)};
+  }
+  qsort(w, c->n_rows, sizeof(*w), cmp_key_then_arrival);
+  return w;
+}
+
+SL_TEST(sliced_late_rows_and_lateness_equal_the_per_window_layout) {
+  struct {
+    sl_window_kind_t kind;
+    int64_t size, slide_or_step, lateness;
+  } cases[] = {
+      {SL_WINDOW_SLIDING, 10000, 3000, 0},
+      {SL_WINDOW_SLIDING, 10000, 3000, 7000},
+      {SL_WINDOW_SLIDING, 8000, 2000, 15000},
+      {SL_WINDOW_TUMBLING, 5000, 0, 4000},
+      {SL_WINDOW_SLIDING, 3000, 5000, 20000}, /* gaps between windows */
+      {SL_WINDOW_CUMULATE, 12000, 4000, 0},
+      {SL_WINDOW_CUMULATE, 12000, 3000, 9000},
+  };
+  for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+    /* One split: event time rising about 300 us per event over 40 keys,
+     * every 7th event 0..40 ms behind (late, within lateness, or not). */
+    evset_t e;
+    evset_random(&e, 1, 3000, 40, 900 + ci, 1, 300);
+    for (uint64_t i = 0; i < e.n[0]; i++)
+      if (rnd(77, 0, i) % 7 == 0) e.ev[0][i].ts -= (int64_t)(rnd(78, 0, i) % 40000);
+    sl_window_spec_t spec;
+    sl_window_spec_init(&spec);
+    spec.kind = cases[ci].kind;
+    spec.time_field = "ts";
+    spec.size_us = cases[ci].size;
+    spec.allowed_lateness_us = cases[ci].lateness;
+    if (spec.kind == SL_WINDOW_SLIDING) spec.slide_us = cases[ci].slide_or_step;
+    if (spec.kind == SL_WINDOW_CUMULATE) spec.step_us = cases[ci].slide_or_step;
+    csink_t ref, ref_late;
+    csink_init(&ref);
+    csink_init(&ref_late);
+    run_via(VIA_REDUCE_PER_WINDOW, &e, &spec, &ref, &ref_late);
+    wres_t *want = rows_by_key(&ref);
+    size_t n_upd = 0;
+    for (size_t i = 0; i < ref.n_rows; i++)
+      n_upd += want[i].kind == SL_ROW_UPDATE_AFTER;
+    printf("case %zu: %zu rows, %zu late, %zu updates\n", ci, ref.n_rows,
+           ref_late.n_rows, n_upd);
+    /* The input exercises what it is meant to. */
+    SL_ASSERT_TRUE(ref_late.n_rows > 10);
+    if (spec.allowed_lateness_us) SL_ASSERT_TRUE(n_upd > 10);
+    for (via_t via = VIA_AGG; via <= VIA_REDUCE_MERGE; via++) {
+      csink_t out, late;
+      csink_init(&out);
+      csink_init(&late);
+      run_via(via, &e, &spec, &out, &late);
+      char what[96];
+      snprintf(what, sizeof(what), "case %zu (kind %d, %lld / %lld, lateness "
+               "%lld) via %s", ci, (int)spec.kind, (long long)spec.size_us,
+               (long long)cases[ci].slide_or_step,
+               (long long)spec.allowed_lateness_us,
+               via == VIA_AGG ? "aggregate" : "user aggregate with merge");
+      if (out.n_rows != ref.n_rows)
+        SL_TEST_FAIL("%s: %zu rows, the per-window layout %zu", what,
+                     out.n_rows, ref.n_rows);
+      wres_t *got = rows_by_key(&out);
+      for (size_t i = 0; i < ref.n_rows; i++) {
+        const wres_t *g = &got[i], *x = &want[i];
+        if (g->key != x->key || g->start != x->start || g->end != x->end ||
+            g->count != x->count || g->sum != x->sum || g->kind != x->kind)
+          SL_TEST_FAIL("%s: key %lld row %zu: %d [%lld, %lld) %lld %lld; "
+                       "the per-window layout: %d [%lld, %lld) %lld %lld",
+                       what, (long long)g->key, i, g->kind,
+                       (long long)g->start, (long long)g->end,
+                       (long long)g->count, (long long)g->sum, x->kind,
+                       (long long)x->start, (long long)x->end,
+                       (long long)x->count, (long long)x->sum);
+      }
+      SL_ASSERT_EQ_INT(late.n_rows, ref_late.n_rows);
+      for (size_t i = 0; i < late.n_rows; i++) {
+        sl_row_t a = crow(&late, i), b = crow(&ref_late, i);
+        SL_ASSERT_EQ_INT(sl_row_get_i64(&a, 1), sl_row_get_i64(&b, 1));
+      }
+      free(got);
+      csink_free(&out);
+      csink_free(&late);
+    }
+    free(want);
+    csink_free(&ref);
+    csink_free(&ref_late);
+    evset_free(&e);
+  }
 }
