@@ -140,9 +140,10 @@ int sl__op_emit_side(sl_op_t *op, uint32_t port, const sl_row_t *row) {
   return SL_OK;
 }
 
-static int append_row_hashed(sl_channel_t *ch, const sl_row_t *row,
-                             uint64_t hash) {
-  uint32_t need = 12 + row->len;
+int sl__channel_append_hashed(sl_channel_t *ch, const sl_row_t *row,
+                              const uint8_t *key, uint32_t key_len,
+                              uint64_t hash) {
+  uint32_t need = SL_FRAME_HASH_HDR + key_len + row->len;
   sl_buf_t *b = ch->cur;
   if (SL_UNLIKELY(b == NULL || b->cap - b->len < need)) {
     if (b) {
@@ -153,9 +154,12 @@ static int append_row_hashed(sl_channel_t *ch, const sl_row_t *row,
     if (b == NULL) return SL_ENOMEM;
     ch->cur = b;
   }
-  memcpy(b->data + b->len, &row->len, 4);
-  memcpy(b->data + b->len + 4, &hash, 8);
-  memcpy(b->data + b->len + 12, row->data, row->len);
+  uint8_t *p = b->data + b->len;
+  memcpy(p, &row->len, 4);
+  memcpy(p + 4, &hash, 8);
+  memcpy(p + 12, &key_len, 4);
+  memcpy(p + SL_FRAME_HASH_HDR, key, key_len);
+  memcpy(p + SL_FRAME_HASH_HDR + key_len, row->data, row->len);
   b->len += need;
   b->n_records++;
   return SL_OK;
@@ -196,7 +200,8 @@ int sl__writer_emit(sl_writer_t *w, const sl_row_t *row) {
     uint32_t kg =
         sl_key_group_of_hash(sl__key_hash_fold(h), w->max_parallelism);
     uint32_t owner = sl_key_group_owner(kg, w->max_parallelism, w->n_chs);
-    return append_row_hashed(w->chs[owner], row, h);
+    return sl__channel_append_hashed(w->chs[owner], row, w->keybuf.data,
+                                     (uint32_t)w->keybuf.len, h);
   }
   case SL_PART_BROADCAST:
     for (uint32_t i = 0; i < w->n_chs; i++) {
@@ -237,18 +242,27 @@ int sl__writer_send_event(sl_writer_t *w, sl_buf_kind_t kind, int64_t value,
 /* Keys. */
 
 int sl__op_set_key_from_row(sl_op_t *op, uint32_t input, const sl_row_t *row) {
-  const sl_keysel_t *ks = op->keysel[input];
-  int rc = sl__keysel_extract(ks, row, &op->keybuf);
-  if (rc != SL_OK)
-    return sl__op_fail(op, rc, "cannot compute the key of a row: %s",
-                       sl_strerror(rc));
-  /* The sender hashed the same key bytes for the hash exchange. */
   sl_task_t *t = op->task;
-  uint64_t h = t->has_in_hash && t->ops[0] == op
-                   ? t->in_hash
-                   : sl__key_hash64(op->keybuf.data, op->keybuf.len);
-  rc = sl__kstate_set_key(op->kstate, op->keybuf.data,
-                          (uint32_t)op->keybuf.len, h);
+  const uint8_t *key;
+  uint32_t key_len;
+  uint64_t h;
+  int rc;
+  if (SL_LIKELY(t->in_key != NULL) && t->ops[0] == op) {
+    /* From a hash channel: the sender extracted and hashed the key with
+     * the same key selector (the edge's), and the frame carries both. */
+    key = t->in_key;
+    key_len = t->in_key_len;
+    h = t->in_hash;
+  } else {
+    rc = sl__keysel_extract(op->keysel[input], row, &op->keybuf);
+    if (rc != SL_OK)
+      return sl__op_fail(op, rc, "cannot compute the key of a row: %s",
+                         sl_strerror(rc));
+    key = op->keybuf.data;
+    key_len = (uint32_t)op->keybuf.len;
+    h = sl__key_hash64(key, key_len);
+  }
+  rc = sl__kstate_set_key(op->kstate, key, key_len, h);
   if (SL_UNLIKELY(rc != SL_OK)) {
     if (rc == SL_EINVAL)
       return sl__op_fail(
