@@ -153,6 +153,25 @@ static inline uint32_t sl__frame_read(const uint8_t *p, bool has_hash,
   return SL_FRAME_HASH_HDR + f->key_len + f->len;
 }
 
+/*
+ * The idle worker's spin budget (sched_pool.c): how long a worker that
+ * found no work spins before it parks.  spun() after a spin (has_found:
+ * work came during it), gap() with the time from finding the queue empty
+ * to taking a task.  The budget is twice the last short gap, at least
+ * SL_SPIN_MIN_NS; it halves after a spin that found nothing and after a
+ * gap longer than SL_SPIN_MAX_NS / 2, and is zero (no spinning) below
+ * SL_SPIN_MIN_NS.  It starts at zero: a worker spins only once it saw
+ * work come back soon after it went idle.
+ */
+#define SL_SPIN_MIN_NS 1000
+#define SL_SPIN_MAX_NS 50000
+typedef struct sl_spin_policy_s {
+  int64_t budget_ns;
+} sl_spin_policy_t;
+void sl__spin_policy_init(sl_spin_policy_t *sp);
+void sl__spin_policy_spun(sl_spin_policy_t *sp, bool has_found);
+void sl__spin_policy_gap(sl_spin_policy_t *sp, int64_t gap_ns);
+
 int sl__channel_create(uint32_t credits, uint32_t buffer_size,
                        sl_channel_t **out_ch);
 void sl__channel_destroy(sl_channel_t *ch);
