@@ -222,7 +222,8 @@ static int emit_hashed(sl_writer_t *w, const sl_row_t *row) {
         sl_key_group_of_hash(sl__key_hash_fold(h), w->max_parallelism);
     owner = sl_key_group_owner(kg, w->max_parallelism, w->n_chs);
   }
-  uint8_t *p = frame_room(w->chs[owner], SL_FRAME_HASH_HDR + key_len + row->len);
+  uint8_t *p =
+      frame_room(w->chs[owner], SL_FRAME_HASH_HDR + key_len + row->len);
   if (p == NULL) return SL_ENOMEM;
   frame_put_header(p, row, key_len, h);
   /* One int64 key (9 bytes), the common case: a fixed-size copy. */

@@ -72,7 +72,8 @@ static void m_row(sl_row_builder_t *b, uint32_t split, uint64_t i) {
   uint64_t h = mix(i * 31 + split);
   char str[80];
   uint32_t slen = (uint32_t)(h >> 40) % 4 == 0 ? 0 : (uint32_t)(h % 70);
-  for (uint32_t k = 0; k < slen; k++) str[k] = (char)('a' + (h >> (k % 64)) % 26);
+  for (uint32_t k = 0; k < slen; k++)
+    str[k] = (char)('a' + (h >> (k % 64)) % 26);
   sl_row_builder_set_i64(b, 0, (int64_t)(split * 100000000ull + i));
   if (h % 7 == 0) sl_row_builder_set_null(b, 1);
   else sl_row_builder_set_i64(b, 1, (int64_t)(h % 1000) - 500);
