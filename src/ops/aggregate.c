@@ -23,6 +23,7 @@ typedef struct agg_col_s {
   sl_agg_fn_t fn;
   int in_field;       /* -1 for count() */
   uint8_t in_type;
+  uint8_t out_type;   /* of its output field */
   double unit;        /* decimal input: 10^scale, its integer per unit */
   char *name;
 } agg_col_t;
@@ -31,6 +32,9 @@ typedef struct agg_cfg_s {
   uint32_t *key_fields;
   uint32_t *acc_keys; /* 0..n_keys-1: the key fields inside acc_schema */
   uint32_t n_keys;
+  /* Bit k (k < 64): key k is one 8-byte slot (bool, int32, int64,
+   * float64, timestamp) that the output row takes as is. */
+  uint64_t key_raw;
   agg_col_t *cols;
   uint32_t n_cols;
   sl_agg_emit_t emit;
@@ -180,6 +184,11 @@ int sl__agg_config_create(const sl_schema_t *in, const uint32_t *key_fields,
   for (uint32_t k = 0; k < n_keys; k++) {
     acc_f[k] = *sl_schema_field(in, key_fields[k]);
     out_f[k] = acc_f[k];
+    uint8_t t = acc_f[k].type.id;
+    if (k < 64 && (t == SL_TYPE_BOOL || t == SL_TYPE_INT32 ||
+                   t == SL_TYPE_INT64 || t == SL_TYPE_FLOAT64 ||
+                   t == SL_TYPE_TIMESTAMP))
+      c->key_raw |= (uint64_t)1 << k;
   }
   acc_f[n_keys] = (sl_field_t){"$rows", {SL_TYPE_INT64, 0, 0, false}};
   for (uint32_t i = 0; i < n_aggs; i++) {
@@ -241,6 +250,7 @@ int sl__agg_config_create(const sl_schema_t *in, const uint32_t *key_fields,
     acc_f[n_keys + 2 + 2 * i] =
         (sl_field_t){names[2 * i + 1], acc_type(col, in_t)};
     out_f[n_keys + i] = (sl_field_t){col->name, out_type(col, in_t)};
+    col->out_type = out_f[n_keys + i].type.id;
   }
   rc = sl_schema_create(acc_f, n_keys + 1 + 2 * n_aggs, &c->acc_schema,
                         out_err);
@@ -477,9 +487,15 @@ static bool is_changed(const agg_cfg_t *c, const out_val_t *a,
 static int emit_out(sl_ctx_t *ctx, const agg_cfg_t *c, const agg_local_t *l,
                     const sl_row_t *keys, const uint32_t *key_idx,
                     sl_row_kind_t kind) {
-  sl_row_builder_t *b = sl_ctx_builder(ctx);
-  sl_row_builder_set_kind(b, kind);
+  sl_row_builder_t *b = &ctx->out_b; /* sl_ctx_builder, of this kind */
+  sl_row_builder_reset(b, kind);
   for (uint32_t k = 0; k < c->n_keys; k++) {
+    if (k < 64 && (c->key_raw >> k) & 1) {
+      /* The same type in and out: copy the slot (reset left it null). */
+      if (!sl_row_is_null(keys, key_idx[k]))
+        sl_row_builder_set_i64(b, k, sl_row_get_i64(keys, key_idx[k]));
+      continue;
+    }
     sl_value_t v;
     sl_row_get_value(keys, key_idx[k], &v);
     sl_row_builder_set_value(b, k, &v);
@@ -490,7 +506,7 @@ static int emit_out(sl_ctx_t *ctx, const agg_cfg_t *c, const agg_local_t *l,
     out_val_t o;
     out_value(c, &l->vals[i], i, &o);
     if (o.is_null) continue; /* reset left it null */
-    uint8_t t = sl_schema_field(c->out_schema, f)->type.id;
+    uint8_t t = col->out_type;
     if (col->fn == SL_AGG_COUNT) sl_row_builder_set_i64(b, f, o.i);
     else if (t == SL_TYPE_FLOAT64) sl_row_builder_set_f64(b, f, o.f);
     else if (t == SL_TYPE_STRING || t == SL_TYPE_BYTES)

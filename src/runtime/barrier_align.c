@@ -103,14 +103,11 @@ void sl__align_notify(sl_task_t *t) {
 int sl__align_capture_input(sl_task_t *t, const sl_channel_t *ch,
                             const sl_buf_t *b, uint32_t off) {
   if (b->kind != SL_BUF_DATA) return SL_OK;
-  uint32_t hash_len = ch->has_hash ? 8 : 0;
   while (off < b->len) {
-    uint32_t len;
-    memcpy(&len, b->data + off, 4);
-    int rc = sl__chanstate_put_record(&t->uc_state, ch->input,
-                                      b->data + off + 4 + hash_len, len);
+    sl_frame_t f;
+    off += sl__frame_read(b->data + off, ch->has_hash, &f);
+    int rc = sl__chanstate_put_record(&t->uc_state, ch->input, f.row, f.len);
     if (rc != SL_OK) return rc;
-    off += 4 + hash_len + len;
   }
   return SL_OK;
 }
@@ -127,6 +124,9 @@ static void publish_priority(sl_channel_t *ch, uint64_t id) {
 static int capture_output(sl_task_t *t, uint32_t writer, uint32_t k,
                           const sl_buf_t *b) {
   if (b->kind != SL_BUF_DATA) return SL_OK;
+  if (t->writers[writer]->chs[k]->has_hash)
+    return sl__chanstate_put_buffer_hashed(&t->uc_state, writer, k, b->data,
+                                           b->len);
   return sl__chanstate_put_buffer(&t->uc_state, writer, k, b->data, b->len);
 }
 

@@ -50,6 +50,33 @@ int sl__chanstate_put_buffer(sl_bytes_t *out, uint32_t writer,
   return SL_OK;
 }
 
+int sl__chanstate_put_buffer_hashed(sl_bytes_t *out, uint32_t writer,
+                                    uint32_t channel, const uint8_t *data,
+                                    uint32_t len) {
+  uint32_t stored = 0;
+  for (uint32_t off = 0; off < len;) {
+    sl_frame_t f;
+    off += sl__frame_read(data + off, true, &f);
+    stored += 12 + f.len;
+  }
+  uint8_t hdr[BUFFER_HDR];
+  hdr[0] = SL_CHANSTATE_BUFFER;
+  sl__put_u32le(hdr + 1, writer);
+  sl__put_u32le(hdr + 5, channel);
+  sl__put_u32le(hdr + 9, stored);
+  if (sl_bytes_reserve(out, BUFFER_HDR + (size_t)stored) != SL_OK)
+    return SL_ENOMEM;
+  (void)sl_bytes_append(out, hdr, sizeof(hdr));
+  for (uint32_t off = 0; off < len;) {
+    sl_frame_t f;
+    const uint8_t *frame = data + off;
+    off += sl__frame_read(frame, true, &f);
+    (void)sl_bytes_append(out, frame, 12); /* len, hash */
+    (void)sl_bytes_append(out, f.row, f.len);
+  }
+  return SL_OK;
+}
+
 int sl__chanstate_next(const uint8_t *p, size_t n, size_t *pos,
                        sl_chanstate_entry_t *out) {
   size_t off = *pos;
@@ -147,6 +174,32 @@ int sl__task_restore_channel_state(sl_task_t *t, uint8_t *blob, size_t len) {
   return SL_OK;
 }
 
+/* The stored frames [u32 len][u64 hash][row] of a hash channel, sent as
+ * in-memory frames with the key extracted again (sl_frame_t). */
+static int restore_hashed(sl_writer_t *w, sl_channel_t *ch, const uint8_t *p,
+                          uint32_t n) {
+  SL_ASSERT(ch->cur == NULL);
+  for (uint32_t off = 0; off < n;) {
+    uint32_t len = sl__get_u32le(p + off);
+    sl_row_t row;
+    sl_row_view(&row, w->schema, p + off + 12, len);
+    off += 12 + len;
+    int rc = sl__keysel_extract(w->keysel, &row, &w->keybuf);
+    if (rc != SL_OK) return rc;
+    rc = sl__channel_append_hashed(
+        ch, &row, w->keybuf.data, (uint32_t)w->keybuf.len,
+        sl__key_hash64(w->keybuf.data, w->keybuf.len));
+    if (rc != SL_OK) return rc;
+  }
+  /* One stored buffer, one or more sent buffers, in order. */
+  if (ch->cur) {
+    sl_buf_t *b = ch->cur;
+    ch->cur = NULL;
+    sl__channel_send(ch, b);
+  }
+  return SL_OK;
+}
+
 /*
  * Restored channel state, step 1: push the output buffers into their
  * channels, ahead of anything the task will send (they were produced
@@ -158,7 +211,13 @@ int sl__chanstate_restore_outputs(sl_task_t *t) {
   sl_chanstate_entry_t e;
   while (sl__chanstate_next(t->restore_cs, t->restore_cs_len, &pos, &e) == 1) {
     if (e.kind != SL_CHANSTATE_BUFFER) continue;
-    sl_channel_t *ch = t->writers[e.writer]->chs[e.channel];
+    sl_writer_t *w = t->writers[e.writer];
+    sl_channel_t *ch = w->chs[e.channel];
+    if (ch->has_hash) {
+      int rc = restore_hashed(w, ch, e.data, e.len);
+      if (rc != SL_OK) return rc;
+      continue;
+    }
     sl_buf_t *b = sl__channel_get_buffer(ch, e.len);
     if (b == NULL) return SL_ENOMEM;
     memcpy(b->data, e.data, e.len);

@@ -11,8 +11,10 @@
  *
  * An input record is a binary row received but not processed before the
  * snapshot; an output buffer holds framed rows ([u32 len][u64 key hash on
- * hash channels][row]) produced before the barrier but not yet sent.  See
- * README.md ("Checkpoint barriers").
+ * hash channels][row]) produced before the barrier but not yet sent.  The
+ * key bytes that hash frames carry in memory (sl_frame_t) are not stored:
+ * sl__chanstate_put_buffer_hashed drops them and the restore extracts them
+ * again.  See README.md ("Checkpoint barriers").
  */
 #ifndef SL_RUNTIME_CHANSTATE_H
 #define SL_RUNTIME_CHANSTATE_H
@@ -48,6 +50,16 @@ int sl__chanstate_put_record(sl_bytes_t *out, uint32_t input,
 int sl__chanstate_put_buffer(sl_bytes_t *out, uint32_t writer,
                              uint32_t channel, const uint8_t *data,
                              uint32_t len)
+    __attribute__((warn_unused_result));
+
+/**
+ * @brief Append an output buffer of a hash channel: its in-memory frames
+ * (sl_frame_t, with key bytes) are stored as [u32 len][u64 hash][row].
+ * @return SL_OK or SL_ENOMEM.  @thread the task.
+ */
+int sl__chanstate_put_buffer_hashed(sl_bytes_t *out, uint32_t writer,
+                                    uint32_t channel, const uint8_t *data,
+                                    uint32_t len)
     __attribute__((warn_unused_result));
 
 /**

@@ -9,49 +9,55 @@
 
 #include "runtime/task_int.h"
 
+/* The canonical bytes of sl_key_add_field for fixed-width fields only
+ * (ks->max_fixed != 0), written in one pass to p (room for max_fixed
+ * bytes).  @return their length. */
+static inline uint32_t keysel_fixed(const sl_keysel_t *ks, const sl_row_t *row,
+                                    uint8_t *p) {
+  uint8_t *p0 = p;
+  for (uint32_t i = 0; i < ks->n_fields; i++) {
+    uint32_t f = ks->fields[i];
+    if (sl_row_is_null(row, f)) {
+      *p++ = 0;
+      continue;
+    }
+    *p++ = 1;
+    switch (ks->types[i]) {
+    case SL_TYPE_BOOL:
+      *p++ = sl_row_get_bool(row, f) ? 1 : 0;
+      break;
+    case SL_TYPE_INT32:
+      sl__put_u32be(p, (uint32_t)sl_row_get_i32(row, f));
+      p += 4;
+      break;
+    case SL_TYPE_FLOAT64: {
+      double d = sl_row_get_f64(row, f);
+      uint64_t bits;
+      if (d == 0.0) d = 0.0;
+      if (d != d) bits = 0x7ff8000000000000ull;
+      else memcpy(&bits, &d, 8);
+      sl__put_u64be(p, bits);
+      p += 8;
+      break;
+    }
+    default:
+      sl__put_u64be(p, (uint64_t)sl_row_get_i64(row, f));
+      p += 8;
+      break;
+    }
+  }
+  return (uint32_t)(p - p0);
+}
+
 int sl__keysel_extract(const sl_keysel_t *ks, const sl_row_t *row,
                        sl_bytes_t *out) {
   out->len = 0;
   if (ks->fn) return ks->fn(ks->user, row, out);
   if (SL_LIKELY(ks->max_fixed != 0)) {
-    /* Fixed-width fields only: the canonical bytes of sl_key_add_field,
-     * written in one pass into a buffer reserved once. */
     if (SL_UNLIKELY(out->cap < ks->max_fixed) &&
         sl_bytes_reserve(out, ks->max_fixed) != SL_OK)
       return SL_ENOMEM;
-    uint8_t *p = out->data;
-    for (uint32_t i = 0; i < ks->n_fields; i++) {
-      uint32_t f = ks->fields[i];
-      if (sl_row_is_null(row, f)) {
-        *p++ = 0;
-        continue;
-      }
-      *p++ = 1;
-      switch (ks->types[i]) {
-      case SL_TYPE_BOOL:
-        *p++ = sl_row_get_bool(row, f) ? 1 : 0;
-        break;
-      case SL_TYPE_INT32:
-        sl__put_u32be(p, (uint32_t)sl_row_get_i32(row, f));
-        p += 4;
-        break;
-      case SL_TYPE_FLOAT64: {
-        double d = sl_row_get_f64(row, f);
-        uint64_t bits;
-        if (d == 0.0) d = 0.0;
-        if (d != d) bits = 0x7ff8000000000000ull;
-        else memcpy(&bits, &d, 8);
-        sl__put_u64be(p, bits);
-        p += 8;
-        break;
-      }
-      default:
-        sl__put_u64be(p, (uint64_t)sl_row_get_i64(row, f));
-        p += 8;
-        break;
-      }
-    }
-    out->len = (size_t)(p - out->data);
+    out->len = keysel_fixed(ks, row, out->data);
     return SL_OK;
   }
   for (uint32_t i = 0; i < ks->n_fields; i++) {
@@ -140,9 +146,8 @@ int sl__op_emit_side(sl_op_t *op, uint32_t port, const sl_row_t *row) {
   return SL_OK;
 }
 
-static int append_row_hashed(sl_channel_t *ch, const sl_row_t *row,
-                             uint64_t hash) {
-  uint32_t need = 12 + row->len;
+/* Room for a hash frame of need bytes in ch's current buffer. */
+static inline uint8_t *frame_room(sl_channel_t *ch, uint32_t need) {
   sl_buf_t *b = ch->cur;
   if (SL_UNLIKELY(b == NULL || b->cap - b->len < need)) {
     if (b) {
@@ -150,14 +155,81 @@ static int append_row_hashed(sl_channel_t *ch, const sl_row_t *row,
       sl__channel_send(ch, b);
     }
     b = sl__channel_get_buffer(ch, need);
-    if (b == NULL) return SL_ENOMEM;
+    if (b == NULL) return NULL;
     ch->cur = b;
   }
-  memcpy(b->data + b->len, &row->len, 4);
-  memcpy(b->data + b->len + 4, &hash, 8);
-  memcpy(b->data + b->len + 12, row->data, row->len);
+  uint8_t *p = b->data + b->len;
   b->len += need;
   b->n_records++;
+  return p;
+}
+
+/* Copy a row into a frame: rows of 8 to 32 bytes (small records) with two
+ * overlapping fixed-size moves instead of a call to memcpy. */
+static inline void copy_row(uint8_t *dst, const uint8_t *src, uint32_t len) {
+  if (len >= 16 && len <= 32) {
+    memcpy(dst, src, 16);
+    memcpy(dst + len - 16, src + len - 16, 16);
+  } else if (len >= 8 && len < 16) {
+    memcpy(dst, src, 8);
+    memcpy(dst + len - 8, src + len - 8, 8);
+  } else {
+    memcpy(dst, src, len);
+  }
+}
+
+static inline void frame_put_header(uint8_t *p, const sl_row_t *row,
+                                    uint32_t key_len, uint64_t hash) {
+  memcpy(p, &row->len, 4);
+  memcpy(p + 4, &hash, 8);
+  memcpy(p + 12, &key_len, 4);
+}
+
+int sl__channel_append_hashed(sl_channel_t *ch, const sl_row_t *row,
+                              const uint8_t *key, uint32_t key_len,
+                              uint64_t hash) {
+  uint8_t *p = frame_room(ch, SL_FRAME_HASH_HDR + key_len + row->len);
+  if (p == NULL) return SL_ENOMEM;
+  frame_put_header(p, row, key_len, hash);
+  memcpy(p + SL_FRAME_HASH_HDR, key, key_len);
+  copy_row(p + SL_FRAME_HASH_HDR + key_len, row->data, row->len);
+  return SL_OK;
+}
+
+/* The key of up to SL_KEY_STACK bytes is written on the stack, hashed,
+ * routed, and copied with the row into the frame. */
+#define SL_KEY_STACK 64
+
+static int emit_hashed(sl_writer_t *w, const sl_row_t *row) {
+  const sl_keysel_t *ks = w->keysel;
+  const uint8_t *key;
+  uint32_t key_len;
+  uint8_t small[SL_KEY_STACK];
+  if (SL_LIKELY(ks->fn == NULL && ks->max_fixed != 0 &&
+                ks->max_fixed <= SL_KEY_STACK)) {
+    key_len = keysel_fixed(ks, row, small);
+    key = small;
+  } else {
+    int rc = sl__keysel_extract(ks, row, &w->keybuf);
+    if (rc != SL_OK) return rc;
+    key = w->keybuf.data;
+    key_len = (uint32_t)w->keybuf.len;
+  }
+  uint64_t h = sl__key_hash64(key, key_len);
+  uint32_t owner = 0;
+  if (w->n_chs > 1) {
+    uint32_t kg =
+        sl_key_group_of_hash(sl__key_hash_fold(h), w->max_parallelism);
+    owner = sl_key_group_owner(kg, w->max_parallelism, w->n_chs);
+  }
+  uint8_t *p =
+      frame_room(w->chs[owner], SL_FRAME_HASH_HDR + key_len + row->len);
+  if (p == NULL) return SL_ENOMEM;
+  frame_put_header(p, row, key_len, h);
+  /* One int64 key (9 bytes), the common case: a fixed-size copy. */
+  if (key_len == 9) memcpy(p + SL_FRAME_HASH_HDR, key, 9);
+  else memcpy(p + SL_FRAME_HASH_HDR, key, key_len);
+  copy_row(p + SL_FRAME_HASH_HDR + key_len, row->data, row->len);
   return SL_OK;
 }
 
@@ -174,7 +246,7 @@ static int append_row(sl_channel_t *ch, const sl_row_t *row) {
     ch->cur = b;
   }
   memcpy(b->data + b->len, &row->len, 4);
-  memcpy(b->data + b->len + 4, row->data, row->len);
+  copy_row(b->data + b->len + 4, row->data, row->len);
   b->len += need;
   b->n_records++;
   return SL_OK;
@@ -189,15 +261,8 @@ int sl__writer_emit(sl_writer_t *w, const sl_row_t *row) {
     if (++w->rr == w->n_chs) w->rr = 0;
     return append_row(ch, row);
   }
-  case SL_PART_HASH: {
-    int rc = sl__keysel_extract(w->keysel, row, &w->keybuf);
-    if (rc != SL_OK) return rc;
-    uint64_t h = sl__key_hash64(w->keybuf.data, w->keybuf.len);
-    uint32_t kg =
-        sl_key_group_of_hash(sl__key_hash_fold(h), w->max_parallelism);
-    uint32_t owner = sl_key_group_owner(kg, w->max_parallelism, w->n_chs);
-    return append_row_hashed(w->chs[owner], row, h);
-  }
+  case SL_PART_HASH:
+    return emit_hashed(w, row);
   case SL_PART_BROADCAST:
     for (uint32_t i = 0; i < w->n_chs; i++) {
       int rc = append_row(w->chs[i], row);
@@ -237,18 +302,27 @@ int sl__writer_send_event(sl_writer_t *w, sl_buf_kind_t kind, int64_t value,
 /* Keys. */
 
 int sl__op_set_key_from_row(sl_op_t *op, uint32_t input, const sl_row_t *row) {
-  const sl_keysel_t *ks = op->keysel[input];
-  int rc = sl__keysel_extract(ks, row, &op->keybuf);
-  if (rc != SL_OK)
-    return sl__op_fail(op, rc, "cannot compute the key of a row: %s",
-                       sl_strerror(rc));
-  /* The sender hashed the same key bytes for the hash exchange. */
   sl_task_t *t = op->task;
-  uint64_t h = t->has_in_hash && t->ops[0] == op
-                   ? t->in_hash
-                   : sl__key_hash64(op->keybuf.data, op->keybuf.len);
-  rc = sl__kstate_set_key(op->kstate, op->keybuf.data,
-                          (uint32_t)op->keybuf.len, h);
+  const uint8_t *key;
+  uint32_t key_len;
+  uint64_t h;
+  int rc;
+  if (SL_LIKELY(t->in_key != NULL) && t->ops[0] == op) {
+    /* From a hash channel: the sender extracted and hashed the key with
+     * the same key selector (the edge's), and the frame carries both. */
+    key = t->in_key;
+    key_len = t->in_key_len;
+    h = t->in_hash;
+  } else {
+    rc = sl__keysel_extract(op->keysel[input], row, &op->keybuf);
+    if (rc != SL_OK)
+      return sl__op_fail(op, rc, "cannot compute the key of a row: %s",
+                         sl_strerror(rc));
+    key = op->keybuf.data;
+    key_len = (uint32_t)op->keybuf.len;
+    h = sl__key_hash64(key, key_len);
+  }
+  rc = sl__kstate_set_key(op->kstate, key, key_len, h);
   if (SL_UNLIKELY(rc != SL_OK)) {
     if (rc == SL_EINVAL)
       return sl__op_fail(

@@ -94,8 +94,9 @@ typedef struct sl_channel_s {
   /* Receiver side. */
   uint32_t input;     /* logical input of the receiving task's head */
   bool is_finished;   /* EOP seen */
-  /* Hash edges: frames are [u32 len][u64 key hash][row], so the receiving
-   * keyed operator does not hash the key again.  Set at plan time. */
+  /* Hash edges: frames are [u32 len][u64 key hash][u32 key len][key][row]
+   * (sl__frame_read), so the receiving keyed operator neither extracts nor
+   * hashes the key again.  Set at plan time. */
   bool has_hash;
   bool is_blocked;    /* aligned checkpoint: barrier seen, waiting for the
                          other inputs */
@@ -118,6 +119,58 @@ typedef struct sl_channel_s {
   bool is_idle;            /* the sender said it is idle (or, from the
                               start, the planner: it has no input) */
 } sl_channel_t;
+
+/*
+ * A frame of a channel buffer: [u32 len][row] on forward, rebalance and
+ * broadcast edges; [u32 len][u64 hash][u32 key len][key][row] on hash
+ * edges, where key is the canonical key bytes the sender extracted
+ * (sl__keysel_extract) and hash their sl__key_hash64().  Frames live only
+ * in memory: an unaligned checkpoint stores hash frames without the key
+ * (sl__chanstate_put_buffer_hashed) and the key is extracted again on
+ * restore.
+ */
+#define SL_FRAME_HASH_HDR 16u
+typedef struct sl_frame_s {
+  const uint8_t *row;
+  uint32_t len;       /* of the row */
+  uint32_t key_len;   /* hash frames */
+  const uint8_t *key; /* hash frames */
+  uint64_t hash;      /* hash frames */
+} sl_frame_t;
+
+/** @brief Read the frame at p (trusted bytes); @return its size. */
+static inline uint32_t sl__frame_read(const uint8_t *p, bool has_hash,
+                                      sl_frame_t *f) {
+  memcpy(&f->len, p, 4);
+  if (!has_hash) {
+    f->row = p + 4;
+    return 4 + f->len;
+  }
+  memcpy(&f->hash, p + 4, 8);
+  memcpy(&f->key_len, p + 12, 4);
+  f->key = p + SL_FRAME_HASH_HDR;
+  f->row = f->key + f->key_len;
+  return SL_FRAME_HASH_HDR + f->key_len + f->len;
+}
+
+/*
+ * The idle worker's spin budget (sched_pool.c): how long a worker that
+ * found no work spins before it parks.  spun() after a spin (has_found:
+ * work came during it), gap() with the time from finding the queue empty
+ * to taking a task.  The budget is twice the last short gap, at least
+ * SL_SPIN_MIN_NS; it halves after a spin that found nothing and after a
+ * gap longer than SL_SPIN_MAX_NS / 2, and is zero (no spinning) below
+ * SL_SPIN_MIN_NS.  It starts at zero: a worker spins only once it saw
+ * work come back soon after it went idle.
+ */
+#define SL_SPIN_MIN_NS 1000
+#define SL_SPIN_MAX_NS 50000
+typedef struct sl_spin_policy_s {
+  int64_t budget_ns;
+} sl_spin_policy_t;
+void sl__spin_policy_init(sl_spin_policy_t *sp);
+void sl__spin_policy_spun(sl_spin_policy_t *sp, bool has_found);
+void sl__spin_policy_gap(sl_spin_policy_t *sp, int64_t gap_ns);
 
 int sl__channel_create(uint32_t credits, uint32_t buffer_size,
                        sl_channel_t **out_ch);
@@ -342,6 +395,10 @@ struct sl_writer_s {
 };
 
 int sl__writer_emit(sl_writer_t *w, const sl_row_t *row);
+/** @brief Append a hash frame (see sl_frame_t) to ch's current buffer. */
+int sl__channel_append_hashed(sl_channel_t *ch, const sl_row_t *row,
+                              const uint8_t *key, uint32_t key_len,
+                              uint64_t hash);
 /** @brief Send partly filled buffers (idle flush). */
 void sl__writer_flush(sl_writer_t *w);
 /** @brief Send an event buffer on every channel. */

@@ -73,20 +73,43 @@ static inline void cpu_relax(void) {
 }
 
 /*
- * Before a worker sleeps on the condition variable it spins for a short
- * while: handing a buffer to a task that another worker is about to run is
- * then a memory write, not a futex wake-up of a sleeping thread (which is
- * an inter-processor interrupt, and slow in virtual machines).
+ * Spinning before parking (sl_spin_policy_t in runtime.h): a worker that
+ * finds the queue empty spins for its budget, then parks on the condition
+ * variable.  Spinning makes handing a buffer to a pipeline that is about
+ * to run a store instead of a futex wake-up, but every nanosecond spun is
+ * CPU time the job pays for, so the budget follows the wake-up gaps this
+ * worker observed: it grows to twice a short gap (capped), halves after
+ * each spin that found nothing and drops to zero below a floor; a worker
+ * that waits long stops spinning until a short gap is seen again.
  */
-#define SPIN_NS 50000
-
-static void spin_for_work(pool_t *p) {
-  int64_t until = sl__clock_monotonic_ns() + SPIN_NS;
+static bool spin_for_work(pool_t *p, int64_t budget_ns) {
+  int64_t until = sl__clock_monotonic_ns() + budget_ns;
   for (uint32_t i = 1;; i++) {
-    if (atomic_load_explicit(&p->n_queued, memory_order_acquire)) return;
+    if (atomic_load_explicit(&p->n_queued, memory_order_acquire)) return true;
     cpu_relax();
-    if ((i & 63) == 0 && sl__clock_monotonic_ns() > until) return;
+    if ((i & 63) == 0 && sl__clock_monotonic_ns() > until) return false;
   }
+}
+
+void sl__spin_policy_init(sl_spin_policy_t *sp) { sp->budget_ns = 0; }
+
+void sl__spin_policy_spun(sl_spin_policy_t *sp, bool has_found) {
+  if (has_found) return; /* the gap, seen on dequeue, sets the budget */
+  sp->budget_ns /= 2;
+  if (sp->budget_ns < SL_SPIN_MIN_NS) sp->budget_ns = 0;
+}
+
+void sl__spin_policy_gap(sl_spin_policy_t *sp, int64_t gap_ns) {
+  if (gap_ns < 0) gap_ns = 0;
+  if (gap_ns > SL_SPIN_MAX_NS / 2) {
+    /* Spinning would not have reached the work: let the budget decay. */
+    sp->budget_ns /= 2;
+    if (sp->budget_ns < SL_SPIN_MIN_NS) sp->budget_ns = 0;
+    return;
+  }
+  int64_t b = 2 * gap_ns;
+  if (b < SL_SPIN_MIN_NS) b = SL_SPIN_MIN_NS;
+  sp->budget_ns = b;
 }
 
 /* Returns true if the caller must enqueue the task. */
@@ -179,15 +202,19 @@ static void account(sl_task_t *t, _Atomic uint64_t *c, int64_t d) {
 static void *worker_main(void *arg) {
   pool_t *p = arg;
   bool has_spun = false;
+  sl_spin_policy_t sp;
+  sl__spin_policy_init(&sp);
+  int64_t idle_since = 0; /* monotonic ns when the queue was found empty */
   pthread_mutex_lock(&p->lock);
   for (;;) {
     if (p->n_live == 0) break;
     fire_timers_locked(p, sl__clock_realtime_ns());
     sl_task_t *t = p->qhead;
-    if (t == NULL && !has_spun) {
+    if (t == NULL && idle_since == 0) idle_since = sl__clock_monotonic_ns();
+    if (t == NULL && !has_spun && sp.budget_ns > 0) {
       has_spun = true;
       pthread_mutex_unlock(&p->lock);
-      spin_for_work(p);
+      sl__spin_policy_spun(&sp, spin_for_work(p, sp.budget_ns));
       pthread_mutex_lock(&p->lock);
       continue;
     }
@@ -215,6 +242,10 @@ static void *worker_main(void *arg) {
     atomic_store_explicit(&t->sched_state, SL_TASK_RUNNING,
                           memory_order_release);
     int64_t start = sl__clock_monotonic_ns();
+    if (idle_since) {
+      sl__spin_policy_gap(&sp, start - idle_since);
+      idle_since = 0;
+    }
     if (t->wait_since) {
       if (t->last_result == SL_RUN_WAIT_OUTPUT)
         account(t, &t->backpressured_ns, start - t->wait_since);

@@ -428,8 +428,7 @@ static bool process_data(sl_task_t *t, sl_run_result_t *out_result) {
   sl_op_t *head = t->ops[0];
   uint32_t input = t->cur_ch->input;
   const sl_schema_t *schema = head->in_schema[input];
-  const uint32_t hash_len = t->cur_ch->has_hash ? 8 : 0;
-  t->has_in_hash = hash_len != 0;
+  const bool has_hash = t->cur_ch->has_hash;
   uint32_t off = t->cur_off;
   /* Priority barriers are also looked for inside long buffers, so that a
    * slow operator sees them within 64 records. */
@@ -442,33 +441,36 @@ static bool process_data(sl_task_t *t, sl_run_result_t *out_result) {
       t->cur_off = off;
       if (sl__align_poll_priority(t) != SL_OK ||
           sl__align_check_timeout(t) != SL_OK) {
-        t->has_in_hash = false;
+        t->in_key = NULL;
         *out_result = task_fail(t);
         return true;
       }
     }
-    uint32_t len;
-    memcpy(&len, b->data + off, 4);
-    if (hash_len) memcpy(&t->in_hash, b->data + off + 4, 8);
+    sl_frame_t f;
+    off += sl__frame_read(b->data + off, has_hash, &f);
+    if (has_hash) {
+      t->in_key = f.key;
+      t->in_key_len = f.key_len;
+      t->in_hash = f.hash;
+    }
     sl_row_t row;
-    sl_row_view(&row, schema, b->data + off + 4 + hash_len, len);
-    off += 4 + hash_len + len;
+    sl_row_view(&row, schema, f.row, f.len);
 
     int rc = sl__op_push(head, input, &row);
     if (SL_UNLIKELY(rc != SL_OK)) {
-      t->has_in_hash = false;
+      t->in_key = NULL;
       sl__op_fail_err(head, NULL, rc);
       *out_result = task_fail(t);
       return true;
     }
     if (SL_UNLIKELY(t->n_blocked) && off < b->len) {
-      t->has_in_hash = false;
+      t->in_key = NULL;
       t->cur_off = off;
       *out_result = SL_RUN_WAIT_OUTPUT;
       return true;
     }
   }
-  t->has_in_hash = false;
+  t->in_key = NULL;
   sl__channel_recycle(t->cur_ch, b);
   t->cur_buf = NULL;
   t->cur_off = 0;

@@ -73,9 +73,11 @@ struct sl_task_s {
   sl_buf_t *cur_buf;       /* partly processed input buffer */
   sl_channel_t *cur_ch;
   uint32_t cur_off;
-  /* Key hash of the row being pushed into ops[0], from a hash channel. */
+  /* Key bytes and hash of the row being pushed into ops[0], from the frame
+   * of a hash channel (sl_frame_t); in_key is NULL otherwise. */
+  const uint8_t *in_key;
+  uint32_t in_key_len;
   uint64_t in_hash;
-  bool has_in_hash;
   /* Outputs. */
   sl_writer_t **writers;
   uint32_t n_writers;
