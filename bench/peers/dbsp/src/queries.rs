@@ -17,7 +17,7 @@ use std::fmt::Write;
 use dbsp::algebra::F64;
 use dbsp::dynamic::DynData;
 use dbsp::operator::{Max, ZSetHandle};
-use dbsp::typed_batch::{IndexedZSetReader, TypedBox};
+use dbsp::typed_batch::{IndexedZSetReader, TypedBox, ZSet};
 use dbsp::utils::{Tup10, Tup2, Tup3, Tup4, Tup5, Tup6, Tup7, Tup8};
 use dbsp::{DBData, OrdIndexedZSet, OrdZSet, RootCircuit, Stream};
 
@@ -93,11 +93,7 @@ fn sink<R: DBData>(s: &Stream<RootCircuit, OrdZSet<R>>, sink: SinkRef, fmt: fn(&
     s.inspect(move |batch: &OrdZSet<R>| {
         let mut k = sink.lock().unwrap();
         if k.rows.is_none() {
-            let mut w = 0;
-            for (_, _, d) in batch.iter() {
-                w += d;
-            }
-            k.weight += w;
+            k.weight += batch.weighted_count();
             return;
         }
         let mut line = String::new();
