@@ -95,7 +95,7 @@ public final class CanonSinkFactory implements DynamicTableSinkFactory {
 
     @Override
     public SinkRuntimeProvider getSinkRuntimeProvider(Context context) {
-      return SinkV2Provider.of(new CanonSink(types, out, isFinal), 1);
+      return SinkV2Provider.of(new CanonSink(types, out, isFinal));
     }
 
     @Override

@@ -149,9 +149,9 @@ public final class Main {
         case "q7" -> new Q("SELECT B.auction, B.price, B.bidder, B.dt_us,"
             + " B.extra, B.window_end FROM (SELECT auction, price, bidder,"
             + " dt_us, extra, window_start, window_end FROM TABLE(TUMBLE("
-            + "TABLE bid, DESCRIPTOR(dateTime), INTERVAL '10' SECOND))) B"
+            + "TABLE bid, DESCRIPTOR(ts), INTERVAL '10' SECOND))) B"
             + " JOIN (SELECT MAX(price) AS maxprice, window_start, window_end"
-            + " FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(dateTime),"
+            + " FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts),"
             + " INTERVAL '10' SECOND)) GROUP BY window_start, window_end) M"
             + " ON B.window_start = M.window_start AND B.window_end ="
             + " M.window_end AND B.price = M.maxprice", B,
@@ -159,11 +159,11 @@ public final class Main {
             + " extra STRING, window_end TIMESTAMP(3)", false);
         case "q8" -> new Q("SELECT P.id, P.name, P.starttime FROM ("
             + " SELECT id, name, window_start AS starttime, window_end AS"
-            + " endtime FROM TABLE(TUMBLE(TABLE person, DESCRIPTOR(dateTime),"
+            + " endtime FROM TABLE(TUMBLE(TABLE person, DESCRIPTOR(ts),"
             + " INTERVAL '10' SECOND)) GROUP BY id, name, window_start,"
             + " window_end) P JOIN ("
             + " SELECT seller, window_start AS starttime, window_end AS"
-            + " endtime FROM TABLE(TUMBLE(TABLE auction, DESCRIPTOR(dateTime),"
+            + " endtime FROM TABLE(TUMBLE(TABLE auction, DESCRIPTOR(ts),"
             + " INTERVAL '10' SECOND)) GROUP BY seller, window_start,"
             + " window_end) A ON P.id = A.seller AND P.starttime = A.starttime"
             + " AND P.endtime = A.endtime", P | A,
@@ -175,7 +175,7 @@ public final class Main {
 
   private static final String Q5_COUNTS = "SELECT auction, COUNT(*) AS num,"
       + " window_start AS starttime, window_end AS endtime FROM TABLE(HOP("
-      + "TABLE bid, DESCRIPTOR(dateTime), INTERVAL '2' SECOND,"
+      + "TABLE bid, DESCRIPTOR(ts), INTERVAL '2' SECOND,"
       + " INTERVAL '10' SECOND)) GROUP BY auction, window_start, window_end";
 
   // The tables' columns in the order NexmarkSourceFactory.Gen produces them.
@@ -224,7 +224,7 @@ public final class Main {
     for (int k : new int[] {Nexmark.AUCTION, Nexmark.PERSON, Nexmark.BID}) {
       if ((q.reads() & (1 << k)) == 0) continue;
       t.executeSql("CREATE TEMPORARY TABLE " + NAMES[k] + " (" + COLUMNS[k]
-          + ", dateTime TIMESTAMP(3), WATERMARK FOR dateTime AS dateTime)"
+          + ", ts TIMESTAMP(3), WATERMARK FOR ts AS ts)"
           + " WITH ('connector' = 'sluice-nexmark', 'kind' = '" + NAMES[k]
           + "', 'events' = '" + events + "', 'seed' = '"
           + Long.toUnsignedString(seed) + "', 'rate' = '" + rate
