@@ -8,6 +8,7 @@ import java.io.OutputStream;
 import java.math.BigDecimal;
 import java.math.RoundingMode;
 import java.nio.charset.StandardCharsets;
+import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -15,11 +16,13 @@ import java.util.Set;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.flink.api.connector.sink2.Sink;
-import org.apache.flink.api.connector.sink2.SinkWriter;
+import org.apache.flink.api.connector.sink2.StatefulSinkWriter;
+import org.apache.flink.api.connector.sink2.SupportsWriterState;
 import org.apache.flink.api.connector.sink2.WriterInitContext;
 import org.apache.flink.configuration.ConfigOption;
 import org.apache.flink.configuration.ConfigOptions;
 import org.apache.flink.configuration.ReadableConfig;
+import org.apache.flink.core.io.SimpleVersionedSerializer;
 import org.apache.flink.table.connector.ChangelogMode;
 import org.apache.flink.table.connector.sink.DynamicTableSink;
 import org.apache.flink.table.connector.sink.SinkV2Provider;
@@ -109,7 +112,13 @@ public final class CanonSinkFactory implements DynamicTableSinkFactory {
     }
   }
 
-  static final class CanonSink implements Sink<RowData> {
+  /** Checkpoints the sink took part in (its snapshotState calls). */
+  static final AtomicLong CHECKPOINTS = new AtomicLong();
+
+  /** The sink keeps no state; it is a stateful writer only to count the
+   * checkpoints (reported on stderr). */
+  static final class CanonSink implements Sink<RowData>,
+      SupportsWriterState<RowData, Long> {
     private static final long serialVersionUID = 1L;
     final LogicalType[] types;
     final String out;
@@ -122,13 +131,39 @@ public final class CanonSinkFactory implements DynamicTableSinkFactory {
     }
 
     @Override
-    public SinkWriter<RowData> createWriter(WriterInitContext ctx)
+    public StatefulSinkWriter<RowData, Long> createWriter(WriterInitContext ctx)
         throws IOException {
       return new Writer(this);
     }
+
+    @Override
+    public StatefulSinkWriter<RowData, Long> restoreWriter(
+        WriterInitContext ctx, Collection<Long> state) throws IOException {
+      return new Writer(this);
+    }
+
+    @Override
+    public SimpleVersionedSerializer<Long> getWriterStateSerializer() {
+      return new SimpleVersionedSerializer<>() {
+        @Override
+        public int getVersion() {
+          return 1;
+        }
+
+        @Override
+        public byte[] serialize(Long v) {
+          return new byte[0];
+        }
+
+        @Override
+        public Long deserialize(int version, byte[] b) {
+          return 0L;
+        }
+      };
+    }
   }
 
-  static final class Writer implements SinkWriter<RowData> {
+  static final class Writer implements StatefulSinkWriter<RowData, Long> {
     final LogicalTypeRoot[] roots;
     final boolean isFinal;
     final OutputStream out; // null: count only
@@ -197,6 +232,12 @@ public final class CanonSinkFactory implements DynamicTableSinkFactory {
     @Override
     public void flush(boolean endOfInput) throws IOException {
       if (out != null) out.flush();
+    }
+
+    @Override
+    public List<Long> snapshotState(long checkpointId) {
+      CHECKPOINTS.incrementAndGet();
+      return List.of();
     }
 
     @Override

@@ -80,6 +80,9 @@ public final class Main {
       return;
     }
     if (query == null || events < 0) usage("--query and --events are required");
+    // Each table's source has at least one event (the generator source
+    // cannot be empty).
+    if (events < 50) usage("--events must be at least 50");
     if (query.equals("q6"))
       usage("q6 is not run (Flink's Nexmark has no q6; neither has sluice's)");
     if (!state.equals("hashmap") && !state.equals("rocksdb"))
@@ -240,6 +243,8 @@ public final class Main {
     t.executeSql("INSERT INTO answer " + q.sql()).await();
     long r = CanonSinkFactory.RESULTS.get();
     if (r < 0) throw new IllegalStateException("the sink did not close");
+    System.err.println("sluice-peer-flink: " + CanonSinkFactory.CHECKPOINTS.get()
+        + " checkpoints (every " + ckptMs + " ms, " + state + ")");
     return r;
   }
 
