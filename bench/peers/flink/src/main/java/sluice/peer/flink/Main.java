@@ -91,20 +91,28 @@ public final class Main {
     Q q = Q.of(query);
     if (q == null) usage("no query '" + query + "'");
 
-    boolean isTempDir = ckptDir == null;
-    Path dir = isTempDir ? Files.createTempDirectory("sluice-peer-flink-")
+    // One temp dir per run, removed at exit: Flink's io.tmp.dirs (RocksDB's
+    // working files, the RPC system's extracted jar) and, without
+    // --ckpt-dir, the checkpoints.
+    Path runDir = Files.createTempDirectory("sluice-peer-flink-");
+    Path dir = ckptDir == null ? runDir.resolve("checkpoints")
         : Paths.get(ckptDir).toAbsolutePath();
     Files.createDirectories(dir);
+    Files.createDirectories(runDir.resolve("tmp"));
+    // Flink's RPC loader extracts a jar into java.io.tmpdir and leaves it:
+    // point it here before any Flink class reads the property.
+    System.setProperty("java.io.tmpdir", runDir.resolve("tmp").toString());
     int rc = 0;
     try {
-      long results = run(q, events, seed, rate, ckptMs, state, dir, out);
+      long results = run(q, events, seed, rate, ckptMs, state, dir,
+          runDir.resolve("tmp"), out);
       System.out.println("query=" + query + " events=" + events + " results="
           + results);
     } catch (Exception e) {
       e.printStackTrace();
       rc = 1;
     } finally {
-      if (isTempDir) removeTree(dir);
+      removeTree(runDir);
     }
     System.out.flush();
     System.exit(rc);
@@ -193,8 +201,9 @@ public final class Main {
   private static final String[] NAMES = {"person", "auction", "bid"};
 
   static long run(Q q, long events, long seed, long rate, long ckptMs,
-      String state, Path dir, String out) throws Exception {
+      String state, Path dir, Path tmp, String out) throws Exception {
     Configuration conf = new Configuration();
+    conf.set(CoreOptions.TMP_DIRS, tmp.toString());
     conf.set(CoreOptions.DEFAULT_PARALLELISM, 1);
     conf.set(ExecutionOptions.RUNTIME_MODE, RuntimeExecutionMode.STREAMING);
     conf.set(PipelineOptions.OBJECT_REUSE, true);
@@ -259,11 +268,24 @@ public final class Main {
     }
   }
 
+  /** Removes dir; again while the MiniCluster's last threads (checkpoint
+   * clean-up, shutdown) still add files to it, for up to a second. */
   private static void removeTree(Path dir) {
-    try (Stream<Path> s = Files.walk(dir)) {
-      s.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-    } catch (IOException e) {
-      System.err.println("sluice-peer-flink: cannot remove " + dir + ": " + e);
+    for (int i = 0; i < 20 && Files.exists(dir); i++) {
+      try (Stream<Path> s = Files.walk(dir)) {
+        s.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+      } catch (IOException | java.io.UncheckedIOException e) {
+        // a file vanished or appeared while walking: try again
+      }
+      if (Files.exists(dir)) {
+        try {
+          Thread.sleep(50);
+        } catch (InterruptedException e) {
+          break;
+        }
+      }
     }
+    if (Files.exists(dir))
+      System.err.println("sluice-peer-flink: cannot remove " + dir);
   }
 }
