@@ -1,64 +1,76 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Prints the Nexmark events 0..N-1 of bench/nexmark.c, one per line, fields
- * separated by TAB, so that a peer's port of the generator can be checked
- * byte for byte (`<peer> --dump-events N` prints the same form):
+ * sluice-nexmark-dump: events 0..N-1 of bench/nexmark.c as text, one line
+ * per event, so that the peers' ports of the generator can be diffed
+ * against it (bench/peers/check-generator.sh):
  *
  *   P event_id date_time id name email_address credit_card city state extra
- *   A event_id date_time id item_name description initial_bid reserve
- *     expires seller category extra
+ *   A event_id date_time id initial_bid reserve expires seller category
+ *     item_name description extra
  *   B event_id date_time auction bidder price channel url extra
  *
- * Usage: nexmark_dump N [seed=42] [rate=10000000]
- * Build: cc -O2 -o nexmark_dump bench/peers/nexmark_dump.c bench/nexmark.c -lm
+ * fields TAB-separated; date_time = 1700000000000000 + i * 1000000 / R.
+ *
+ *   sluice-nexmark-dump --events N [--seed S (42)] [--rate R (10000000)]
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "../nexmark.h"
+#include "nexmark.h"
 
-static void s(const sl_nex_str_t x) {
+static void str(sl_nex_str_t s) {
   putchar('\t');
-  fwrite(x.p, 1, x.len, stdout);
+  fwrite(s.p, 1, s.len, stdout);
 }
 
-static void n(int64_t v) { printf("\t%" PRId64, v); }
-
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s N [seed] [rate]\n", argv[0]);
+  uint64_t events = 0, seed = 42, rate = 10000000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    uint64_t v = strtoull(argv[i + 1], NULL, 10);
+    if (strcmp(argv[i], "--events") == 0) events = v;
+    else if (strcmp(argv[i], "--seed") == 0) seed = v;
+    else if (strcmp(argv[i], "--rate") == 0) rate = v;
+    else {
+      fprintf(stderr, "usage: %s --events N [--seed S] [--rate R]\n",
+              argv[0]);
+      return 2;
+    }
+  }
+  if (rate == 0) {
+    fprintf(stderr, "%s: --rate must be positive\n", argv[0]);
     return 2;
   }
-  uint64_t count = strtoull(argv[1], NULL, 10);
-  uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : 42;
-  int64_t rate = argc > 3 ? strtoll(argv[3], NULL, 10) : 10000000;
   sl_nexmark_config_t c;
   sl_nexmark_config_init(&c);
   c.seed = seed;
   c.events_per_second = (double)rate;
   static sl_nex_event_t e;
-  for (uint64_t i = 0; i < count; i++) {
-    int64_t dt = 1700000000000000LL + (int64_t)(i * 1000000ull / (uint64_t)rate);
-    sl_nexmark_generate(&c, i, dt, &e);
+  for (uint64_t i = 0; i < events; i++) {
+    int64_t t = 1700000000000000ll + (int64_t)(i * 1000000u / rate);
+    sl_nexmark_generate(&c, i, t, &e);
     if (e.kind == SL_NEX_PERSON) {
-      printf("P\t%" PRId64 "\t%" PRId64, e.event_id, e.date_time_us);
-      n(e.person.id);
-      s(e.person.name), s(e.person.email_address), s(e.person.credit_card);
-      s(e.person.city), s(e.person.state), s(e.person.extra);
+      printf("P\t%" PRId64 "\t%" PRId64 "\t%" PRId64, e.event_id,
+             e.date_time_us, e.person.id);
+      str(e.person.name), str(e.person.email_address);
+      str(e.person.credit_card), str(e.person.city), str(e.person.state);
+      str(e.person.extra);
     } else if (e.kind == SL_NEX_AUCTION) {
-      printf("A\t%" PRId64 "\t%" PRId64, e.event_id, e.date_time_us);
-      n(e.auction.id);
-      s(e.auction.item_name), s(e.auction.description);
-      n(e.auction.initial_bid), n(e.auction.reserve), n(e.auction.expires_us);
-      n(e.auction.seller), n(e.auction.category);
-      s(e.auction.extra);
+      printf("A\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64
+             "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64,
+             e.event_id, e.date_time_us, e.auction.id, e.auction.initial_bid,
+             e.auction.reserve, e.auction.expires_us, e.auction.seller,
+             e.auction.category);
+      str(e.auction.item_name), str(e.auction.description);
+      str(e.auction.extra);
     } else {
-      printf("B\t%" PRId64 "\t%" PRId64, e.event_id, e.date_time_us);
-      n(e.bid.auction), n(e.bid.bidder), n(e.bid.price);
-      s(e.bid.channel), s(e.bid.url), s(e.bid.extra);
+      printf("B\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t%" PRId64
+             "\t%" PRId64, e.event_id, e.date_time_us, e.bid.auction,
+             e.bid.bidder, e.bid.price);
+      str(e.bid.channel), str(e.bid.url), str(e.bid.extra);
     }
     putchar('\n');
   }
-  return 0;
+  return fflush(stdout) == 0 ? 0 : 1;
 }

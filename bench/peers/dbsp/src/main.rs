@@ -144,12 +144,11 @@ fn dump_events(a: &Args, n: u64) {
             Kind::Auction => {
                 let x = &e.auction;
                 line.extend_from_slice(format!("A\t{}\t{}", e.event_id, e.date_time_us).as_bytes());
-                n(&mut line, x.id);
-                s(&mut line, x.item_name);
-                s(&mut line, x.description);
-                for v in [x.initial_bid, x.reserve, x.expires_us, x.seller, x.category] {
+                for v in [x.id, x.initial_bid, x.reserve, x.expires_us, x.seller, x.category] {
                     n(&mut line, v);
                 }
+                s(&mut line, x.item_name);
+                s(&mut line, x.description);
                 s(&mut line, x.extra);
             }
             Kind::Bid => {
