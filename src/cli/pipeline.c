@@ -3047,13 +3047,26 @@ static int build_routes(build_t *b, int rv, int src, int snk, int tv) {
   return SL_OK;
 }
 
+/* buffer_timeout_ms: -1 (off), 0 (every record) or milliseconds, as
+ * Flink's execution.buffer-timeout (docs/pipeline.md). */
+static int get_buffer_timeout(sl_pipeline_t *pl, int root, int64_t *out) {
+  int v = map_get(pl, root, "buffer_timeout_ms", NULL);
+  const char *s = v ? scalar(pl, v) : NULL;
+  if (s && strcmp(s, "-1") == 0) {
+    *out = -1;
+    return SL_OK;
+  }
+  return get_i64_ms(pl, root, "", "buffer_timeout_ms", out);
+}
+
 int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
                       sl_job_t **out_job, char **out_msg) {
   *out_msg = NULL;
   int root = 1;
   uint32_t parallelism = run ? run->parallelism : 0;
   static const char *keys[] = {"name", "parallelism", "max_parallelism",
-                               "buffer_size", "channel_buffers", "checkpoint",
+                               "buffer_size", "channel_buffers",
+                               "buffer_timeout_ms", "checkpoint",
                                "restart", "source", "transforms", "sink",
                                "routes", NULL};
   build_t b = {pl, NULL, NULL, NULL, false};
@@ -3080,6 +3093,8 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
     rc = get_u32(pl, root, "", "buffer_size", 256, 64u << 20, &cfg.buffer_size);
   if (rc == SL_OK)
     rc = get_u32(pl, root, "", "channel_buffers", 1, 1024, &cfg.channel_buffers);
+  if (rc == SL_OK)
+    rc = get_buffer_timeout(pl, root, &cfg.buffer_timeout_ms);
   if (rc == SL_OK) rc = build_recovery(pl, root, &cfg);
   b.has_ckpt_dir = cfg.checkpoint.dir != NULL;
   b.max_concurrent = cfg.checkpoint.max_concurrent;

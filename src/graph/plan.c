@@ -341,6 +341,7 @@ static int connect_edge(sl_job_t *job, sl_node_t *m, uint32_t k) {
     w->part = part;
     w->keysel = h->keysel;
     w->max_parallelism = job->cfg.max_parallelism;
+    w->is_flush_each = job->cfg.buffer_timeout_ms == 0;
     w->rr = i % m->par;
     sl_bytes_init(&w->keybuf);
     uint32_t n_chs = part == SL_PART_FORWARD ? 1 : m->par;
@@ -442,6 +443,9 @@ int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
   /* Two-phase-commit sinks need the final checkpoint (runtime/task.c). */
   job->rt.needs_final_ckpt = tx_sink != NULL;
   job->rt.job_name = job->name;
+  job->rt.buffer_timeout_ns = job->cfg.buffer_timeout_ms < 0
+                                  ? -1
+                                  : job->cfg.buffer_timeout_ms * 1000000;
   int rc = resolve_parallelism(job, out_err);
   if (rc != SL_OK) return rc;
   if ((rc = build_chains(job)) != SL_OK) goto fail;
