@@ -3051,12 +3051,21 @@ static int build_routes(build_t *b, int rv, int src, int snk, int tv) {
  * Flink's execution.buffer-timeout (docs/pipeline.md). */
 static int get_buffer_timeout(sl_pipeline_t *pl, int root, int64_t *out) {
   int v = map_get(pl, root, "buffer_timeout_ms", NULL);
-  const char *s = v ? scalar(pl, v) : NULL;
-  if (s && strcmp(s, "-1") == 0) {
-    *out = -1;
-    return SL_OK;
-  }
-  return get_i64_ms(pl, root, "", "buffer_timeout_ms", out);
+  if (v == 0) return SL_OK;
+  const char *s = scalar(pl, v);
+  char *end = NULL;
+  errno = 0;
+  long long x = s && (isdigit((unsigned char)s[0]) || s[0] == '-')
+                    ? strtoll(s, &end, 10)
+                    : -2;
+  if (s == NULL || end == NULL || end == s || *end != '\0' || errno != 0 ||
+      x < -1 || x > SL_MAX_DURATION_MS)
+    return FAIL(pl, v, "buffer_timeout_ms", "expected -1 (off), 0 (send "
+                "every record at once) or milliseconds up to %lld, got "
+                "%s%s%s", (long long)SL_MAX_DURATION_MS, s ? "'" : "",
+                s ? s : type_word(pl, v), s ? "'" : "");
+  *out = x;
+  return SL_OK;
 }
 
 int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,

@@ -537,6 +537,7 @@ void sl_job_destroy(sl_job_t *job) {
     sl_job_cancel(job);
     pthread_join(job->bg_thread, NULL);
   }
+  sl__job_join_reaper(job);
   sl__plan_destroy(job);
   sl__enum_plan_destroy(job); /* before the sources they belong to */
   sl__ckpt_hooks_destroy(job->hooks);

@@ -470,6 +470,20 @@ fail:
   return rc;
 }
 
+int sl__plan_take_states(sl_job_t *job, sl_kstate_t ***out, uint32_t *out_n) {
+  sl_kstate_t **v = sl_calloc(job->n_ops + 1, sizeof(*v));
+  if (v == NULL) return SL_ENOMEM;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < job->n_ops; i++)
+    if (job->ops[i]->kstate) {
+      v[n++] = job->ops[i]->kstate;
+      job->ops[i]->kstate = NULL;
+    }
+  *out = v;
+  *out_n = n;
+  return SL_OK;
+}
+
 void sl__plan_destroy(sl_job_t *job) {
   for (uint32_t i = 0; i < job->n_ops; i++) {
     sl_op_t *op = job->ops[i];

@@ -102,12 +102,24 @@ SL_TEST(missing_source) {
                  "1:1: missing required field 'source'");
 }
 
+/* -1 and 0 are the only values below 1 (docs/pipeline.md). */
+SL_TEST(bad_buffer_timeout) {
+  expect_invalid(GEN SINK "buffer_timeout_ms: -2\n", NULL,
+                 "3:20: buffer_timeout_ms: expected -1 (off), 0 (send every "
+                 "record at once) or milliseconds up to 31536000000, got "
+                 "'-2'");
+  expect_invalid(GEN SINK "buffer_timeout_ms: 10ms\n", NULL,
+                 "3:20: buffer_timeout_ms: expected -1 (off), 0 (send every "
+                 "record at once) or milliseconds up to 31536000000, got "
+                 "'10ms'");
+}
+
 SL_TEST(unknown_top_level_field) {
   expect_invalid(GEN SINK "paralelism: 2\n", NULL,
                  "3:1: paralelism: unknown field; expected one of: name, "
                  "parallelism, max_parallelism, buffer_size, "
-                 "channel_buffers, checkpoint, restart, source, transforms, "
-                 "sink, routes");
+                 "channel_buffers, buffer_timeout_ms, checkpoint, restart, "
+                 "source, transforms, sink, routes");
 }
 
 SL_TEST(unknown_source_type) {
