@@ -3047,24 +3047,26 @@ static int build_routes(build_t *b, int rv, int src, int snk, int tv) {
   return SL_OK;
 }
 
-/* buffer_timeout_ms: -1 (off), 0 (every record) or milliseconds, as
- * Flink's execution.buffer-timeout (docs/pipeline.md). */
-static int get_buffer_timeout(sl_pipeline_t *pl, int root, int64_t *out) {
-  int v = map_get(pl, root, "buffer_timeout_ms", NULL);
+/* buffer_timeout: a duration in whole milliseconds (0: every record at
+ * once) or "off", as Flink's execution.buffer-timeout (docs/pipeline.md). */
+static int get_buffer_timeout(sl_pipeline_t *pl, int root, int64_t *out_ms) {
+  int v = map_get(pl, root, "buffer_timeout", NULL);
   if (v == 0) return SL_OK;
   const char *s = scalar(pl, v);
-  char *end = NULL;
-  errno = 0;
-  long long x = s && (isdigit((unsigned char)s[0]) || s[0] == '-')
-                    ? strtoll(s, &end, 10)
-                    : -2;
-  if (s == NULL || end == NULL || end == s || *end != '\0' || errno != 0 ||
-      x < -1 || x > SL_MAX_DURATION_MS)
-    return FAIL(pl, v, "buffer_timeout_ms", "expected -1 (off), 0 (send "
-                "every record at once) or milliseconds up to %lld, got "
-                "%s%s%s", (long long)SL_MAX_DURATION_MS, s ? "'" : "",
-                s ? s : type_word(pl, v), s ? "'" : "");
-  *out = x;
+  if (s && strcmp(s, "off") == 0) {
+    *out_ms = -1;
+    return SL_OK;
+  }
+  int64_t us = -1;
+  int rc = get_duration(pl, root, "", "buffer_timeout", &us);
+  if (rc != SL_OK) return rc;
+  if (us / 1000 > SL_MAX_DURATION_MS)
+    return FAIL(pl, v, "buffer_timeout", "'%s' is too large; the maximum is "
+                "8760h (a year)", s);
+  if (us % 1000 != 0)
+    return FAIL(pl, v, "buffer_timeout", "must be a whole number of "
+                "milliseconds or off, got '%s'", s);
+  *out_ms = us / 1000;
   return SL_OK;
 }
 
@@ -3075,7 +3077,7 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
   uint32_t parallelism = run ? run->parallelism : 0;
   static const char *keys[] = {"name", "parallelism", "max_parallelism",
                                "buffer_size", "channel_buffers",
-                               "buffer_timeout_ms", "checkpoint",
+                               "buffer_timeout", "checkpoint",
                                "restart", "source", "transforms", "sink",
                                "routes", NULL};
   build_t b = {pl, NULL, NULL, NULL, false};

@@ -102,23 +102,23 @@ SL_TEST(missing_source) {
                  "1:1: missing required field 'source'");
 }
 
-/* -1 and 0 are the only values below 1 (docs/pipeline.md). */
+/* A duration in whole milliseconds, 0, or off (docs/pipeline.md). */
 SL_TEST(bad_buffer_timeout) {
-  expect_invalid(GEN SINK "buffer_timeout_ms: -2\n", NULL,
-                 "3:20: buffer_timeout_ms: expected -1 (off), 0 (send every "
-                 "record at once) or milliseconds up to 31536000000, got "
-                 "'-2'");
-  expect_invalid(GEN SINK "buffer_timeout_ms: 10ms\n", NULL,
-                 "3:20: buffer_timeout_ms: expected -1 (off), 0 (send every "
-                 "record at once) or milliseconds up to 31536000000, got "
-                 "'10ms'");
+  expect_invalid(GEN SINK "buffer_timeout: -1\n", NULL,
+                 "3:17: buffer_timeout: must not be negative, got '-1'");
+  expect_invalid(GEN SINK "buffer_timeout: 10\n", NULL,
+                 "3:17: buffer_timeout: '10' has no unit; expected us, ms, "
+                 "s, m or h after the number");
+  expect_invalid(GEN SINK "buffer_timeout: 1500us\n", NULL,
+                 "3:17: buffer_timeout: must be a whole number of "
+                 "milliseconds or off, got '1500us'");
 }
 
 SL_TEST(unknown_top_level_field) {
   expect_invalid(GEN SINK "paralelism: 2\n", NULL,
                  "3:1: paralelism: unknown field; expected one of: name, "
                  "parallelism, max_parallelism, buffer_size, "
-                 "channel_buffers, buffer_timeout_ms, checkpoint, restart, "
+                 "channel_buffers, buffer_timeout, checkpoint, restart, "
                  "source, transforms, sink, routes");
 }
 
