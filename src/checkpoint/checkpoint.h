@@ -160,6 +160,9 @@ void sl__ckpt_state_close(sl_ckpt_sfile_t *f);
 void sl__io_parallel_for(uint32_t n_threads, uint32_t n,
                          void (*fn)(void *arg, uint32_t worker, uint32_t i),
                          void *arg);
+/** @brief Run the calling thread below the tasks' priority (background
+ * work: the async phase, freeing state).  Best effort.  @thread any. */
+void sl__io_lower_priority(void);
 /** @brief Threads worth using for CPU-bound restore work (online CPUs, 1..8). */
 uint32_t sl__io_restore_threads(void);
 

@@ -5,11 +5,16 @@
  * processing records meanwhile.  Jobs run in submission order per thread.
  * See README.md.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "checkpoint/checkpoint.h"
+
+#define SL_IO_NICE 10 /* background threads (sl__io_lower_priority) */
 
 typedef struct io_job_s {
   sl_io_fn fn;
@@ -26,8 +31,31 @@ struct sl_io_pool_s {
   pthread_t *threads;
 };
 
+/*
+ * The async phase is background work: it must not take the core of a task
+ * thread that has records waiting (on a machine with fewer cores than
+ * busy threads, an I/O thread at the tasks' priority gets an equal share
+ * and the task's input waits, which is the event-time tail).  So I/O
+ * threads run at nice SL_IO_NICE (Linux: per thread): a waking task thread
+ * preempts them at once, they still use every idle cycle, and a
+ * checkpoint takes longer only when the cores are busy (they keep about a
+ * tenth of a contended core, so a checkpoint still completes under full
+ * load).  Best effort: a failure leaves the thread as it was.
+ */
+void sl__io_lower_priority(void) {
+#ifdef __linux__
+  id_t tid = (id_t)syscall(SYS_gettid);
+  errno = 0;
+  int cur = getpriority(PRIO_PROCESS, tid);
+  /* Never raise it: a process started at a higher nice keeps it. */
+  if (errno == 0 && cur < SL_IO_NICE)
+    (void)setpriority(PRIO_PROCESS, tid, SL_IO_NICE);
+#endif
+}
+
 static void *io_main(void *arg) {
   sl_io_pool_t *p = arg;
+  sl__io_lower_priority();
   pthread_mutex_lock(&p->lock);
   for (;;) {
     while (p->head == NULL && !p->is_stopping)

@@ -146,6 +146,7 @@ typedef struct reap_s {
 
 static void *reap_main(void *arg) {
   reap_t *r = arg;
+  sl__io_lower_priority(); /* not to slow the restore it overlaps */
   for (uint32_t i = 0; i < r->n; i++) sl__kstate_destroy(r->states[i]);
   sl_free(r->states);
   sl_free(r);
