@@ -14,7 +14,7 @@
 
 #include "checkpoint/checkpoint.h"
 
-#define SL_IO_NICE 10 /* background threads (sl__io_lower_priority) */
+#define SL_IO_NICE 5 /* background threads (sl__io_lower_priority) */
 
 typedef struct io_job_s {
   sl_io_fn fn;
@@ -38,9 +38,11 @@ struct sl_io_pool_s {
  * and the task's input waits, which is the event-time tail).  So I/O
  * threads run at nice SL_IO_NICE (Linux: per thread): a waking task thread
  * preempts them at once, they still use every idle cycle, and a
- * checkpoint takes longer only when the cores are busy (they keep about a
- * tenth of a contended core, so a checkpoint still completes under full
- * load).  Best effort: a failure leaves the thread as it was.
+ * checkpoint takes longer only when the cores are busy.  Nice 5, not 19
+ * or SCHED_IDLE: they keep about a quarter of a contended core, so a large
+ * checkpoint of a job that keeps every core busy still completes (at nice
+ * 10 a 1 GB checkpoint took minutes on a machine loaded by other work).
+ * Best effort: a failure leaves the thread as it was.
  */
 void sl__io_lower_priority(void) {
 #ifdef __linux__
