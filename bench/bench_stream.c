@@ -64,6 +64,7 @@ typedef struct cfg_s {
   double duration_s, warmup_s;
   int64_t sample_ms;
   int64_t checkpoint_ms;  /* 0: no checkpoints */
+  int64_t buffer_timeout_ms; /* sl_job_config_t.buffer_timeout_ms */
   uint64_t keys;
   double zipf;
   uint64_t capacity;
@@ -273,6 +274,7 @@ static void trial_main(const cfg_t *c, const sl_query_t *q, double rate,
   jc.name = q->name;
   jc.parallelism = c->parallelism;
   jc.n_workers = c->parallelism;
+  jc.buffer_timeout_ms = c->buffer_timeout_ms;
   if (c->checkpoint_ms > 0) {
     snprintf(ckdir, sizeof(ckdir), "/tmp/sluice-bench-ckpt-XXXXXX");
     if (mkdtemp(ckdir) == NULL) {
@@ -308,6 +310,7 @@ static void trial_main(const cfg_t *c, const sl_query_t *q, double rate,
   sl_bench_hist_init(&shm->ev);
   sl_bench_hist_init(&shm->pt);
   int64_t prev_t = t0;
+  uint64_t last_ckpt = 0;
   for (int64_t t = t0 + step; is_ok && t <= end; t += step) {
     sleep_until_ns(t);
     int64_t now = sl_bench_now_ns();
@@ -352,6 +355,17 @@ static void trial_main(const cfg_t *c, const sl_query_t *q, double rate,
       fprintf(stderr, "  %6.2f s offered %.0f consumed %.0f backlog %.0f "
               "p99 %.2f ms\n", p->t_s, p->offered_rate, p->consumed_rate,
               backlog, p->p99_ms);
+    sl_checkpoint_stats_t cs; /* the phases of each checkpoint (verbose) */
+    if (c->is_verbose && job && sl_job_last_checkpoint(job, &cs) == SL_OK &&
+        cs.id != last_ckpt) {
+      last_ckpt = cs.id;
+      fprintf(stderr, "  checkpoint %llu: %.2f ms, barrier delay %.2f, "
+              "alignment %.2f, sync %.2f, async %.2f ms, %llu bytes\n",
+              (unsigned long long)cs.id, cs.duration_ns / 1e6,
+              cs.max_barrier_delay_ns / 1e6, cs.max_alignment_ns / 1e6,
+              cs.max_sync_ns / 1e6, cs.max_async_ns / 1e6,
+              (unsigned long long)cs.bytes);
+    }
     prev_gen = gen;
     prev_cons = cons;
     prev_t = now;
@@ -458,6 +472,7 @@ static const char usage[] =
     "queries: q0 q1 q2 q3 q4 q5 q7 q8 count wagg wjoin (queries.h)\n"
     "options: --parallelism P (1)  --duration S (16)  --warmup S (6)\n"
     "         --sample-ms MS (500)  --checkpoint-ms MS (0: off)\n"
+    "         --buffer-timeout-ms MS (10; 0: every record, -1: off)\n"
     "         --keys K  --zipf S (count: 1.0)  --capacity EVENTS (2^21)\n"
     "         --verbose\n";
 
@@ -536,7 +551,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   bool is_search = strcmp(argv[1], "search") == 0;
-  cfg_t c = {NULL, 1, 16, 6, 500, 0, 0, 1.0, 1u << 21, false};
+  cfg_t c = {NULL, 1, 16, 6, 500, 0, SL_DEFAULT_BUFFER_TIMEOUT_MS, 0, 1.0,
+             1u << 21, false};
   double rate = 0, start_rate = 0;
   uint64_t searches = 1;
   const char *csv = NULL, *runs_dir = NULL;
@@ -558,6 +574,8 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--warmup") == 0 && is_f) c.warmup_s = d;
     else if (strcmp(a, "--sample-ms") == 0 && is_num && n >= 10) c.sample_ms = (int64_t)n;
     else if (strcmp(a, "--checkpoint-ms") == 0 && is_num) c.checkpoint_ms = (int64_t)n;
+    else if (strcmp(a, "--buffer-timeout-ms") == 0 && v)
+      c.buffer_timeout_ms = strtoll(v, NULL, 10);
     else if (strcmp(a, "--keys") == 0 && is_num && n) c.keys = n;
     else if (strcmp(a, "--zipf") == 0 && is_f) c.zipf = d;
     else if (strcmp(a, "--capacity") == 0 && is_num && n >= 1024) c.capacity = n;

@@ -24,6 +24,8 @@ typedef struct sl_collector_s sl_collector_t;
 typedef struct sl_state_s sl_state_t;
 
 #define SL_DEFAULT_MAX_PARALLELISM 128
+/* sl_job_config_t.buffer_timeout_ms by default (Flink's default is 100). */
+#define SL_DEFAULT_BUFFER_TIMEOUT_MS 10
 #define SL_MAX_PARALLELISM_LIMIT 32768
 /* The largest interval, timeout, pause or delay in milliseconds that a job
  * accepts (one year): in nanoseconds on the monotonic clock it cannot
@@ -100,6 +102,16 @@ typedef struct sl_job_config_s {
    * error naming the sink and both checkpoints.  See docs/checkpoints.md.
    * sluice run: --allow-duplicate-sink-output. */
   bool allow_duplicate_sink_output;
+  /* Appended.  Buffer timeout, as Flink's execution.buffer-timeout: an
+   * output buffer that holds records is sent at most this many
+   * milliseconds after its first record (plus one scheduling quantum, a
+   * few ms), even while its task stays busy.  Default 10
+   * (sl_job_config_init); 0: every record is sent at once (lowest latency,
+   * lowest throughput); -1: only when the buffer is full, before a
+   * watermark, barrier or end, or when the task runs out of input.  A
+   * task sends what it holds whenever it runs out of input, whatever this
+   * is.  docs/pipeline.md, buffer_timeout_ms. */
+  int64_t buffer_timeout_ms;
 } sl_job_config_t;
 
 /** @brief Fill cfg with the defaults above. */

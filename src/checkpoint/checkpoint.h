@@ -116,6 +116,9 @@ typedef struct sl_ckpt_reader_s {
                   const uint8_t *key,
                   uint32_t klen);
   void *user;
+  /* Optional, before the entries of a state in a key group: how many
+   * follow (a reader may pre-size its map). */
+  int (*on_count)(void *user, uint32_t state, uint32_t kg, uint64_t n);
 } sl_ckpt_reader_t;
 
 /**
@@ -126,6 +129,42 @@ typedef struct sl_ckpt_reader_s {
 int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
                         uint32_t kg_start, uint32_t kg_end,
                         const sl_ckpt_reader_t *rd, sl_error_t **out_err);
+
+/*
+ * The same in steps, for readers that restore key groups in parallel: open
+ * checks size, footer, header and index and calls rd->on_states; then each
+ * key group is read with read_kg (one thread per key group at a time; any
+ * number of threads on distinct key groups, each with its own scratch);
+ * close frees.  path is borrowed until close.  Errors as above.
+ */
+typedef struct sl_ckpt_sfile_s sl_ckpt_sfile_t;
+int sl__ckpt_state_open(const char *path, uint64_t size, uint64_t checksum,
+                        const sl_ckpt_reader_t *rd, sl_ckpt_sfile_t **out,
+                        sl_error_t **out_err);
+/** @brief Whether the file holds key group kg (else read_kg does nothing). */
+bool sl__ckpt_state_has_kg(const sl_ckpt_sfile_t *f, uint32_t kg);
+int sl__ckpt_state_read_kg(sl_ckpt_sfile_t *f, uint32_t kg,
+                           const sl_ckpt_reader_t *rd, sl_bytes_t *scratch,
+                           sl_error_t **out_err);
+void sl__ckpt_state_close(sl_ckpt_sfile_t *f);
+
+/**
+ * @brief Run fn(arg, worker, i) for every i in [0, n) on up to n_threads
+ * (at most SL_IO_PFOR_MAX) threads, the caller's among them as worker 0
+ * (the others are started for the call and joined before it returns; when
+ * none can be started the caller runs every item).  Items are handed out in
+ * increasing order; worker < n_threads names the thread, for per-thread
+ * scratch.  @thread any.
+ */
+#define SL_IO_PFOR_MAX 16
+void sl__io_parallel_for(uint32_t n_threads, uint32_t n,
+                         void (*fn)(void *arg, uint32_t worker, uint32_t i),
+                         void *arg);
+/** @brief Run the calling thread below the tasks' priority (background
+ * work: the async phase, freeing state).  Best effort.  @thread any. */
+void sl__io_lower_priority(void);
+/** @brief Threads worth using for CPU-bound restore work (online CPUs, 1..8). */
+uint32_t sl__io_restore_threads(void);
 
 /** @brief Write raw bytes to path with fsync; returns size and checksum. */
 int sl__ckpt_write_blob(const char *path, const uint8_t *p, size_t len,

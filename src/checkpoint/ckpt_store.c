@@ -417,9 +417,28 @@ static int pread_all(int fd, uint8_t *p, size_t n, uint64_t off) {
   return SL_OK;
 }
 
-int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
-                        uint32_t kg_start, uint32_t kg_end,
-                        const sl_ckpt_reader_t *rd, sl_error_t **out_err) {
+/* An open state file whose footer, header and index passed their checks.
+ * Key groups are read with pread, so several threads may read distinct key
+ * groups of one file at once (sl__ckpt_state_read_kg). */
+struct sl_ckpt_sfile_s {
+  int fd;
+  const char *path; /* borrowed */
+  uint8_t *ib;      /* the index: (offset, length, checksum) per key group */
+  uint64_t hdr_len, index_off;
+  uint32_t f_start, f_end, n_states;
+  bool is_v2;
+};
+
+void sl__ckpt_state_close(sl_ckpt_sfile_t *f) {
+  if (f == NULL) return;
+  if (f->fd >= 0) close(f->fd);
+  sl_free(f->ib);
+  sl_free(f);
+}
+
+int sl__ckpt_state_open(const char *path, uint64_t size, uint64_t checksum,
+                        const sl_ckpt_reader_t *rd, sl_ckpt_sfile_t **out,
+                        sl_error_t **out_err) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int e = errno;
@@ -427,11 +446,18 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
                         "checkpoint file '%s' cannot be opened: %s", path,
                         strerror(e));
   }
-  uint8_t *hdr = NULL, *ib = NULL, *sec = NULL;
+  sl_ckpt_sfile_t *f = sl_calloc(1, sizeof(*f));
+  if (f == NULL) {
+    close(fd);
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory reading '%s'",
+                        path);
+  }
+  f->fd = fd;
+  f->path = path;
+  uint8_t *hdr = NULL;
   sl_state_desc_t *descs = NULL;
   uint64_t *fps = NULL;
   uint32_t n_states = 0;
-  bool is_v2 = false;
   int rc = SL_OK;
   struct stat st;
   if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != size || size < 32) {
@@ -454,17 +480,17 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
   }
   uint64_t ilen = size - 32 - index_off;
   hdr = sl_malloc(hdr_len);
-  ib = sl_malloc(ilen ? ilen : 1);
-  if (hdr == NULL || ib == NULL) goto nomem;
+  f->ib = sl_malloc(ilen ? ilen : 1);
+  if (hdr == NULL || f->ib == NULL) goto nomem;
   if ((rc = pread_all(fd, hdr, hdr_len, 0)) != SL_OK) goto io;
-  if ((rc = pread_all(fd, ib, ilen, index_off)) != SL_OK) goto io;
+  if ((rc = pread_all(fd, f->ib, ilen, index_off)) != SL_OK) goto io;
   uint64_t got;
   {
     XXH3_state_t *hs = XXH3_createState();
     if (hs == NULL) goto nomem;
     XXH3_64bits_reset(hs);
     XXH3_64bits_update(hs, hdr, hdr_len);
-    XXH3_64bits_update(hs, ib, ilen);
+    XXH3_64bits_update(hs, f->ib, ilen);
     got = XXH3_64bits_digest(hs);
     XXH3_freeState(hs);
   }
@@ -487,7 +513,7 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
                       STATE_VERSION);
     goto out;
   }
-  is_v2 = ver[0] >= 2;
+  f->is_v2 = ver[0] >= 2;
   bool has_layouts = ver[0] >= 3;
   /* The count of key groups in 64 bits: 0..UINT32_MAX would wrap to 0 in
    * 32 and let an empty index pass (found by fuzzing, S4). */
@@ -517,60 +543,15 @@ int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
     if (v > UINT32_MAX) goto corrupt;
     if (c.is_bad || descs[i].name == NULL) goto corrupt;
   }
+  f->hdr_len = hdr_len;
+  f->index_off = index_off;
+  f->f_start = f_start;
+  f->f_end = f_end;
+  f->n_states = n_states;
   if (rd->on_states &&
       (rc = rd->on_states(rd->user, descs, has_layouts ? fps : NULL,
                           n_states)) != SL_OK)
     goto out;
-  for (uint64_t kg64 = kg_start; kg64 <= kg_end; kg64++) {
-    uint32_t kg = (uint32_t)kg64; /* a 32-bit kg would never pass UINT32_MAX */
-    if (kg < f_start || kg > f_end) continue;
-    const uint8_t *x = ib + (size_t)(kg - f_start) * 24;
-    uint64_t off = sl__get_u64le(x), len = sl__get_u64le(x + 8);
-    uint64_t sck = sl__get_u64le(x + 16);
-    if (off < hdr_len || off > index_off || len > index_off - off) goto corrupt;
-    sl_free(sec);
-    sec = sl_malloc(len ? len : 1);
-    if (sec == NULL) goto nomem;
-    if ((rc = pread_all(fd, sec, len, off)) != SL_OK) goto io;
-    if (XXH3_64bits(sec, len) != sck) {
-      rc = sl_error_set(out_err, SL_ECORRUPT,
-                        "checkpoint file '%s' is corrupt: key group %u fails "
-                        "its checksum", path, kg);
-      goto out;
-    }
-    rcur_t s = {sec, sec + len, false, false};
-    for (uint32_t i = 0; i < n_states && !s.is_bad; i++) {
-      uint64_t n = rvarint(&s);
-      for (uint64_t k = 0; k < n && !s.is_bad; k++) {
-        uint64_t kl = rvarint(&s), nl = rvarint(&s), vl = rvarint(&s);
-        if (nl > kl || kl > UINT32_MAX / 2 || vl > UINT32_MAX / 2) {
-          s.is_bad = true;
-          break;
-        }
-        const uint8_t *key = rbytes(&s, kl), *val = rbytes(&s, vl);
-        if (s.is_bad) break;
-        if ((rc = rd->on_entry(rd->user, i, kg, key, (uint32_t)kl,
-                               (uint32_t)nl, val, (uint32_t)vl)) != SL_OK)
-          goto out;
-      }
-    }
-    uint64_t nt = rvarint(&s);
-    for (uint64_t k = 0; k < nt && !s.is_bad; k++) {
-      int64_t ts = sl__unzigzag(rvarint(&s));
-      uint64_t kl = rvarint(&s);
-      uint8_t domain = 0; /* version 1: processing time only */
-      if (is_v2) {
-        domain = (uint8_t)(kl & 1);
-        kl >>= 1;
-      }
-      const uint8_t *key = rbytes(&s, kl);
-      if (s.is_bad) break;
-      if (rd->on_timer && (rc = rd->on_timer(rd->user, kg, domain, ts, key,
-                                             (uint32_t)kl)) != SL_OK)
-        goto out;
-    }
-    if (s.is_bad || s.p != s.end) goto corrupt;
-  }
   goto out;
 corrupt:
   rc = sl_error_set(out_err, SL_CORRUPT("state file structure"),
@@ -581,7 +562,7 @@ nomem:
   rc = sl_error_set(out_err, SL_ENOMEM, "out of memory reading '%s'", path);
   goto out;
 io:
-  rc = sl_error_set(out_err, rc == SL_ECORRUPT ? rc : rc,
+  rc = sl_error_set(out_err, rc,
                     "cannot read checkpoint file '%s': %s", path,
                     rc == SL_ECORRUPT ? "it is shorter than its index says"
                                       : sl_strerror(rc));
@@ -594,9 +575,101 @@ out:
   sl_free(descs);
   sl_free(fps);
   sl_free(hdr);
-  sl_free(ib);
-  sl_free(sec);
-  close(fd);
+  if (rc != SL_OK) {
+    sl__ckpt_state_close(f);
+    return rc;
+  }
+  *out = f;
+  return SL_OK;
+}
+
+bool sl__ckpt_state_has_kg(const sl_ckpt_sfile_t *f, uint32_t kg) {
+  return kg >= f->f_start && kg <= f->f_end;
+}
+
+int sl__ckpt_state_read_kg(sl_ckpt_sfile_t *f, uint32_t kg,
+                           const sl_ckpt_reader_t *rd, sl_bytes_t *scratch,
+                           sl_error_t **out_err) {
+  const char *path = f->path;
+  if (!sl__ckpt_state_has_kg(f, kg)) return SL_OK;
+  int rc = SL_OK;
+  const uint8_t *x = f->ib + (size_t)(kg - f->f_start) * 24;
+  uint64_t off = sl__get_u64le(x), len = sl__get_u64le(x + 8);
+  uint64_t sck = sl__get_u64le(x + 16);
+  if (off < f->hdr_len || off > f->index_off || len > f->index_off - off)
+    goto corrupt;
+  scratch->len = 0;
+  if (sl_bytes_reserve(scratch, len ? len : 1) != SL_OK)
+    return sl_error_set(out_err, SL_ENOMEM, "out of memory reading '%s'",
+                        path);
+  uint8_t *sec = scratch->data;
+  if ((rc = pread_all(f->fd, sec, len, off)) != SL_OK)
+    return sl_error_set(out_err, rc,
+                        "cannot read checkpoint file '%s': %s", path,
+                        rc == SL_ECORRUPT ? "it is shorter than its index "
+                                            "says"
+                                          : sl_strerror(rc));
+  if (XXH3_64bits(sec, len) != sck)
+    return sl_error_set(out_err, SL_ECORRUPT,
+                        "checkpoint file '%s' is corrupt: key group %u fails "
+                        "its checksum", path, kg);
+  rcur_t s = {sec, sec + len, false, false};
+  for (uint32_t i = 0; i < f->n_states && !s.is_bad; i++) {
+    uint64_t n = rvarint(&s);
+    /* A count no section of this length can hold is corrupt, and is never
+     * handed to on_count (each entry takes at least three bytes). */
+    if (!s.is_bad && n > (uint64_t)(s.end - s.p) / 3) s.is_bad = true;
+    if (rd->on_count && !s.is_bad &&
+        (rc = rd->on_count(rd->user, i, kg, n)) != SL_OK)
+      return rc;
+    for (uint64_t k = 0; k < n && !s.is_bad; k++) {
+      uint64_t kl = rvarint(&s), nl = rvarint(&s), vl = rvarint(&s);
+      if (nl > kl || kl > UINT32_MAX / 2 || vl > UINT32_MAX / 2) {
+        s.is_bad = true;
+        break;
+      }
+      const uint8_t *key = rbytes(&s, kl), *val = rbytes(&s, vl);
+      if (s.is_bad) break;
+      if ((rc = rd->on_entry(rd->user, i, kg, key, (uint32_t)kl,
+                             (uint32_t)nl, val, (uint32_t)vl)) != SL_OK)
+        return rc;
+    }
+  }
+  uint64_t nt = rvarint(&s);
+  for (uint64_t k = 0; k < nt && !s.is_bad; k++) {
+    int64_t ts = sl__unzigzag(rvarint(&s));
+    uint64_t kl = rvarint(&s);
+    uint8_t domain = 0; /* version 1: processing time only */
+    if (f->is_v2) {
+      domain = (uint8_t)(kl & 1);
+      kl >>= 1;
+    }
+    const uint8_t *key = rbytes(&s, kl);
+    if (s.is_bad) break;
+    if (rd->on_timer && (rc = rd->on_timer(rd->user, kg, domain, ts, key,
+                                           (uint32_t)kl)) != SL_OK)
+      return rc;
+  }
+  if (s.is_bad || s.p != s.end) goto corrupt;
+  return SL_OK;
+corrupt:
+  return sl_error_set(out_err, SL_CORRUPT("state file structure"),
+                      "checkpoint file '%s' is corrupt: malformed contents",
+                      path);
+}
+
+int sl__ckpt_read_state(const char *path, uint64_t size, uint64_t checksum,
+                        uint32_t kg_start, uint32_t kg_end,
+                        const sl_ckpt_reader_t *rd, sl_error_t **out_err) {
+  sl_ckpt_sfile_t *f = NULL;
+  int rc = sl__ckpt_state_open(path, size, checksum, rd, &f, out_err);
+  if (rc != SL_OK) return rc;
+  sl_bytes_t sec;
+  sl_bytes_init(&sec);
+  for (uint64_t kg64 = kg_start; kg64 <= kg_end && rc == SL_OK; kg64++)
+    rc = sl__ckpt_state_read_kg(f, (uint32_t)kg64, rd, &sec, out_err);
+  sl_bytes_close(&sec);
+  sl__ckpt_state_close(f);
   return rc;
 }
 

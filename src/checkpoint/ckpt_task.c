@@ -11,6 +11,7 @@
  * and checksums.  The async job copies what it needs and never touches the
  * task, which may be gone (restarted) by the time it runs.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "checkpoint/checkpoint.h"
@@ -338,17 +339,50 @@ static void ckpt_source_ended(void *ctx, sl_task_t *t) {
 /* ------------------------------------------------------------------ */
 /* Restore. */
 
-typedef struct restore_s {
-  sl_op_t *op;
+/*
+ * Restore of an operator subtask's keyed state in parallel.  The files
+ * whose key groups overlap the subtask's range are opened one after the
+ * other (which registers their states, in order); then every (file, key
+ * group) is an item, read on sl__io_restore_threads() threads: a state
+ * keeps one map per key group, so items write disjoint maps.  Timers go
+ * to the operator's one timer queue, so each item buffers its own and they
+ * are added afterwards in item order, as a serial restore adds them.  The
+ * error reported is that of the first failing item in item order (the one
+ * a serial restore would report); items after a failure are skipped.
+ */
+typedef struct rfile_s {
+  char *path;
+  sl_ckpt_sfile_t *f;
   sl_state_t **states; /* file state index -> backend state */
   uint32_t n_states;
-  sl_error_t **out_err;
-  const char *file;
-} restore_t;
+  sl_error_t **out_err; /* while opening */
+  sl_op_t *op;
+} rfile_t;
+
+typedef struct ritem_s {
+  uint32_t file, kg;
+  int rc;
+  sl_error_t *err;
+  sl_bytes_t timers; /* (domain u8, ts i64le, klen u32le, key)... */
+} ritem_t;
+
+typedef struct rjob_s {
+  rfile_t *files;
+  ritem_t *items;
+  uint32_t n_items;
+  sl_bytes_t *scratch; /* per worker */
+  _Atomic uint32_t first_failed; /* n_items: none */
+} rjob_t;
+
+/* What a reader callback sees: the item being read. */
+typedef struct rctx_s {
+  rfile_t *rf;
+  ritem_t *it;
+} rctx_t;
 
 static int r_states(void *user, const sl_state_desc_t *descs,
                     const uint64_t *fps, uint32_t n) {
-  restore_t *r = user;
+  rfile_t *r = user;
   sl_free(r->states);
   r->states = sl_calloc(n + 1, sizeof(sl_state_t *));
   if (r->states == NULL) return SL_ENOMEM;
@@ -365,24 +399,74 @@ static int r_states(void *user, const sl_state_desc_t *descs,
 static int r_entry(void *user, uint32_t state, uint32_t kg, const uint8_t *key,
                    uint32_t klen, uint32_t nslen, const uint8_t *val,
                    uint32_t vlen) {
-  restore_t *r = user;
-  if (state >= r->n_states) return SL_ECORRUPT;
-  int rc = sl__kstate_restore_entry(r->states[state], kg, key, klen, nslen,
-                                    val, vlen);
+  rctx_t *c = user;
+  if (state >= c->rf->n_states) return SL_ECORRUPT;
+  int rc = sl__kstate_restore_entry(c->rf->states[state], kg, key, klen,
+                                    nslen, val, vlen);
   if (rc == SL_ECORRUPT)
-    return sl_error_set(r->out_err, rc,
+    return sl_error_set(&c->it->err, rc,
                         "checkpoint file '%s' is corrupt: an entry of key "
                         "group %u does not belong to it or is malformed",
-                        r->file, kg);
+                        c->rf->path, kg);
   return rc;
+}
+
+/* Where a map would be pre-sized for the n entries that follow: with
+ * sl__cowmap_reserve, one call here through the backend
+ * (sl__kstate_restore_reserve(c->rf->states[state], kg, n)). */
+static int r_count(void *user, uint32_t state, uint32_t kg, uint64_t n) {
+  SL_UNUSED(user);
+  SL_UNUSED(state);
+  SL_UNUSED(kg);
+  SL_UNUSED(n);
+  return SL_OK;
 }
 
 static int r_timer(void *user, uint32_t kg, uint8_t domain, int64_t ts,
                    const uint8_t *key, uint32_t klen) {
-  restore_t *r = user;
+  rctx_t *c = user;
   SL_UNUSED(kg);
-  sl_timers_t *tm = domain ? r->op->etimers : r->op->timers;
-  return tm ? sl__timers_add(tm, ts, key, klen) : SL_OK;
+  sl_bytes_t *b = &c->it->timers;
+  uint8_t h[13];
+  h[0] = domain;
+  sl__put_u64le(h + 1, (uint64_t)ts);
+  memcpy(h + 9, &klen, 4);
+  if (sl_bytes_append(b, h, 13) != SL_OK ||
+      sl_bytes_append(b, key, klen) != SL_OK)
+    return SL_ENOMEM;
+  return SL_OK;
+}
+
+static void restore_item(void *arg, uint32_t worker, uint32_t i) {
+  rjob_t *j = arg;
+  ritem_t *it = &j->items[i];
+  if (atomic_load_explicit(&j->first_failed, memory_order_relaxed) < i) return;
+  rfile_t *rf = &j->files[it->file];
+  rctx_t c = {rf, it};
+  sl_ckpt_reader_t rd = {NULL, r_entry, r_timer, &c, r_count};
+  it->rc = sl__ckpt_state_read_kg(rf->f, it->kg, &rd, &j->scratch[worker],
+                                  &it->err);
+  if (it->rc != SL_OK) {
+    uint32_t cur = atomic_load(&j->first_failed);
+    while (i < cur &&
+           !atomic_compare_exchange_weak(&j->first_failed, &cur, i)) {
+    }
+  }
+}
+
+static int add_timers(sl_op_t *op, const sl_bytes_t *b) {
+  size_t off = 0;
+  while (off < b->len) {
+    uint8_t domain = b->data[off];
+    int64_t ts = (int64_t)sl__get_u64le(b->data + off + 1);
+    uint32_t klen;
+    memcpy(&klen, b->data + off + 9, 4);
+    sl_timers_t *tm = domain ? op->etimers : op->timers;
+    int rc = tm ? sl__timers_add(tm, ts, b->data + off + 13, klen) : SL_OK;
+    if (rc != SL_OK) return rc;
+    off += 13 + (size_t)klen;
+  }
+  return SL_OK;
 }
 
 /* Restore the keyed state of op (its key-group range) from every subtask
@@ -393,29 +477,91 @@ int sl__ckpt_restore_keyed(const sl_ckpt_meta_t *m, const sl_ckpt_op_t *mop,
                                         op->parallelism);
   uint32_t b = sl_key_group_range_end(op->subtask, op->max_parallelism,
                                       op->parallelism);
+  rjob_t j;
+  memset(&j, 0, sizeof(j));
+  uint32_t n_files = 0, n_threads = sl__io_restore_threads();
+  int rc = SL_OK;
+  j.files = sl_calloc(mop->n_subtasks + 1, sizeof(rfile_t));
+  j.scratch = sl_calloc(n_threads, sizeof(sl_bytes_t));
+  if (j.files == NULL || j.scratch == NULL) goto nomem;
+  for (uint32_t t = 0; t < n_threads; t++) sl_bytes_init(&j.scratch[t]);
+  size_t n_items = 0;
   for (uint32_t i = 0; i < mop->n_subtasks; i++) {
     const sl_ckpt_subtask_t *s = &mop->subtasks[i];
     if (s->state_file == NULL || s->kg_end < s->kg_start) continue;
     uint32_t lo = SL_MAX(a, s->kg_start), hi = SL_MIN(b, s->kg_end);
     if (lo > hi) continue;
+    rfile_t *rf = &j.files[n_files++];
+    rf->op = op;
+    rf->out_err = out_err;
     sl_bytes_t path;
     sl_bytes_init(&path);
     if (sl_bytes_printf(&path, "%s/%s", m->dir, s->state_file) != SL_OK)
-      return sl_error_set(out_err, SL_ENOMEM, "out of memory");
-    restore_t r = {op, NULL, 0, out_err, (char *)path.data};
-    sl_ckpt_reader_t rd = {r_states, r_entry, r_timer, &r};
-    int rc = sl__ckpt_read_state((char *)path.data, s->state_size,
-                                 s->state_checksum, lo, hi, &rd, out_err);
-    sl_free(r.states);
-    sl_bytes_close(&path);
-    if (rc != SL_OK) {
-      if (out_err && *out_err == NULL)
-        *out_err = sl_error_create(rc, "cannot restore operator '%s': %s",
-                                   op->uid, sl_strerror(rc));
-      return rc;
+      goto nomem;
+    rf->path = (char *)path.data;
+    sl_ckpt_reader_t rd = {r_states, NULL, NULL, rf, NULL};
+    rc = sl__ckpt_state_open(rf->path, s->state_size, s->state_checksum, &rd,
+                             &rf->f, out_err);
+    if (rc != SL_OK) goto out;
+    for (uint32_t kg = lo; kg <= hi && kg >= lo; kg++)
+      if (sl__ckpt_state_has_kg(rf->f, kg)) n_items++;
+  }
+  if (n_items >= UINT32_MAX) goto nomem;
+  j.n_items = (uint32_t)n_items;
+  j.items = sl_calloc(n_items + 1, sizeof(ritem_t));
+  if (j.items == NULL) goto nomem;
+  {
+    uint32_t k = 0, f = 0;
+    for (uint32_t i = 0; i < mop->n_subtasks; i++) {
+      const sl_ckpt_subtask_t *s = &mop->subtasks[i];
+      if (s->state_file == NULL || s->kg_end < s->kg_start) continue;
+      uint32_t lo = SL_MAX(a, s->kg_start), hi = SL_MIN(b, s->kg_end);
+      if (lo > hi) continue;
+      for (uint32_t kg = lo; kg <= hi && kg >= lo; kg++)
+        if (sl__ckpt_state_has_kg(j.files[f].f, kg)) {
+          j.items[k].file = f;
+          j.items[k].kg = kg;
+          sl_bytes_init(&j.items[k].timers);
+          k++;
+        }
+      f++;
     }
   }
-  return SL_OK;
+  atomic_init(&j.first_failed, j.n_items);
+  sl__io_parallel_for(n_threads, j.n_items, restore_item, &j);
+  uint32_t bad = atomic_load(&j.first_failed);
+  if (bad < j.n_items) {
+    rc = j.items[bad].rc;
+    if (out_err && *out_err == NULL) {
+      *out_err = j.items[bad].err;
+      j.items[bad].err = NULL;
+    }
+    goto out;
+  }
+  for (uint32_t k = 0; k < j.n_items && rc == SL_OK; k++)
+    rc = add_timers(op, &j.items[k].timers);
+  goto out;
+nomem:
+  rc = sl_error_set(out_err, SL_ENOMEM, "out of memory");
+out:
+  if (rc != SL_OK && out_err && *out_err == NULL)
+    *out_err = sl_error_create(rc, "cannot restore operator '%s': %s",
+                               op->uid, sl_strerror(rc));
+  for (uint32_t k = 0; j.items && k < j.n_items; k++) {
+    sl_error_destroy(j.items[k].err);
+    sl_bytes_close(&j.items[k].timers);
+  }
+  sl_free(j.items);
+  for (uint32_t f = 0; f < n_files; f++) {
+    sl__ckpt_state_close(j.files[f].f);
+    sl_free(j.files[f].states);
+    sl_free(j.files[f].path);
+  }
+  sl_free(j.files);
+  for (uint32_t t = 0; j.scratch && t < n_threads; t++)
+    sl_bytes_close(&j.scratch[t]);
+  sl_free(j.scratch);
+  return rc;
 }
 
 /*

@@ -3058,13 +3058,37 @@ static int build_routes(build_t *b, int rv, int src, int snk, int tv) {
   return SL_OK;
 }
 
+/* buffer_timeout: a duration in whole milliseconds (0: every record at
+ * once) or "off", as Flink's execution.buffer-timeout (docs/pipeline.md). */
+static int get_buffer_timeout(sl_pipeline_t *pl, int root, int64_t *out_ms) {
+  int v = map_get(pl, root, "buffer_timeout", NULL);
+  if (v == 0) return SL_OK;
+  const char *s = scalar(pl, v);
+  if (s && strcmp(s, "off") == 0) {
+    *out_ms = -1;
+    return SL_OK;
+  }
+  int64_t us = -1;
+  int rc = get_duration(pl, root, "", "buffer_timeout", &us);
+  if (rc != SL_OK) return rc;
+  if (us / 1000 > SL_MAX_DURATION_MS)
+    return FAIL(pl, v, "buffer_timeout", "'%s' is too large; the maximum is "
+                "8760h (a year)", s);
+  if (us % 1000 != 0)
+    return FAIL(pl, v, "buffer_timeout", "must be a whole number of "
+                "milliseconds or off, got '%s'", s);
+  *out_ms = us / 1000;
+  return SL_OK;
+}
+
 int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
                       sl_job_t **out_job, char **out_msg) {
   *out_msg = NULL;
   int root = 1;
   uint32_t parallelism = run ? run->parallelism : 0;
   static const char *keys[] = {"name", "parallelism", "max_parallelism",
-                               "buffer_size", "channel_buffers", "checkpoint",
+                               "buffer_size", "channel_buffers",
+                               "buffer_timeout", "checkpoint",
                                "restart", "source", "transforms", "sink",
                                "routes", NULL};
   build_t b = {pl, NULL, NULL, NULL, false};
@@ -3091,6 +3115,8 @@ int sl_pipeline_build(sl_pipeline_t *pl, const sl_pipeline_run_t *run,
     rc = get_u32(pl, root, "", "buffer_size", 256, 64u << 20, &cfg.buffer_size);
   if (rc == SL_OK)
     rc = get_u32(pl, root, "", "channel_buffers", 1, 1024, &cfg.channel_buffers);
+  if (rc == SL_OK)
+    rc = get_buffer_timeout(pl, root, &cfg.buffer_timeout_ms);
   if (rc == SL_OK) rc = build_recovery(pl, root, &cfg);
   b.has_ckpt_dir = cfg.checkpoint.dir != NULL;
   b.max_concurrent = cfg.checkpoint.max_concurrent;

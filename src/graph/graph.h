@@ -105,6 +105,11 @@ struct sl_job_s {
   int64_t start_ns;
   pthread_t bg_thread;     /* sl_job_start */
   bool has_bg_thread;
+  /* Frees the keyed state of a failed attempt while the next one restores
+   * (run.c, "reaper"); joined before another starts and by
+   * sl_job_destroy. */
+  pthread_t reaper;
+  bool has_reaper;
   int bg_rc;
   sl_error_t *bg_err;
   /* Checkpoints and restarts. */
@@ -141,6 +146,12 @@ sl_node_t *sl__job_new_node(sl_job_t *job, sl_node_kind_t kind,
 int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
                    sl_error_t **out_err);
 void sl__plan_destroy(sl_job_t *job);
+/** @brief Move every operator's keyed state out of the plan (the caller
+ * destroys them) so that sl__plan_destroy does not free them.  On
+ * SL_ENOMEM nothing moved. */
+int sl__plan_take_states(sl_job_t *job, sl_kstate_t ***out, uint32_t *out_n);
+/** @brief Wait for the reaper of an earlier attempt, if any. */
+void sl__job_join_reaper(sl_job_t *job);
 
 /* Sources with an enumerator (enum_plan.c). */
 

@@ -17,6 +17,7 @@ void sl_job_config_init(sl_job_config_t *cfg) {
   cfg->max_parallelism = SL_DEFAULT_MAX_PARALLELISM;
   cfg->buffer_size = 32768;
   cfg->channel_buffers = 4;
+  cfg->buffer_timeout_ms = SL_DEFAULT_BUFFER_TIMEOUT_MS;
 }
 
 /* A job name that is safe as one path component (SL_MAX_JOB_NAME): with a
@@ -58,6 +59,13 @@ int sl_job_create(const sl_job_config_t *cfg_in, sl_job_t **out,
     return sl_error_set(out_err, SL_EINVAL,
                         "channel_buffers %u must be at most 1024",
                         cfg.channel_buffers);
+  if (cfg.buffer_timeout_ms < -1 ||
+      cfg.buffer_timeout_ms > SL_MAX_DURATION_MS)
+    return sl_error_set(out_err, SL_EINVAL,
+                        "buffer_timeout_ms %lld must be -1 (off), 0 (every "
+                        "record) or a number of milliseconds up to %lld",
+                        (long long)cfg.buffer_timeout_ms,
+                        (long long)SL_MAX_DURATION_MS);
   const sl_checkpoint_config_t *ck = &cfg.checkpoint;
   if (ck->interval_ms < 0 || ck->timeout_ms < 0 || ck->min_pause_ms < 0 ||
       ck->alignment_timeout_ms < 0)
@@ -529,6 +537,7 @@ void sl_job_destroy(sl_job_t *job) {
     sl_job_cancel(job);
     pthread_join(job->bg_thread, NULL);
   }
+  sl__job_join_reaper(job);
   sl__plan_destroy(job);
   sl__enum_plan_destroy(job); /* before the sources they belong to */
   sl__ckpt_hooks_destroy(job->hooks);

@@ -341,6 +341,7 @@ static int connect_edge(sl_job_t *job, sl_node_t *m, uint32_t k) {
     w->part = part;
     w->keysel = h->keysel;
     w->max_parallelism = job->cfg.max_parallelism;
+    w->is_flush_each = job->cfg.buffer_timeout_ms == 0;
     w->rr = i % m->par;
     sl_bytes_init(&w->keybuf);
     uint32_t n_chs = part == SL_PART_FORWARD ? 1 : m->par;
@@ -442,6 +443,9 @@ int sl__plan_build(sl_job_t *job, const sl_ckpt_meta_t *meta,
   /* Two-phase-commit sinks need the final checkpoint (runtime/task.c). */
   job->rt.needs_final_ckpt = tx_sink != NULL;
   job->rt.job_name = job->name;
+  job->rt.buffer_timeout_ns = job->cfg.buffer_timeout_ms < 0
+                                  ? -1
+                                  : job->cfg.buffer_timeout_ms * 1000000;
   int rc = resolve_parallelism(job, out_err);
   if (rc != SL_OK) return rc;
   if ((rc = build_chains(job)) != SL_OK) goto fail;
@@ -464,6 +468,20 @@ fail:
   if (rc == SL_ENOMEM)
     return plan_error(out_err, rc, "out of memory planning the job");
   return rc;
+}
+
+int sl__plan_take_states(sl_job_t *job, sl_kstate_t ***out, uint32_t *out_n) {
+  sl_kstate_t **v = sl_calloc(job->n_ops + 1, sizeof(*v));
+  if (v == NULL) return SL_ENOMEM;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < job->n_ops; i++)
+    if (job->ops[i]->kstate) {
+      v[n++] = job->ops[i]->kstate;
+      job->ops[i]->kstate = NULL;
+    }
+  *out = v;
+  *out_n = n;
+  return SL_OK;
 }
 
 void sl__plan_destroy(sl_job_t *job) {

@@ -129,6 +129,52 @@ static int run_attempt(sl_job_t *job, const sl_ckpt_meta_t *meta,
   return SL_OK;
 }
 
+/*
+ * The reaper.  Freeing the keyed state of a failed attempt (one free per
+ * entry: seconds for gigabytes) would delay the restart, whose restore
+ * builds the same amount anew.  So teardown hands the states to a thread
+ * of their own, which frees them while the next attempt restores; the
+ * attempt after that, and sl_job_destroy, wait for it first.  Nothing
+ * else refers to the states by then: the tasks are gone and the async
+ * phase was drained (run_attempt).  Without memory or a thread for it the
+ * states are freed at once, as before.
+ */
+typedef struct reap_s {
+  sl_kstate_t **states;
+  uint32_t n;
+} reap_t;
+
+static void *reap_main(void *arg) {
+  reap_t *r = arg;
+  sl__io_lower_priority(); /* not to slow the restore it overlaps */
+  for (uint32_t i = 0; i < r->n; i++) sl__kstate_destroy(r->states[i]);
+  sl_free(r->states);
+  sl_free(r);
+  return NULL;
+}
+
+void sl__job_join_reaper(sl_job_t *job) {
+  if (!job->has_reaper) return;
+  pthread_join(job->reaper, NULL);
+  job->has_reaper = false;
+}
+
+static void reap_states(sl_job_t *job) {
+  sl__job_join_reaper(job);
+  reap_t *r = sl_calloc(1, sizeof(*r));
+  if (r == NULL) return;
+  if (sl__plan_take_states(job, &r->states, &r->n) != SL_OK || r->n == 0) {
+    sl_free(r->states);
+    sl_free(r);
+    return;
+  }
+  if (pthread_create(&job->reaper, NULL, reap_main, r) == 0) {
+    job->has_reaper = true;
+    return;
+  }
+  reap_main(r);
+}
+
 static void teardown_attempt(sl_job_t *job) {
   /* sl_job_metrics reads the plan under rt.lock while rt.sched is set:
    * unset it first, so that no snapshot reads what is freed below. */
@@ -136,6 +182,7 @@ static void teardown_attempt(sl_job_t *job) {
   sl_sched_t *sched = job->rt.sched;
   job->rt.sched = NULL;
   pthread_mutex_unlock(&job->rt.lock);
+  reap_states(job);
   sl__plan_destroy(job);
   if (sched) sched->ops->destroy(sched);
   sl__ckpt_hooks_destroy(job->hooks);

@@ -252,7 +252,7 @@ static int append_row(sl_channel_t *ch, const sl_row_t *row) {
   return SL_OK;
 }
 
-int sl__writer_emit(sl_writer_t *w, const sl_row_t *row) {
+static int writer_emit(sl_writer_t *w, const sl_row_t *row) {
   switch (w->part) {
   case SL_PART_FORWARD:
     return append_row(w->chs[0], row);
@@ -271,6 +271,13 @@ int sl__writer_emit(sl_writer_t *w, const sl_row_t *row) {
     return SL_OK;
   }
   return SL_EINVAL;
+}
+
+int sl__writer_emit(sl_writer_t *w, const sl_row_t *row) {
+  int rc = writer_emit(w, row);
+  /* Buffer timeout 0 (sl_job_config_t.buffer_timeout_ms): at once. */
+  if (SL_UNLIKELY(w->is_flush_each) && rc == SL_OK) sl__writer_flush(w);
+  return rc;
 }
 
 void sl__writer_flush(sl_writer_t *w) {

@@ -89,6 +89,11 @@ typedef struct sl_channel_s {
   sl_task_t *receiver;
   /* Sender side. */
   sl_buf_t *cur;
+  /* Buffer timeout (task.c): the held buffer as last seen, its length
+   * then, and since when it holds records. */
+  const sl_buf_t *held;
+  uint32_t held_len;
+  int64_t held_since;
   sl_buf_t *pending_head, *pending_tail;
   uint32_t n_pending;
   /* Receiver side. */
@@ -392,6 +397,7 @@ struct sl_writer_s {
   const sl_keysel_t *keysel;
   uint32_t max_parallelism;
   sl_bytes_t keybuf;
+  bool is_flush_each; /* buffer timeout 0: send after every record */
 };
 
 int sl__writer_emit(sl_writer_t *w, const sl_row_t *row);
@@ -576,6 +582,11 @@ struct sl_job_rt_s {
   bool needs_final_ckpt;
   uint64_t epoch_id;
   const char *job_name;
+  /* Buffer timeout (sl_job_config_t.buffer_timeout_ms) in ns: > 0 a held
+   * buffer leaves at most this long after the task first saw it (task.c,
+   * "Buffer timeout"); 0 every record leaves at once (writers'
+   * is_flush_each); < 0 off.  Set by the plan, read-only after. */
+  int64_t buffer_timeout_ns;
 };
 
 /*

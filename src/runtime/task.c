@@ -167,6 +167,51 @@ static void flush_writers(sl_task_t *t) {
   for (uint32_t i = 0; i < t->n_writers; i++) sl__writer_flush(t->writers[i]);
 }
 
+/*
+ * Buffer timeout (Flink's execution.buffer-timeout).  A task sends a
+ * partly filled output buffer when it runs out of input, before an event
+ * (watermark, barrier, end), or when the buffer is full.  A task that
+ * stays busy (a source that always has records, an input that always has
+ * data) would otherwise hold a buffer of a rarely used channel until one
+ * of those.  After every quantum (at most QUANTUM_NS of input, or
+ * QUANTUM_RECORDS source records) the task looks at its held buffers: one
+ * it sees for the first time is stamped with the time, one held for the
+ * timeout is sent.  So a record leaves at most the timeout plus one
+ * quantum after it was written, with one clock read per quantum and none
+ * per record.  A task that waits for credit holds buffers of its other
+ * channels too: it asks the scheduler to run it again when the earliest
+ * of them is due.  A buffer is recognised by its address and length (a
+ * recycled buffer seen shorter is a new one; one seen longer at the same
+ * address is sent early at worst).
+ */
+static void flush_timed(sl_task_t *t, sl_run_result_t r) {
+  const int64_t timeout = t->job->buffer_timeout_ns;
+  int64_t now = 0, next = INT64_MAX;
+  for (uint32_t i = 0; i < t->n_writers; i++) {
+    sl_writer_t *w = t->writers[i];
+    for (uint32_t c = 0; c < w->n_chs; c++) {
+      sl_channel_t *ch = w->chs[c];
+      sl_buf_t *b = ch->cur;
+      if (b == NULL || b->len == 0) continue;
+      if (now == 0) now = sl__task_now(t);
+      if (ch->held != b || b->len < ch->held_len) {
+        ch->held = b;
+        ch->held_since = now;
+      } else if (now - ch->held_since >= timeout) {
+        ch->cur = NULL;
+        ch->held = NULL;
+        sl__channel_send(ch, b);
+        continue;
+      }
+      ch->held_len = b->len;
+      if (ch->held_since + timeout < next) next = ch->held_since + timeout;
+    }
+  }
+  /* A task that returned AGAIN runs again soon anyway. */
+  if (next != INT64_MAX && r != SL_RUN_AGAIN)
+    t->sched->ops->wake_at(t->sched, t, next);
+}
+
 /* Fire due timers; returns false when the task must stop (error or
  * backpressure) and sets *rc.  The wake-up for the next timer is asked for
  * by arm_timers() at the end of the run. */
@@ -613,6 +658,7 @@ static sl_run_result_t task_run_quantum(sl_task_t *t) {
 sl_run_result_t sl__task_run(sl_task_t *t) {
   sl_run_result_t r = task_run_quantum(t);
   if (r != SL_RUN_DONE && t->n_timer_ops) arm_timers(t);
+  if (r != SL_RUN_DONE && t->job->buffer_timeout_ns > 0) flush_timed(t, r);
   return r;
 }
 

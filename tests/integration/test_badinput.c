@@ -102,12 +102,24 @@ SL_TEST(missing_source) {
                  "1:1: missing required field 'source'");
 }
 
+/* A duration in whole milliseconds, 0, or off (docs/pipeline.md). */
+SL_TEST(bad_buffer_timeout) {
+  expect_invalid(GEN SINK "buffer_timeout: -1\n", NULL,
+                 "3:17: buffer_timeout: must not be negative, got '-1'");
+  expect_invalid(GEN SINK "buffer_timeout: 10\n", NULL,
+                 "3:17: buffer_timeout: '10' has no unit; expected us, ms, "
+                 "s, m or h after the number");
+  expect_invalid(GEN SINK "buffer_timeout: 1500us\n", NULL,
+                 "3:17: buffer_timeout: must be a whole number of "
+                 "milliseconds or off, got '1500us'");
+}
+
 SL_TEST(unknown_top_level_field) {
   expect_invalid(GEN SINK "paralelism: 2\n", NULL,
                  "3:1: paralelism: unknown field; expected one of: name, "
                  "parallelism, max_parallelism, buffer_size, "
-                 "channel_buffers, checkpoint, restart, source, transforms, "
-                 "sink, routes");
+                 "channel_buffers, buffer_timeout, checkpoint, restart, "
+                 "source, transforms, sink, routes");
 }
 
 SL_TEST(unknown_source_type) {
