@@ -411,15 +411,18 @@ static int r_entry(void *user, uint32_t state, uint32_t kg, const uint8_t *key,
   return rc;
 }
 
-/* Where a map would be pre-sized for the n entries that follow: with
- * sl__cowmap_reserve, one call here through the backend
- * (sl__kstate_restore_reserve(c->rf->states[state], kg, n)). */
+/* The entry count of (state, kg) before its entries: the map is sized
+ * once instead of growing while it fills (the reader bounds n by the
+ * section's length, so a corrupt count cannot allocate). */
 static int r_count(void *user, uint32_t state, uint32_t kg, uint64_t n) {
-  SL_UNUSED(user);
-  SL_UNUSED(state);
-  SL_UNUSED(kg);
-  SL_UNUSED(n);
-  return SL_OK;
+  rctx_t *c = user;
+  if (state >= c->rf->n_states) return SL_ECORRUPT;
+  int rc = sl__kstate_restore_reserve(c->rf->states[state], kg, n);
+  if (rc == SL_ECORRUPT)
+    return sl_error_set(&c->it->err, rc,
+                        "checkpoint file '%s' is corrupt: key group %u is "
+                        "outside the subtask's range", c->rf->path, kg);
+  return rc;
 }
 
 static int r_timer(void *user, uint32_t kg, uint8_t domain, int64_t ts,
