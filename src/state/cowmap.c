@@ -115,6 +115,7 @@ struct sl_cowmap_s {
   size_t size;
   size_t n_tombs;
   uint64_t n_copies;
+  uint64_t n_insert_probes; /* slots passed by inserts (statistics) */
   uint64_t epoch;       /* bumped whenever an entry leaves the table */
   retired_t *retired;
   size_t n_retired, cap_retired;
@@ -128,8 +129,14 @@ static inline size_t dir_cap(const dir_t *d) { return (size_t)1 << d->log2; }
 static inline size_t seg_slots(const dir_t *d) {
   return (size_t)1 << d->seg_log2;
 }
+/* The low bits, not the top ones: a map is often filled in another map's
+ * iteration (slot) order -- a restore inserts the entries in the order the
+ * checkpoint wrote them.  With homes from the top bits that order is sorted
+ * by home, and while the new table is still growing its first entries all
+ * have homes near slot 0: one cluster, quadratic inserts.  Sorted by the
+ * low bits of a larger table, they spread over every smaller one. */
 static inline size_t home_of(const dir_t *d, uint64_t hash) {
-  return (size_t)(hash >> (64 - d->log2));
+  return (size_t)hash & (dir_cap(d) - 1);
 }
 static inline slot_t *slot_at(const dir_t *d, size_t p) {
   return &d->seg[p >> d->seg_log2]->slot[p & (seg_slots(d) - 1)];
@@ -319,6 +326,9 @@ bool sl__cowmap_is_writable(const sl_cowmap_t *m,
 uint64_t sl__cowmap_copies(const sl_cowmap_t *m) { return m->n_copies; }
 size_t sl__cowmap_retired(const sl_cowmap_t *m) { return m->n_retired; }
 size_t sl__cowmap_capacity(const sl_cowmap_t *m) { return dir_cap(m->dir); }
+uint64_t sl__cowmap_insert_probes(const sl_cowmap_t *m) {
+  return m->n_insert_probes;
+}
 
 static inline uint64_t load64(const void *p) {
   uint64_t v;
@@ -505,6 +515,7 @@ int sl__cowmap_upsert(sl_cowmap_t *m, uint64_t hash, const void *key,
     return SL_ENOMEM;
   }
   if (s->e == TOMB) m->n_tombs--;
+  m->n_insert_probes += (p - home_of(m->dir, hash)) & (dir_cap(m->dir) - 1);
   s->hash = hash;
   s->e = e;
   m->size++;
