@@ -7,7 +7,8 @@
  * DESIGN NOTES
  *
  * Shape.  A flat open-addressing table of 2^b slots, each {64-bit hash,
- * entry pointer}, probed linearly from slot (hash >> (64 - b)).  The slots
+ * entry pointer}, probed linearly from a home slot, the top b bits of the
+ * hash times a multiplier of the size (home_of()).  The slots
  * are cut into segments of at most SEG_SLOTS; a directory holds the segment
  * pointers.  A lookup reads the directory (small, hot), one slot line and
  * the entry: one cache miss for the slot and one for the entry.  The full
@@ -83,6 +84,7 @@ typedef struct seg_s {
 
 typedef struct dir_s {
   uint64_t version;
+  uint64_t mul;      /* home_of(): mul_for(log2) */
   uint32_t log2;     /* 2^log2 slots */
   uint32_t seg_log2; /* 2^seg_log2 slots per segment */
   size_t n_seg;
@@ -115,6 +117,7 @@ struct sl_cowmap_s {
   size_t size;
   size_t n_tombs;
   uint64_t n_copies;
+  uint64_t n_insert_probes; /* slots passed by inserts (statistics) */
   uint64_t epoch;       /* bumped whenever an entry leaves the table */
   retired_t *retired;
   size_t n_retired, cap_retired;
@@ -128,8 +131,26 @@ static inline size_t dir_cap(const dir_t *d) { return (size_t)1 << d->log2; }
 static inline size_t seg_slots(const dir_t *d) {
   return (size_t)1 << d->seg_log2;
 }
+/*
+ * The home slot: the top bits of hash times an odd multiplier that depends
+ * on the table size.  A map is often filled in another map's iteration
+ * (slot) order: a restore inserts entries in the order the checkpoint wrote
+ * them.  Were homes the plain top bits, that order would be sorted by home,
+ * and while the new table is still smaller its first entries would all
+ * have homes near slot 0: one cluster, quadratic inserts.  Were they the
+ * low bits, a smaller table would see the order wrap around and pile a
+ * second pass on its first half.  With a multiplier per size, another
+ * size's order is unrelated to this one's homes; the same size's order is
+ * sorted by home, which linear probing fills in linear time.
+ */
+static inline uint64_t mul_for(uint32_t log2) {
+  uint64_t z = 0x9e3779b97f4a7c15ull * (log2 + 1u);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return (z ^ (z >> 31)) | 1u;
+}
 static inline size_t home_of(const dir_t *d, uint64_t hash) {
-  return (size_t)(hash >> (64 - d->log2));
+  return (size_t)((hash * d->mul) >> (64 - d->log2));
 }
 static inline slot_t *slot_at(const dir_t *d, size_t p) {
   return &d->seg[p >> d->seg_log2]->slot[p & (seg_slots(d) - 1)];
@@ -170,6 +191,7 @@ static dir_t *dir_new(uint64_t version, uint32_t log2) {
   if (d == NULL) return NULL;
   d->version = version;
   d->log2 = log2;
+  d->mul = mul_for(log2);
   d->seg_log2 = seg_log2;
   d->n_seg = n_seg;
   for (size_t i = 0; i < n_seg; i++) {
@@ -319,6 +341,9 @@ bool sl__cowmap_is_writable(const sl_cowmap_t *m,
 uint64_t sl__cowmap_copies(const sl_cowmap_t *m) { return m->n_copies; }
 size_t sl__cowmap_retired(const sl_cowmap_t *m) { return m->n_retired; }
 size_t sl__cowmap_capacity(const sl_cowmap_t *m) { return dir_cap(m->dir); }
+uint64_t sl__cowmap_insert_probes(const sl_cowmap_t *m) {
+  return m->n_insert_probes;
+}
 
 static inline uint64_t load64(const void *p) {
   uint64_t v;
@@ -505,6 +530,7 @@ int sl__cowmap_upsert(sl_cowmap_t *m, uint64_t hash, const void *key,
     return SL_ENOMEM;
   }
   if (s->e == TOMB) m->n_tombs--;
+  m->n_insert_probes += (p - home_of(m->dir, hash)) & (dir_cap(m->dir) - 1);
   s->hash = hash;
   s->e = e;
   m->size++;

@@ -112,7 +112,8 @@ const sl_cowmap_entry_t *sl__cowmap_next(sl_cowmap_iter_t *it);
 
 /*
  * Statistics for tests: nodes (directories, segments, entries) copied on
- * write since creation; nodes awaiting gc; slots of the current table.  One
+ * write since creation; nodes awaiting gc; slots of the current table;
+ * slots that inserts probed past their home slot.  One
  * write copies at most SL_COWMAP_MAX_WRITE_COPIES nodes (the directory,
  * one segment, the entry).
  */
@@ -120,5 +121,6 @@ const sl_cowmap_entry_t *sl__cowmap_next(sl_cowmap_iter_t *it);
 uint64_t sl__cowmap_copies(const sl_cowmap_t *m);
 size_t sl__cowmap_retired(const sl_cowmap_t *m);
 size_t sl__cowmap_capacity(const sl_cowmap_t *m);
+uint64_t sl__cowmap_insert_probes(const sl_cowmap_t *m);
 
 #endif
