@@ -51,12 +51,15 @@
  *      K > C fails the job (fatal, nothing committed) unless the job
  *      allows duplicate sink output (check_newer_output).  A fresh start
  *      is not checked: it is a new run, not a return to older output.
+ *  S8. While a commit waits for its retry, no row reaches the writer (the
+ *      task waits out the backoff and retries first: await_retry).
  *
  * The single commit point of an epoch is the connector's commit; the
  * engine's part is to call it, at least once, for every committable of a
  * completed checkpoint.
  */
 #include <stdio.h>
+#include <time.h>
 
 #include "checkpoint/checkpoint.h"
 #include "core/inject.h"
@@ -562,9 +565,36 @@ static int sink_open(sl_op_t *op) {
   return SL_OK;
 }
 
+/* S8. No row of a later epoch goes to the writer while the commit of an
+ * earlier one waits for its retry: the prepared transaction may hold locks
+ * those rows need (an XA PREPARED branch keeps its InnoDB row locks), and
+ * the writer would wait for them on the very thread that is to retry the
+ * commit, until the server's lock wait timeout fails the job.  The task
+ * waits out the backoff instead (backpressure) and retries first; a commit
+ * that still answers RETRY after its attempts fails the task as before. */
+static int await_retry(sl_op_t *op, sink2pc_t *s) {
+  while (s->fail_rc == SL_OK && s->retry_at != 0) {
+    int64_t wait = s->retry_at - sl__task_now(op->task);
+    if (wait > 0) {
+      struct timespec ts = {(time_t)(wait / 1000000000ll),
+                            (long)(wait % 1000000000ll)};
+      nanosleep(&ts, NULL);
+      continue;
+    }
+    s->retry_at = 0;
+    int rc = commit_due(op, s, s->commit_upto, false);
+    if (rc != SL_OK) return rc;
+  }
+  return s->fail_rc;
+}
+
 static int sink_process(sl_op_t *op, uint32_t input, const sl_row_t *row) {
   SL_UNUSED(input);
   sink2pc_t *s = op->impl;
+  if (SL_UNLIKELY(s->retry_at != 0)) {
+    int rc = await_retry(op, s);
+    if (rc != SL_OK) return rc;
+  }
   sl_error_t *err = NULL;
   int rc = cfg_of(op)->sink_vt->write(s->writer, row, &err);
   if (SL_UNLIKELY(rc != SL_OK)) return sl__op_fail_err(op, err, rc);
@@ -575,6 +605,10 @@ static int sink_flush(sl_op_t *op) {
   const sl_sink_vt_t *vt = cfg_of(op)->sink_vt;
   sink2pc_t *s = op->impl;
   if (vt->flush == NULL || s->writer == NULL) return SL_OK;
+  if (SL_UNLIKELY(s->retry_at != 0)) {
+    int rc = await_retry(op, s);
+    if (rc != SL_OK) return rc;
+  }
   sl_error_t *err = NULL;
   int rc = vt->flush(s->writer, &err);
   return rc == SL_OK ? SL_OK : sl__op_fail_err(op, err, rc);
