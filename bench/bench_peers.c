@@ -477,9 +477,12 @@ static int timed(const opts_t *o) {
         sl_bench_print_stat(engines[ei].name, 22, &AT(v, qi, ei, 0), R,
                             1e-6, "M events/CPU-s", "rounds");
     for (int ei = 0; ei < N_ENGINES; ei++)
-      if (engines[ei].is_selected && engines[ei].is_present)
-        sl_bench_print_stat(engines[ei].name, 22, &AT(wall, qi, ei, 0), R,
-                            1, "s wall", "rounds");
+      if (engines[ei].is_selected && engines[ei].is_present) {
+        char label[64];
+        snprintf(label, sizeof(label), "%s wall", engines[ei].name);
+        sl_bench_print_stat(label, 22, &AT(wall, qi, ei, 0), R, 1, "s",
+                            "rounds");
+      }
     if (!engines[0].is_selected || !engines[0].is_present) continue;
     for (int ei = 1; ei < N_ENGINES; ei++) {
       if (!engines[ei].is_selected || !engines[ei].is_present) continue;
