@@ -386,6 +386,16 @@ static int check(const opts_t *o) {
 
 /* ---- timed runs ---------------------------------------------------------- */
 
+/* The start-up run of each round: q0 on START_EVENTS events, so that the
+ * report can also give each query's events per CPU-second beyond an
+ * engine's start (a JVM and a MiniCluster cost seconds of CPU). */
+#define START_EVENTS 1000
+#define START_Q N_QUERIES /* its index in the arrays below */
+
+static bool engine_runs(int ei) {
+  return engines[ei].is_selected && engines[ei].is_present;
+}
+
 static int timed(const opts_t *o) {
   mkdir(o->out, 0755);
   char csv_path[PATH_MAX], log[PATH_MAX], so[PATH_MAX];
@@ -401,39 +411,48 @@ static int timed(const opts_t *o) {
   fprintf(csv, "round,seq,query,engine,events,rate,checkpoint_ms,exit,"
                "timed_out,user_s,sys_s,cpu_s,wall_s,maxrss_kb,results,"
                "events_per_cpu_s,loadavg1\n");
-  size_t R = (size_t)o->rounds;
-  /* v[q][e][round]: events per CPU-second, NaN when the run failed. */
-  double *v = malloc(N_QUERIES * N_ENGINES * R * sizeof(double));
-  double *wall = malloc(N_QUERIES * N_ENGINES * R * sizeof(double));
-  if (v == NULL || wall == NULL) return 1;
-  for (size_t i = 0; i < N_QUERIES * N_ENGINES * R; i++) v[i] = wall[i] = NAN;
+  size_t R = (size_t)o->rounds, NQ = N_QUERIES + 1;
+  /* [q][e][round], q = START_Q for the start-up run: events per
+   * CPU-second, CPU-seconds, wall seconds; NaN when the run failed. */
+  double *v = malloc(NQ * N_ENGINES * R * sizeof(double));
+  double *cpu_s = malloc(NQ * N_ENGINES * R * sizeof(double));
+  double *wall = malloc(NQ * N_ENGINES * R * sizeof(double));
+  double *beyond = malloc(NQ * N_ENGINES * R * sizeof(double));
+  if (v == NULL || cpu_s == NULL || wall == NULL || beyond == NULL) return 1;
+  for (size_t i = 0; i < NQ * N_ENGINES * R; i++)
+    v[i] = cpu_s[i] = wall[i] = beyond[i] = NAN;
 #define AT(a, q, e, r) a[((size_t)(q) * N_ENGINES + (size_t)(e)) * R + (r)]
   sl_bench_rng_t rng;
   sl_bench_rng_seed(&rng, o->seed);
   int n_fail = 0, seq = 0;
   double t_start = now_s();
   for (size_t r = 0; r < R; r++) {
-    for (int qi = 0; qi < N_QUERIES; qi++) {
-      if (!o->is_query[qi]) continue;
-      const char *q = query_names[qi];
+    for (int step = -1; step < N_QUERIES; step++) {
+      int qi = step < 0 ? START_Q : step; /* the start-up run first */
+      if (qi < N_QUERIES && !o->is_query[qi]) continue;
+      const char *q = query_names[qi < N_QUERIES ? qi : 0];
+      uint64_t n_events = qi < N_QUERIES ? o->events[qi] : START_EVENTS;
       size_t order[N_ENGINES], n = 0;
       for (int ei = 0; ei < N_ENGINES; ei++)
-        if (engines[ei].is_selected && engines[ei].is_present)
-          order[n++] = (size_t)ei;
+        if (engine_runs(ei)) order[n++] = (size_t)ei;
       sl_bench_shuffle(order, n, &rng);
       for (size_t k = 0; k < n; k++) {
         const engine_t *e = &engines[order[k]];
         char *argv[24], buf[8][32];
-        build_argv(o, e, q, o->events[qi], o->rate, NULL, argv, buf);
+        build_argv(o, e, q, n_events, o->rate, NULL, argv, buf);
         run_t run;
         double load = sl_bench_loadavg1();
         run_child(argv, so, log, o->timeout_s, &run);
         double cpu = run.user_s + run.sys_s;
         bool is_ok = run.rc == 0 && !run.is_timed_out &&
-                     line_ok(&run, q, o->events[qi]) && cpu > 0;
-        double eps = is_ok ? (double)o->events[qi] / cpu : NAN;
+                     line_ok(&run, q, n_events) && cpu > 0;
+        double eps = is_ok ? (double)n_events / cpu : NAN;
         AT(v, qi, order[k], r) = eps;
+        AT(cpu_s, qi, order[k], r) = is_ok ? cpu : NAN;
         AT(wall, qi, order[k], r) = is_ok ? run.wall_s : NAN;
+        double c0 = AT(cpu_s, START_Q, order[k], r);
+        if (qi < N_QUERIES && is_ok && cpu > c0)
+          AT(beyond, qi, order[k], r) = (double)n_events / (cpu - c0);
         if (!is_ok) {
           n_fail++;
           fprintf(stderr, "sluice-bench-peers: round %zu %s %s failed "
@@ -441,16 +460,17 @@ static int timed(const opts_t *o) {
                   run.rc, run.is_timed_out ? ", timed out" : "", log);
         }
         fprintf(csv, "%zu,%d,%s,%s,%llu,%llu,%llu,%d,%d,%.4f,%.4f,%.4f,"
-                "%.4f,%ld,%llu,%.1f,%.2f\n", r + 1, seq++, q, e->name,
-                (unsigned long long)o->events[qi],
-                (unsigned long long)o->rate,
+                "%.4f,%ld,%llu,%.1f,%.2f\n", r + 1, seq++,
+                qi < N_QUERIES ? q : "start", e->name,
+                (unsigned long long)n_events, (unsigned long long)o->rate,
                 (unsigned long long)o->checkpoint_ms, run.rc,
                 run.is_timed_out, run.user_s, run.sys_s, cpu, run.wall_s,
                 run.maxrss_kb, (unsigned long long)run.results, eps, load);
         fflush(csv);
-        fprintf(stderr, "  round %zu/%zu %s %-14s %8.3f M events/CPU-s  "
-                "%6.2f CPU-s  %6.2f s  (%.0f s so far)\n", r + 1, R, q,
-                e->name, eps / 1e6, cpu, run.wall_s, now_s() - t_start);
+        fprintf(stderr, "  round %zu/%zu %-5s %-14s %8.3f M events/CPU-s  "
+                "%6.2f CPU-s  %6.2f s  (%.0f s so far)\n", r + 1, R,
+                qi < N_QUERIES ? q : "start", e->name, eps / 1e6, cpu,
+                run.wall_s, now_s() - t_start);
       }
     }
   }
@@ -466,34 +486,54 @@ static int timed(const opts_t *o) {
          (unsigned long long)o->rounds, (unsigned long long)o->seed,
          (unsigned long long)o->gen_seed, (unsigned long long)o->rate,
          (unsigned long long)o->checkpoint_ms);
-  printf("# load average at start of the last run: %.2f; %.0f s in all\n",
+  printf("# load average at the end: %.2f; %.0f s in all\n",
          sl_bench_loadavg1(), now_s() - t_start);
+  printf("\nstart-up: q0 on %d events, CPU-seconds\n", START_EVENTS);
+  for (int ei = 0; ei < N_ENGINES; ei++)
+    if (engine_runs(ei))
+      sl_bench_print_stat(engines[ei].name, 30, &AT(cpu_s, START_Q, ei, 0),
+                          R, 1, "CPU-s", "rounds");
+  char label[96];
   for (int qi = 0; qi < N_QUERIES; qi++) {
     if (!o->is_query[qi]) continue;
     printf("\n%s  (%llu events)\n", query_names[qi],
            (unsigned long long)o->events[qi]);
     for (int ei = 0; ei < N_ENGINES; ei++)
-      if (engines[ei].is_selected && engines[ei].is_present)
-        sl_bench_print_stat(engines[ei].name, 22, &AT(v, qi, ei, 0), R,
+      if (engine_runs(ei))
+        sl_bench_print_stat(engines[ei].name, 30, &AT(v, qi, ei, 0), R,
                             1e-6, "M events/CPU-s", "rounds");
     for (int ei = 0; ei < N_ENGINES; ei++)
-      if (engines[ei].is_selected && engines[ei].is_present) {
-        char label[64];
+      if (engine_runs(ei)) {
+        snprintf(label, sizeof(label), "%s beyond start", engines[ei].name);
+        sl_bench_print_stat(label, 30, &AT(beyond, qi, ei, 0), R, 1e-6,
+                            "M events/CPU-s", "rounds");
+      }
+    for (int ei = 0; ei < N_ENGINES; ei++)
+      if (engine_runs(ei)) {
         snprintf(label, sizeof(label), "%s wall", engines[ei].name);
-        sl_bench_print_stat(label, 22, &AT(wall, qi, ei, 0), R, 1, "s",
+        sl_bench_print_stat(label, 30, &AT(wall, qi, ei, 0), R, 1, "s",
                             "rounds");
       }
-    if (!engines[0].is_selected || !engines[0].is_present) continue;
+    if (!engine_runs(0)) continue;
     for (int ei = 1; ei < N_ENGINES; ei++) {
-      if (!engines[ei].is_selected || !engines[ei].is_present) continue;
-      char label[64];
+      if (!engine_runs(ei)) continue;
       snprintf(label, sizeof(label), "sluice/%s", engines[ei].name);
-      sl_bench_print_ratio(label, 22, &AT(v, qi, 0, 0), &AT(v, qi, ei, 0),
+      sl_bench_print_ratio(label, 30, &AT(v, qi, 0, 0), &AT(v, qi, ei, 0),
                            R, o->seed + (uint64_t)qi, "rounds");
+    }
+    for (int ei = 1; ei < N_ENGINES; ei++) {
+      if (!engine_runs(ei)) continue;
+      snprintf(label, sizeof(label), "sluice/%s beyond start",
+               engines[ei].name);
+      sl_bench_print_ratio(label, 30, &AT(beyond, qi, 0, 0),
+                           &AT(beyond, qi, ei, 0), R,
+                           o->seed + 100 + (uint64_t)qi, "rounds");
     }
   }
   free(v);
+  free(cpu_s);
   free(wall);
+  free(beyond);
 #undef AT
   return n_fail;
 }

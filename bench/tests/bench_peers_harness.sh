@@ -51,9 +51,10 @@ expect missing-skips 77 "skip: dbsp is not built" \
 expect q6-refused 2 "q6 is not run" "$peers" --check --queries q6 $common
 SL_MOCK_FAULT= expect timed 0 "sluice/dbsp .*paired" \
   "$peers" --queries q2,q5 --engines sluice,dbsp --rounds 2 $common
-[ "$(wc -l <"$dir/out/raw.csv")" -eq 9 ] &&
+# 2 rounds of (a start-up run + q2 + q5) x 2 engines, and the header
+[ "$(wc -l <"$dir/out/raw.csv")" -eq 13 ] &&
   grep -q "^  dbsp  *mean .*M events/CPU-s" "$dir/timed.txt" ||
-  { echo "FAIL timed: raw.csv has not 8 runs or no dbsp figure";
+  { echo "FAIL timed: raw.csv has not 12 runs or no dbsp figure";
     fails=$((fails + 1)); }
 SL_MOCK_FAULT=fail expect timed-fail 1 "q2 dbsp failed (exit 3)" \
   "$peers" --queries q2 --engines sluice,dbsp --rounds 2 $common
