@@ -377,6 +377,7 @@ static int run(const opts_t *o, const sl_query_t *q) {
     fprintf(stderr, "sluice-bench-nexmark: cannot write %s: %s\n", o->out,
             strerror(errno));
     if (tmp[0]) sl_bench_rm_rf(tmp);
+    sl_workload_close(&w);
     return 1;
   }
   if (f) setvbuf(f, NULL, _IOFBF, 1 << 20);
@@ -435,6 +436,7 @@ static int run(const opts_t *o, const sl_query_t *q) {
     rc = SL_EIO;
   }
   if (tmp[0]) sl_bench_rm_rf(tmp);
+  sl_workload_close(&w);
   if (rc != SL_OK) return 1;
   printf("query=%s events=%llu results=%llu\n", q->name,
          (unsigned long long)o->events,
