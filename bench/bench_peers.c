@@ -756,6 +756,7 @@ int main(int argc, char **argv) {
     }
   if (!engines[0].is_present || (n_missing && o.is_missing_fail)) return 1;
   signal(SIGPIPE, SIG_IGN);
+  setvbuf(stdout, NULL, _IOLBF, 0); /* progress through a pipe (tee) */
   int n_fail = o.is_check ? check(&o) : timed(&o);
   if (n_fail) {
     printf("%d failure%s\n", n_fail, n_fail == 1 ? "" : "s");
