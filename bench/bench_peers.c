@@ -71,14 +71,15 @@ typedef struct engine_s {
   kind_t kind;
   const char *state; /* --state, or NULL */
   bool is_present, is_selected;
+  bool is_no_ckpt; /* a timed run said "no checkpoints" on stderr */
   char why_missing[PATH_MAX + 64];
 } engine_t;
 
 static engine_t engines[N_ENGINES] = {
-    {"sluice", K_SLUICE, NULL, false, false, ""},
-    {"flink-hashmap", K_FLINK, "hashmap", false, false, ""},
-    {"flink-rocksdb", K_FLINK, "rocksdb", false, false, ""},
-    {"dbsp", K_DBSP, NULL, false, false, ""}};
+    {"sluice", K_SLUICE, NULL, false, false, false, ""},
+    {"flink-hashmap", K_FLINK, "hashmap", false, false, false, ""},
+    {"flink-rocksdb", K_FLINK, "rocksdb", false, false, false, ""},
+    {"dbsp", K_DBSP, NULL, false, false, false, ""}};
 
 typedef struct opts_s {
   bool is_check;
@@ -384,6 +385,29 @@ static int check(const opts_t *o) {
   return n_fail;
 }
 
+/* The size of a file, 0 if it has none. */
+static off_t file_size(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 ? sb.st_size : 0;
+}
+
+/* Whether the part of log from offset `from` on (at most 1 MB of it)
+ * holds needle: what a run appended to its stderr log. */
+static bool log_says(const char *log, off_t from, const char *needle) {
+  FILE *f = fopen(log, "r");
+  if (f == NULL) return false;
+  bool is_found = false;
+  char line[4096];
+  size_t n = 0;
+  if (fseeko(f, from, SEEK_SET) == 0)
+    while (!is_found && n < (1u << 20) && fgets(line, sizeof(line), f)) {
+      n += strlen(line);
+      is_found = strstr(line, needle) != NULL;
+    }
+  fclose(f);
+  return is_found;
+}
+
 /* ---- timed runs ---------------------------------------------------------- */
 
 /* The start-up run of each round: q0 on START_EVENTS events, so that the
@@ -442,7 +466,10 @@ static int timed(const opts_t *o) {
         build_argv(o, e, q, n_events, o->rate, NULL, argv, buf);
         run_t run;
         double load = sl_bench_loadavg1();
+        off_t log_from = file_size(log);
         run_child(argv, so, log, o->timeout_s, &run);
+        if (log_says(log, log_from, "no checkpoints"))
+          engines[order[k]].is_no_ckpt = true;
         double cpu = run.user_s + run.sys_s;
         bool is_ok = run.rc == 0 && !run.is_timed_out &&
                      line_ok(&run, q, n_events) && cpu > 0;
@@ -488,6 +515,10 @@ static int timed(const opts_t *o) {
          (unsigned long long)o->checkpoint_ms);
   printf("# load average at the end: %.2f; %.0f s in all\n",
          sl_bench_loadavg1(), now_s() - t_start);
+  for (int ei = 0; ei < N_ENGINES; ei++)
+    if (engine_runs(ei) && engines[ei].is_no_ckpt)
+      printf("# %s: no checkpoints (its program said so on stderr)\n",
+             engines[ei].name);
   printf("\nstart-up: q0 on %d events, CPU-seconds\n", START_EVENTS);
   for (int ei = 0; ei < N_ENGINES; ei++)
     if (engine_runs(ei))
@@ -499,9 +530,12 @@ static int timed(const opts_t *o) {
     printf("\n%s  (%llu events)\n", query_names[qi],
            (unsigned long long)o->events[qi]);
     for (int ei = 0; ei < N_ENGINES; ei++)
-      if (engine_runs(ei))
-        sl_bench_print_stat(engines[ei].name, 30, &AT(v, qi, ei, 0), R,
-                            1e-6, "M events/CPU-s", "rounds");
+      if (engine_runs(ei)) {
+        snprintf(label, sizeof(label), "%s%s", engines[ei].name,
+                 engines[ei].is_no_ckpt ? " (no checkpoints)" : "");
+        sl_bench_print_stat(label, 30, &AT(v, qi, ei, 0), R, 1e-6,
+                            "M events/CPU-s", "rounds");
+      }
     for (int ei = 0; ei < N_ENGINES; ei++)
       if (engine_runs(ei)) {
         snprintf(label, sizeof(label), "%s beyond start", engines[ei].name);

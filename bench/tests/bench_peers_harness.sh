@@ -56,6 +56,9 @@ SL_MOCK_FAULT= expect timed 0 "sluice/dbsp .*paired" \
   grep -q "^  dbsp  *mean .*M events/CPU-s" "$dir/timed.txt" ||
   { echo "FAIL timed: raw.csv has not 12 runs or no dbsp figure";
     fails=$((fails + 1)); }
+SL_MOCK_FAULT=nockpt expect timed-no-ckpt 0 \
+  "^  dbsp (no checkpoints)  *mean .*M events/CPU-s" \
+  "$peers" --queries q2 --engines sluice,dbsp --rounds 2 $common
 SL_MOCK_FAULT=fail expect timed-fail 1 "q2 dbsp failed (exit 3)" \
   "$peers" --queries q2 --engines sluice,dbsp --rounds 2 $common
 [ "$fails" -eq 0 ] || { echo "$fails failed"; exit 1; }

@@ -7,6 +7,7 @@
 #   fail    exit 3 after the run
 #   noline  no "query=..." line on stdout
 #   count   a results= count one too high
+#   nockpt  "no checkpoints" on stderr (the report labels its figures)
 # Never a substitute for the real peers (bench/peers/): those are what
 # sl-it-bench-peers-smoke runs.
 out=
@@ -20,6 +21,7 @@ case ${SL_MOCK_FAULT:-} in
   differ) [ -n "$out" ] && sed -i '$ s/^/9/' "$out" ;;
   fail) exit 3 ;;
   noline) exit 0 ;;
+  nockpt) echo "peer-mock: no checkpoints" >&2 ;;
   count) n=${line##*results=}; line="${line%results=*}results=$((n + 1))" ;;
 esac
 echo "$line"
