@@ -424,6 +424,19 @@ static int run(const opts_t *o, const sl_query_t *q) {
       sl_error_set(&err, rc, "%s", sl_error_message(sl_job_error(job)));
   }
   if (rc == SL_OK) rc = sl_job_run(job, &err);
+  /* As the peers do: how many checkpoints the run took (the last one's
+   * id; an attempt cut by the end of input is not among them). */
+  sl_checkpoint_stats_t cs;
+  if (rc == SL_OK && o->checkpoint_ms > 0)
+    fprintf(stderr, "sluice-bench-nexmark: %llu checkpoints (every %lld "
+            "ms, heap)\n",
+            sl_job_last_checkpoint(job, &cs) != SL_OK ? 0ull
+            : cs.result == SL_OK ? (unsigned long long)cs.id
+                                 : (unsigned long long)cs.id - 1,
+            (long long)o->checkpoint_ms);
+  else if (rc == SL_OK)
+    fprintf(stderr, "sluice-bench-nexmark: no checkpoints "
+            "(--checkpoint-ms 0)\n");
   if (rc != SL_OK)
     fprintf(stderr, "sluice-bench-nexmark: %s: %s\n", q->name,
             err ? sl_error_message(err) : "the job failed");

@@ -90,6 +90,10 @@ typedef struct opts_s {
   const char *out;
   char sluice[PATH_MAX], flink[PATH_MAX], flink_jar[PATH_MAX],
       dbsp[PATH_MAX];
+  /* Every run's checkpoints, on the same file system for every engine:
+   * <out>/ckpt, made empty before each run and removed after it (also
+   * when a run was killed). */
+  char ckpt_dir[PATH_MAX];
 } opts_t;
 
 /* ---- one run of a program ---------------------------------------------- */
@@ -151,6 +155,10 @@ static void build_argv(const opts_t *o, const engine_t *e, const char *q,
     argv[a++] = "--state";
     argv[a++] = (char *)e->state;
   }
+  if (o->checkpoint_ms > 0) {
+    argv[a++] = "--ckpt-dir";
+    argv[a++] = (char *)o->ckpt_dir;
+  }
   if (out_file) {
     argv[a++] = "--out";
     argv[a++] = (char *)out_file;
@@ -161,9 +169,16 @@ static void build_argv(const opts_t *o, const engine_t *e, const char *q,
 /* Run argv with stdout into stdout_file, stderr appended to log; wait4
  * for its rusage; kill it after timeout_s. */
 static void run_child(char *const argv[], const char *stdout_file,
-                      const char *log, uint64_t timeout_s, run_t *r) {
+                      const char *log, const char *ckpt_dir,
+                      uint64_t timeout_s, run_t *r) {
   memset(r, 0, sizeof(*r));
   r->rc = -1;
+  sl_bench_rm_rf(ckpt_dir);
+  if (mkdir(ckpt_dir, 0755) != 0) {
+    fprintf(stderr, "sluice-bench-peers: mkdir %s: %s\n", ckpt_dir,
+            strerror(errno));
+    return;
+  }
   double t0 = now_s();
   pid_t pid = sl_bench_spawn(argv, stdout_file, log);
   if (pid < 0) return;
@@ -184,6 +199,7 @@ static void run_child(char *const argv[], const char *stdout_file,
   alarm(0);
   sigaction(SIGALRM, &old, NULL);
   r->wall_s = now_s() - t0;
+  sl_bench_rm_rf(ckpt_dir);
   if (w < 0) return;
   r->rc = WIFEXITED(st) ? WEXITSTATUS(st)
           : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
@@ -326,7 +342,7 @@ static int check(const opts_t *o) {
       char *argv[24], buf[8][32];
       build_argv(o, e, q, o->events[qi], o->rate, out, argv, buf);
       run_t r;
-      run_child(argv, so, log, o->timeout_s, &r);
+      run_child(argv, so, log, o->ckpt_dir, o->timeout_s, &r);
       lines_t l;
       const char *err = NULL;
       if (r.is_timed_out) err = "timed out";
@@ -467,7 +483,7 @@ static int timed(const opts_t *o) {
         run_t run;
         double load = sl_bench_loadavg1();
         off_t log_from = file_size(log);
-        run_child(argv, so, log, o->timeout_s, &run);
+        run_child(argv, so, log, o->ckpt_dir, o->timeout_s, &run);
         if (log_says(log, log_from, "no checkpoints"))
           engines[order[k]].is_no_ckpt = true;
         double cpu = run.user_s + run.sys_s;
@@ -779,6 +795,7 @@ int main(int argc, char **argv) {
   if (o.dbsp[0] == 0)
     pathf(o.dbsp, PATH_MAX, "%s/dbsp/target/release/sluice-peer-dbsp",
              peers);
+  pathf(o.ckpt_dir, PATH_MAX, "%s/ckpt", o.out);
   presence(&o);
   int n_missing = 0;
   for (int i = 0; i < N_ENGINES; i++)
