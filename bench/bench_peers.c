@@ -58,11 +58,11 @@
 static const char *const query_names[N_QUERIES] = {"q0", "q1", "q2", "q3",
                                                    "q4", "q5", "q7", "q8"};
 /* Timed runs at the contract's default rate (10 M events/s of event time),
- * sized so that a round of all four engines takes about 7 minutes on this
- * 2-core machine: Flink (hashmap) spends 18-45 CPU-seconds on each (8.5 of
- * them starting), DBSP 1-9, sluice 0.7-5 (bench/README.md). */
+ * sized so that a round of all four engines takes 6-10 minutes on this
+ * 2-core machine: Flink spends 16-50 CPU-seconds on each (8.5 of them
+ * starting), DBSP 1-9, sluice 0.3-5 (bench/README.md). */
 static const uint64_t default_events[N_QUERIES] = {
-    20000000, 20000000, 20000000, 10000000, 2000000, 2000000, 2000000,
+    20000000, 20000000, 20000000, 10000000, 2000000, 2000000, 1000000,
     4000000};
 
 typedef enum kind_e { K_SLUICE, K_FLINK, K_DBSP } kind_t;
@@ -600,7 +600,7 @@ static void usage(FILE *f) {
       "  --engines LIST       sluice,flink-hashmap,flink-rocksdb,dbsp "
       "(default all; --check: sluice,flink-hashmap,dbsp)\n"
       "  --events N|qN=N,...  events per query (timed defaults: q0-q2 20M, "
-      "q3 10M, q4 q5 q7 2M, q8 4M)\n"
+      "q3 10M, q4 q5 2M, q7 1M, q8 4M)\n"
       "  --rate R             events/s of event time (timed: 10000000)\n"
       "  --rounds K           timed rounds (default 3)\n"
       "  --seed S             order of the engines and bootstrap (1)\n"
