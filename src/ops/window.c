@@ -401,6 +401,24 @@ static int acc_load(wlocal_t *l, const sl_window_t *w, sl_bytes_t *dst,
   return sl_bytes_append(dst, v.ptr, v.len);
 }
 
+/* The key row of `row` (the key fields, in the builder kb; valid until
+ * the builder's next use).  A failure fails the task. */
+static int key_row(const wcfg_t *c, wlocal_t *l, const sl_row_t *row,
+                   sl_row_t *kr) {
+  sl_row_builder_reset(&l->kb, SL_ROW_INSERT);
+  for (uint32_t k = 0; k < c->n_keys; k++) {
+    sl_value_t v;
+    sl_row_get_value(row, c->key_fields[k], &v);
+    sl_row_builder_set_value(&l->kb, k, &v);
+  }
+  sl_error_t *err = NULL;
+  int rc = sl_row_builder_finish(&l->kb, kr, &err);
+  if (rc == SL_OK) return SL_OK;
+  rc = sl_ctx_fail(l->ctx, rc, "%s", sl_error_message(err));
+  sl_error_destroy(err);
+  return rc;
+}
+
 /* A fresh accumulator: header, then the payload of a new window. */
 static int acc_init(const wcfg_t *c, wlocal_t *l, sl_bytes_t *dst,
                     const sl_row_t *row) {
@@ -413,19 +431,8 @@ static int acc_init(const wcfg_t *c, wlocal_t *l, sl_bytes_t *dst,
   for (uint32_t i = 0; i < c->n_cols; i++)
     if ((rc = sl_bytes_append(dst, z, 16)) != SL_OK) return rc;
   if (row == NULL) return SL_OK; /* merged: keys come from a part */
-  sl_row_builder_reset(&l->kb, SL_ROW_INSERT);
-  for (uint32_t k = 0; k < c->n_keys; k++) {
-    sl_value_t v;
-    sl_row_get_value(row, c->key_fields[k], &v);
-    sl_row_builder_set_value(&l->kb, k, &v);
-  }
   sl_row_t kr;
-  sl_error_t *err = NULL;
-  if ((rc = sl_row_builder_finish(&l->kb, &kr, &err)) != SL_OK) {
-    int r = sl_ctx_fail(l->ctx, rc, "%s", sl_error_message(err));
-    sl_error_destroy(err);
-    return r;
-  }
+  if ((rc = key_row(c, l, row, &kr)) != SL_OK) return rc;
   return sl_bytes_append(dst, kr.data, kr.len);
 }
 
@@ -1035,19 +1042,8 @@ static int ks_init(const wcfg_t *c, wlocal_t *l, const sl_row_t *row) {
   put64(h + 8, INT64_MAX);
   int rc = sl_bytes_append(&l->ks, h, SHDR);
   if (rc != SL_OK || c->mode != WM_AGG) return rc;
-  sl_row_builder_reset(&l->kb, SL_ROW_INSERT);
-  for (uint32_t k = 0; k < c->n_keys; k++) {
-    sl_value_t v;
-    sl_row_get_value(row, c->key_fields[k], &v);
-    sl_row_builder_set_value(&l->kb, k, &v);
-  }
   sl_row_t kr;
-  sl_error_t *err = NULL;
-  if ((rc = sl_row_builder_finish(&l->kb, &kr, &err)) != SL_OK) {
-    int r = sl_ctx_fail(l->ctx, rc, "%s", sl_error_message(err));
-    sl_error_destroy(err);
-    return r;
-  }
+  if ((rc = key_row(c, l, row, &kr)) != SL_OK) return rc;
   put32(l->ks.data + 20, kr.len);
   return sl_bytes_append(&l->ks, kr.data, kr.len);
 }
